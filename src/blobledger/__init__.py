@@ -1,0 +1,49 @@
+"""blobledger: a database and an object store, kept consistent through every crash.
+
+    from blobledger import Ledger
+    async with Ledger.from_urls("sqlite:///var/app.db", "file:///var/blobs") as ledger:
+        doc = await ledger.create("report.pdf", data, content_type="application/pdf")
+"""
+
+from blobledger.documents import Document
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    ConfigError,
+    IdempotencyConflict,
+    IdempotencyInProgress,
+    IntegrityError,
+    InvalidName,
+    NameTaken,
+    NotFound,
+    PreconditionFailed,
+    StoreError,
+    StoreUnavailable,
+    UploadAborted,
+    UploadTooLarge,
+)
+from blobledger.ledger import Ledger
+
+__all__ = [
+    "BlobAlreadyExists",
+    "BlobLedgerError",
+    "BlobNotFound",
+    "ConditionNotMet",
+    "ConfigError",
+    "Document",
+    "IdempotencyConflict",
+    "IdempotencyInProgress",
+    "IntegrityError",
+    "InvalidName",
+    "Ledger",
+    "NameTaken",
+    "NotFound",
+    "PreconditionFailed",
+    "StoreError",
+    "StoreUnavailable",
+    "UploadAborted",
+    "UploadTooLarge",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,142 @@
+"""Database access: URL normalisation, engines, sessions and migrations, in one place.
+
+``sqlite:///path`` and ``postgresql://…`` are accepted as users write them; the driver
+(aiosqlite, asyncpg) is chosen here. SQLite runs in WAL mode with a busy timeout, and every
+transaction starts with ``BEGIN IMMEDIATE`` so two writers queue instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from blobledger.errors import ConfigError
+
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+    "postgresql+psycopg": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+}
+
+
+def normalise_url(url: str) -> URL:
+    """The async-driver URL for a user's database URL; ConfigError if unsupported."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"BLOBLEDGER_DATABASE_URL is not a database URL: {url!r}") from exc
+    driver = _DRIVERS.get(parsed.drivername)
+    if driver is None:
+        raise ConfigError(
+            f"unsupported database {parsed.drivername!r}: use sqlite:///… or postgresql://…"
+        )
+    return parsed.set(drivername=driver)
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An engine for the URL; for SQLite the file's folder is created."""
+    parsed = normalise_url(url)
+    kwargs: dict[str, Any] = {}
+    if parsed.drivername.startswith("sqlite"):
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30}
+    else:
+        kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+    engine = create_async_engine(parsed, **kwargs)
+    if parsed.drivername.startswith("sqlite"):
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """The engine and the one way to open a session (``async with db.session() as s``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = create_engine(url)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return is_sqlite(self.engine)
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    async def ping(self) -> None:
+        """Raise ConfigError if the database cannot be reached."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
+            reason = _first_line(exc)
+            raise ConfigError(f"database unreachable ({_redact(self.url)}): {reason}") from exc
+
+    async def migrate(self) -> None:
+        """Apply every Alembic migration (serialised by an advisory lock on PostgreSQL)."""
+        from blobledger.migrate import upgrade
+
+        await self.ping()
+        async with self.engine.begin() as conn:
+            if not self.is_sqlite:
+                await conn.execute(text("SELECT pg_advisory_xact_lock(7368201)"))
+            await conn.run_sync(upgrade)
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    text_ = str(exc).strip().splitlines()
+    return text_[0] if text_ else type(exc).__name__
+
+
+def _redact(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable url>"

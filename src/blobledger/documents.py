@@ -1,0 +1,79 @@
+"""The public view of a document, and the adapters that turn user data into byte streams."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import IO, Any
+
+from blobledger.models import DocumentRow, as_utc
+
+Data = bytes | bytearray | memoryview | IO[bytes] | AsyncIterable[bytes] | Iterable[bytes]
+READ_SIZE = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document as readers see it (only ``ready`` ones are ever returned to readers)."""
+
+    id: str
+    name: str
+    status: str
+    version: int
+    size: int | None
+    content_type: str
+    sha256: str | None
+    blob: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: DocumentRow) -> Document:
+        return cls(
+            id=row.id,
+            name=row.name,
+            status=row.status,
+            version=row.version,
+            size=row.size,
+            content_type=row.content_type,
+            sha256=row.sha256,
+            blob=row.blob_name,
+            created_at=as_utc(row.created_at),
+            updated_at=as_utc(row.updated_at),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat().replace("+00:00", "Z")
+        data["updated_at"] = self.updated_at.isoformat().replace("+00:00", "Z")
+        return data
+
+
+async def as_stream(data: Data) -> AsyncIterator[bytes]:
+    """Any accepted data form as an async byte stream (file reads run off the loop)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        if len(data):
+            yield bytes(data)
+        return
+    if hasattr(data, "__aiter__"):
+        async for chunk in data:
+            if not isinstance(chunk, (bytes, bytearray, memoryview)):
+                raise TypeError("an async data stream must yield bytes")
+            yield bytes(chunk)
+        return
+    read = getattr(data, "read", None)
+    if callable(read):
+        while True:
+            chunk = await asyncio.to_thread(read, READ_SIZE)
+            if not chunk:
+                return
+            if not isinstance(chunk, (bytes, bytearray)):
+                raise TypeError("file objects must be opened in binary mode")
+            yield bytes(chunk)
+    if isinstance(data, Iterable):
+        for chunk in data:
+            yield bytes(chunk)
+        return
+    raise TypeError(f"unsupported data type {type(data).__name__}")

@@ -1,0 +1,124 @@
+"""Every error blobledger raises, in one flat file.
+
+    BlobLedgerError
+    ├── ConfigError            configuration is missing, malformed or unsafe
+    ├── InvalidName            a document name (or blob name) is not acceptable
+    ├── NameTaken              a live document already has that name
+    ├── NotFound               no ready document with that id
+    ├── PreconditionFailed     the expected version no longer matches
+    ├── IdempotencyConflict    an idempotency key reused with other bytes or another name
+    ├── IdempotencyInProgress  an attempt under that idempotency key is still running
+    ├── IntegrityError         bytes do not match the checksum they were sent with
+    ├── UploadTooLarge         the body passed the configured maximum
+    ├── UploadAborted          the upload ran past its deadline or its source failed
+    ├── StoreUnavailable       the store could not be reached or answered 5xx (retry later)
+    └── StoreError             a storage answer the caller can act on
+        ├── BlobAlreadyExists  create-only put refused: the name is taken (409 or 412)
+        ├── BlobNotFound       no committed blob of that name
+        └── ConditionNotMet    a tag condition did not hold (the guard refused)
+
+Third-party errors are translated to these at one place per backend
+(``stores/azure.py: map_errors``); nothing above the store layer sees an SDK error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class BlobLedgerError(Exception):
+    """Base of every error raised by blobledger."""
+
+
+class ConfigError(BlobLedgerError):
+    """Raised when configuration is missing, malformed, unreachable or unsafe."""
+
+
+class InvalidName(BlobLedgerError, ValueError):
+    """Raised when a name is empty, too long, or holds control characters or traversal."""
+
+
+class NameTaken(BlobLedgerError):
+    """Raised when a live document (pending or ready) already holds the name."""
+
+
+class NotFound(BlobLedgerError, LookupError):
+    """Raised when no ready document has the id (pending documents are invisible)."""
+
+
+class PreconditionFailed(BlobLedgerError):
+    """Raised when the expected version does not match the document's current version."""
+
+    def __init__(self, message: str, current_version: int | None = None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class IdempotencyConflict(BlobLedgerError):
+    """Raised when an idempotency key is reused with different bytes or a different name."""
+
+
+class IdempotencyInProgress(BlobLedgerError):
+    """Raised when an earlier attempt under the same idempotency key is still running."""
+
+
+class IntegrityError(BlobLedgerError):
+    """Raised when received bytes do not match the expected checksum; nothing is stored."""
+
+
+class UploadTooLarge(BlobLedgerError):
+    """Raised when an upload passes the configured maximum size; nothing is published."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"upload exceeds the limit of {limit} bytes")
+        self.limit = limit
+
+
+class UploadAborted(BlobLedgerError):
+    """Raised when an upload passed its deadline or its byte source failed mid-stream."""
+
+
+class StoreUnavailable(BlobLedgerError):
+    """Raised when the store is unreachable, timed out or answered 5xx; safe to retry."""
+
+
+class StoreError(BlobLedgerError):
+    """Base of the storage answers a caller can act on."""
+
+
+@dataclass(frozen=True)
+class Digests:
+    """What a put computed while streaming."""
+
+    size: int
+    md5: str
+    sha256: str
+
+
+class BlobAlreadyExists(StoreError, FileExistsError):
+    """Raised when a create-only put finds the name taken (HTTP 409 or 412 alike).
+
+    ``computed`` holds the digests of the bytes this put streamed, so a caller can
+    compare them with the stored blob's and decide whether its own retry already won.
+    """
+
+    def __init__(self, name: str, computed: Digests | None = None) -> None:
+        super().__init__(f"blob already exists: {name}")
+        self.name = name
+        self.computed = computed
+
+
+class BlobNotFound(StoreError, FileNotFoundError):
+    """Raised when a blob does not exist (uncommitted blocks do not count)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"blob not found: {name}")
+        self.name = name
+
+
+class ConditionNotMet(StoreError):
+    """Raised when the store refused an operation because a tag condition did not hold."""
+
+    def __init__(self, name: str, condition: str = "") -> None:
+        super().__init__(f"condition not met on {name}" + (f": {condition}" if condition else ""))
+        self.name = name

@@ -1,0 +1,56 @@
+"""Failpoints: named steps where a test can make the process die, raise or stall.
+
+Enabled only by ``BLOBLEDGER_FAILPOINTS``, e.g. ``create.after_upload=kill`` or
+``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated by
+``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
+
+Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``raise``
+(:class:`FailpointError`), ``delay:SECONDS`` (sleep, then go on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+ENV = "BLOBLEDGER_FAILPOINTS"
+
+
+class FailpointError(RuntimeError):
+    """Raised at a failpoint whose action is ``raise``."""
+
+
+def _parse(text: str) -> dict[str, str]:
+    points: dict[str, str] = {}
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        point, _, action = item.partition("=")
+        points[point.strip()] = action.strip() or "raise"
+    return points
+
+
+_ACTIVE: dict[str, str] = _parse(os.environ.get(ENV, ""))
+
+
+def configure(text: str) -> None:
+    """Replace the active failpoints (for in-process tests); '' disables all."""
+    _ACTIVE.clear()
+    _ACTIVE.update(_parse(text))
+
+
+async def hit(point: str) -> None:
+    """Run the action configured for ``point``, if any."""
+    if not _ACTIVE:
+        return
+    action = _ACTIVE.get(point)
+    if action is None:
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action.startswith("delay:"):
+        await asyncio.sleep(float(action.split(":", 1)[1]))
+        return
+    raise FailpointError(f"failpoint {point}")

@@ -1,0 +1,477 @@
+"""The ledger: create, replace, delete and read on the protocol (docs/protocol.md).
+
+Create is C1 (rows, pending), C2 (create-only upload, tagged pending), C3 (tag committed),
+C4 (rows committed/ready). Replace is R1 to R4; R5 is the deletion path's work. Delete is one
+transaction that hands the blob to the deletion path. No database connection is held while
+bytes stream. A compensating delete runs only on the failure path of a live process: it is
+an optimisation, the sweeper is the correctness argument. This module never deletes a blob
+that is not tagged ``pending``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError as DBIntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from blobledger import failpoints
+from blobledger.config import Settings
+from blobledger.config import from_env as settings_from_env
+from blobledger.db import Database
+from blobledger.documents import Data, Document, as_stream
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    Digests,
+    IdempotencyConflict,
+    IdempotencyInProgress,
+    InvalidName,
+    NameTaken,
+    NotFound,
+    PreconditionFailed,
+    StoreError,
+    UploadAborted,
+    UploadTooLarge,
+)
+from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.names import (
+    check_content_type,
+    check_document_name,
+    new_blob_name,
+    new_document_id,
+)
+from blobledger.stores import Store, open_store
+from blobledger.stores.base import BlobReader, Hasher
+
+log = logging.getLogger("blobledger.ledger")
+
+PENDING = {"state": BlobState.PENDING.value}
+COMMITTED = {"state": BlobState.COMMITTED.value}
+_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+PAGE = 500
+
+Clock = Callable[[], datetime]
+
+
+class Ledger:
+    """Documents whose bytes live in a store and whose truth lives in a database."""
+
+    def __init__(
+        self,
+        db: Database,
+        store: Store,
+        settings: Settings | None = None,
+        *,
+        clock: Clock = utcnow,
+        migrate: bool = True,
+    ) -> None:
+        self.db = db
+        self.store = store
+        self.settings = settings or Settings()
+        self.clock = clock
+        self._migrate = migrate
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_urls(
+        cls,
+        database_url: str,
+        store_url: str,
+        *,
+        settings: Settings | None = None,
+        clock: Clock = utcnow,
+        migrate: bool = True,
+    ) -> Ledger:
+        settings = (settings or settings_from_env()).with_(
+            database_url=database_url, store_url=store_url
+        )
+        return cls(Database(database_url), open_store(store_url, settings), settings,
+                   clock=clock, migrate=migrate)
+
+    @classmethod
+    def from_env(cls, *, clock: Clock = utcnow, migrate: bool = True) -> Ledger:
+        settings = settings_from_env()
+        return cls(Database(settings.database_url), open_store(settings.store_url, settings),
+                   settings, clock=clock, migrate=migrate)
+
+    async def connect(self) -> Ledger:
+        """Reach the database (migrating it unless told not to) and prepare the store."""
+        if self._migrate:
+            await self.db.migrate()
+        else:
+            await self.db.ping()
+        await self.store.prepare()
+        return self
+
+    async def close(self) -> None:
+        await self.store.close()
+        await self.db.dispose()
+
+    async def __aenter__(self) -> Ledger:
+        try:
+            return await self.connect()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- create ---------------------------------------------------------------------------
+    async def create(
+        self,
+        name: str,
+        data: Data,
+        *,
+        content_type: str | None = None,
+        idempotency_key: str | None = None,
+        sha256: str | None = None,
+        md5: str | None = None,
+    ) -> Document:
+        """Create a document; it becomes visible only once its bytes are committed."""
+        name = check_document_name(name)
+        content_type = check_content_type(content_type)
+        if idempotency_key is not None and not _KEY.match(idempotency_key):
+            raise InvalidName("idempotency key must be 1-255 visible ASCII characters")
+        if idempotency_key is not None:
+            found = await self._existing_intent(idempotency_key, name, data)
+            if isinstance(found, Document):
+                return found
+            if found is not None:
+                return await self._finish_create(found, data, sha256, md5, resumed=True)
+        now = self.clock()
+        doc_id, blob_name = new_document_id(), new_blob_name(self.settings.blob_prefix, name)
+        lease = now + timedelta(seconds=self.settings.upload_deadline)
+        try:
+            async with self.db.session() as session:  # C1
+                session.add(DocumentRow(
+                    id=doc_id, name=name, status=DocumentStatus.PENDING, blob_name=blob_name,
+                    version=1, content_type=content_type, created_at=now, updated_at=now))
+                await session.flush()
+                session.add(BlobRow(
+                    name=blob_name, document_id=doc_id, kind=BlobKind.CREATE,
+                    state=BlobState.PENDING, content_type=content_type,
+                    idempotency_key=idempotency_key, lease_until=lease, created_at=now,
+                    changed_at=now))
+        except DBIntegrityError:
+            if idempotency_key is not None:
+                found = await self._existing_intent(idempotency_key, name, data)
+                if isinstance(found, Document):
+                    return found
+                if found is not None:
+                    return await self._finish_create(found, data, sha256, md5, resumed=True)
+            raise NameTaken(f"a document named {name!r} already exists") from None
+        await failpoints.hit("create.after_insert")
+        row = BlobRow(name=blob_name, document_id=doc_id, content_type=content_type,
+                      lease_until=lease)
+        return await self._finish_create(row, data, sha256, md5, resumed=False)
+
+    async def _finish_create(
+        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool
+    ) -> Document:
+        try:
+            digests = await self._upload(row, data, sha256, md5, resumed=resumed)  # C2
+            await failpoints.hit("create.after_upload")
+            await self._tag_committed(row)  # C3
+            await failpoints.hit("create.after_tag")
+        except BaseException:
+            await asyncio.shield(self._abandon(row.name, row.document_id, BlobKind.CREATE))
+            raise
+        now = self.clock()
+        async with self.db.session() as session:  # C4
+            await session.execute(
+                update(BlobRow)
+                .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING)
+                .values(state=BlobState.COMMITTED, size=digests.size, sha256=digests.sha256,
+                        md5=digests.md5, changed_at=now))
+            await session.execute(
+                update(DocumentRow)
+                .where(DocumentRow.id == row.document_id,
+                       DocumentRow.status == DocumentStatus.PENDING,
+                       DocumentRow.blob_name == row.name)
+                .values(status=DocumentStatus.READY, size=digests.size, sha256=digests.sha256,
+                        md5=digests.md5, updated_at=now))
+            doc = await session.get(DocumentRow, row.document_id)
+            if doc is None or doc.status != DocumentStatus.READY or doc.blob_name != row.name:
+                raise UploadAborted("the upload's intent was resolved by the sweeper meanwhile")
+        await failpoints.hit("create.after_commit")
+        return Document.from_row(doc)
+
+    async def _existing_intent(
+        self, key: str, name: str, data: Data
+    ) -> Document | BlobRow | None:
+        """What an earlier attempt under ``key`` left: a finished document, an intent this
+        attempt now owns (its lease renewed), or nothing."""
+        now = self.clock()
+        async with self.db.session() as session:
+            row = (await session.execute(
+                select(BlobRow).where(BlobRow.idempotency_key == key))).scalar_one_or_none()
+            if row is None:
+                return None
+            doc = await session.get(DocumentRow, row.document_id)
+            if doc is not None and doc.name != name:
+                raise IdempotencyConflict("idempotency key was used for a different name")
+            if row.state == BlobState.PENDING:
+                if row.lease_until > now:
+                    raise IdempotencyInProgress("an attempt with this idempotency key is running")
+                claimed = await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING,
+                           BlobRow.lease_until == row.lease_until)
+                    .values(lease_until=now + timedelta(seconds=self.settings.upload_deadline),
+                            changed_at=now))
+                if _rowcount(claimed) != 1:
+                    raise IdempotencyInProgress("an attempt with this idempotency key is running")
+                return BlobRow(name=row.name, document_id=row.document_id,
+                               content_type=row.content_type,
+                               lease_until=now + timedelta(seconds=self.settings.upload_deadline))
+            recorded = row.sha256
+        digests = await self._digest(data)
+        if digests.sha256 != recorded:
+            raise IdempotencyConflict("idempotency key was used with different bytes")
+        if doc is None or doc.status != DocumentStatus.READY:
+            raise IdempotencyConflict("the document created with this key has been deleted")
+        return Document.from_row(doc)
+
+    # -- replace --------------------------------------------------------------------------
+    async def replace(
+        self,
+        doc_id: str,
+        data: Data,
+        *,
+        expected_version: int,
+        content_type: str | None = None,
+        sha256: str | None = None,
+        md5: str | None = None,
+    ) -> Document:
+        """Point the document at new bytes if its version is still ``expected_version``."""
+        now = self.clock()
+        async with self.db.session() as session:  # R1
+            doc = await self._ready_row(session, doc_id)
+            if doc.version != expected_version:
+                raise PreconditionFailed(
+                    f"document is at version {doc.version}, not {expected_version}",
+                    current_version=doc.version)
+            content_type = check_content_type(content_type or doc.content_type)
+            old_blob = doc.blob_name
+            row = BlobRow(
+                name=new_blob_name(self.settings.blob_prefix, doc.name), document_id=doc_id,
+                kind=BlobKind.REPLACE, state=BlobState.PENDING, content_type=content_type,
+                lease_until=now + timedelta(seconds=self.settings.upload_deadline),
+                created_at=now, changed_at=now)
+            session.add(row)
+        await failpoints.hit("replace.after_insert")
+        try:
+            digests = await self._upload(row, data, sha256, md5, resumed=False)  # R2
+            await failpoints.hit("replace.after_upload")
+            await self._tag_committed(row)  # R3
+            await failpoints.hit("replace.after_tag")
+        except BaseException:
+            await asyncio.shield(self._abandon(row.name, doc_id, BlobKind.REPLACE))
+            raise
+        now = self.clock()
+        async with self.db.session() as session:  # R4
+            moved = await session.execute(
+                update(DocumentRow)
+                .where(DocumentRow.id == doc_id, DocumentRow.version == expected_version,
+                       DocumentRow.status == DocumentStatus.READY)
+                .values(blob_name=row.name, version=expected_version + 1, size=digests.size,
+                        sha256=digests.sha256, md5=digests.md5, content_type=content_type,
+                        updated_at=now))
+            won = _rowcount(moved) == 1
+            await session.execute(
+                update(BlobRow).where(BlobRow.name == row.name).values(
+                    state=BlobState.COMMITTED if won else BlobState.DELETING,
+                    size=digests.size, sha256=digests.sha256, md5=digests.md5, changed_at=now))
+            if won:
+                await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name == old_blob, BlobRow.state == BlobState.COMMITTED)
+                    .values(state=BlobState.DELETING, changed_at=now))
+        await failpoints.hit("replace.after_commit")
+        current = await self.get(doc_id)  # NotFound if deleted meanwhile
+        if not won:
+            raise PreconditionFailed(
+                f"document is at version {current.version}, not {expected_version}",
+                current_version=current.version)
+        return current
+
+    # -- delete ---------------------------------------------------------------------------
+    async def delete(self, doc_id: str, *, expected_version: int | None = None) -> None:
+        """Remove the document now; its blob goes to the deletion path."""
+        now = self.clock()
+        async with self.db.session() as session:
+            doc = await self._ready_row(session, doc_id)
+            if expected_version is not None and doc.version != expected_version:
+                raise PreconditionFailed(
+                    f"document is at version {doc.version}, not {expected_version}",
+                    current_version=doc.version)
+            gone = await session.execute(
+                delete(DocumentRow).where(DocumentRow.id == doc_id,
+                                          DocumentRow.version == doc.version))
+            if _rowcount(gone) != 1:
+                raise PreconditionFailed("document changed while it was being deleted")
+            await session.execute(
+                update(BlobRow).where(BlobRow.name == doc.blob_name)
+                .values(state=BlobState.DELETING, changed_at=now))
+        await failpoints.hit("delete.after_commit")
+
+    # -- reads ----------------------------------------------------------------------------
+    async def get(self, doc_id: str) -> Document:
+        """A ready document; NotFound for unknown and pending ids alike."""
+        async with self.db.session() as session:
+            return Document.from_row(await self._ready_row(session, doc_id))
+
+    async def open(
+        self, doc_id: str, start: int = 0, length: int | None = None
+    ) -> tuple[Document, BlobReader]:
+        """The document and an open ranged read of its bytes."""
+        doc = await self.get(doc_id)
+        try:
+            return doc, await self.store.open(doc.blob, start, length)
+        except BlobNotFound:
+            again = await self.get(doc_id)  # a replace may have moved it: re-read once
+            if again.blob == doc.blob:
+                raise StoreError(f"blob of ready document {doc_id} is missing") from None
+            return again, await self.store.open(again.blob, start, length)
+
+    async def read(
+        self, doc_id: str, start: int = 0, length: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The bytes of a ready document, streamed."""
+        _, reader = await self.open(doc_id, start, length)
+        try:
+            async for chunk in reader:
+                yield chunk
+        finally:
+            await reader.aclose()
+
+    async def page(
+        self, *, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[Document]:
+        """Up to ``limit`` ready documents in name order, after the name ``after``."""
+        query = (select(DocumentRow)
+                 .where(DocumentRow.status == DocumentStatus.READY)
+                 .order_by(DocumentRow.name).limit(limit))
+        if prefix:
+            query = query.where(DocumentRow.name.startswith(prefix, autoescape=True))
+        if after is not None:
+            query = query.where(DocumentRow.name > after)
+        async with self.db.session() as session:
+            rows = (await session.execute(query)).scalars().all()
+        return [Document.from_row(row) for row in rows]
+
+    async def list(self, prefix: str = "") -> AsyncIterator[Document]:
+        """Every ready document under ``prefix``, in name order, fetched page by page."""
+        after: str | None = None
+        while True:
+            batch = await self.page(prefix=prefix, after=after, limit=PAGE)
+            for doc in batch:
+                yield doc
+            if len(batch) < PAGE:
+                return
+            after = batch[-1].name
+
+    # -- steps shared by create and replace -----------------------------------------------
+    async def _upload(
+        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool
+    ) -> Digests:
+        """C2/R2: create-only put of the intent's blob, within the intent's deadline."""
+        remaining = (row.lease_until - self.clock()).total_seconds()
+        stream = _limited(as_stream(data), self.settings.max_upload_bytes)
+        try:
+            async with asyncio.timeout(max(remaining, 0.001)):
+                return await self.store.put(
+                    row.name, stream, tags=PENDING, content_type=row.content_type,
+                    expected_sha256=sha256, expected_md5=md5)
+        except TimeoutError:
+            raise UploadAborted("the upload ran past its deadline") from None
+        except BlobAlreadyExists as exc:
+            # A create-only put of our own name failed: either our own earlier attempt
+            # won (a lost response, an SDK retry, a resumed intent) or the bytes differ.
+            info = await self.store.stat(row.name)
+            if exc.computed is not None and info.sha256 == exc.computed.sha256:
+                return exc.computed
+            if resumed:
+                raise IdempotencyConflict(
+                    "idempotency key was used with different bytes") from None
+            raise
+
+    async def _tag_committed(self, row: BlobRow) -> None:
+        """C3/R3: tag the blob committed, conditioned on it still being pending."""
+        if self.clock() >= row.lease_until:
+            raise UploadAborted("the upload ran past its deadline")
+        try:
+            await self.store.set_tags(row.name, COMMITTED, if_tags=PENDING)
+        except ConditionNotMet:
+            if (await self.store.get_tags(row.name)).get("state") != COMMITTED["state"]:
+                raise
+
+    async def _abandon(self, blob_name: str, doc_id: str, kind: BlobKind) -> None:
+        """Live failure path: delete the pending blob, then the rows; else leave it all to
+        the sweeper (and release the lease so a retry may resume at once)."""
+        try:
+            await self.store.delete(blob_name, if_tags=PENDING)
+        except BaseException as exc:
+            log.warning("compensating delete of %s failed (%s); left to the sweeper",
+                        blob_name, type(exc).__name__)
+            await self._release(blob_name)
+            return
+        try:
+            async with self.db.session() as session:
+                await session.execute(delete(BlobRow).where(
+                    BlobRow.name == blob_name, BlobRow.state == BlobState.PENDING))
+                if kind == BlobKind.CREATE:
+                    await session.execute(delete(DocumentRow).where(
+                        DocumentRow.id == doc_id, DocumentRow.status == DocumentStatus.PENDING,
+                        DocumentRow.blob_name == blob_name))
+        except Exception as exc:
+            log.warning("removing abandoned rows of %s failed (%s); left to the sweeper",
+                        blob_name, type(exc).__name__)
+
+    async def _release(self, blob_name: str) -> None:
+        try:
+            async with self.db.session() as session:
+                await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name == blob_name, BlobRow.state == BlobState.PENDING)
+                    .values(lease_until=self.clock()))
+        except Exception:
+            pass
+
+    async def _digest(self, data: Data) -> Digests:
+        hasher = Hasher()
+        async for chunk in _limited(as_stream(data), self.settings.max_upload_bytes):
+            await hasher.update(chunk)
+        return hasher.digests()
+
+    @staticmethod
+    async def _ready_row(session: AsyncSession, doc_id: str) -> DocumentRow:
+        doc = await session.get(DocumentRow, doc_id) if isinstance(doc_id, str) else None
+        if doc is None or doc.status != DocumentStatus.READY:
+            raise NotFound(f"no document {doc_id!r}")
+        return doc
+
+
+def _rowcount(result: object) -> int:
+    return int(getattr(result, "rowcount", 0))
+
+
+async def _limited(data: AsyncIterable[bytes], limit: int) -> AsyncIterator[bytes]:
+    total = 0
+    async for chunk in data:
+        total += len(chunk)
+        if total > limit:
+            raise UploadTooLarge(limit)
+        yield chunk
+
+
+__all__ = ["BlobLedgerError", "Ledger"]

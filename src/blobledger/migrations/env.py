@@ -1,0 +1,18 @@
+"""Alembic environment: runs on the connection handed in by ``blobledger.migrate``."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from blobledger.models import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("run migrations with `blobledger migrate`")
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

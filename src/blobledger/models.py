@@ -1,0 +1,81 @@
+"""The records: ``documents`` and ``blobs`` (the blobs table doubles as the storage outbox).
+
+Timestamps are naive UTC ``datetime`` values on both SQLite and PostgreSQL; convert at the
+edges with :func:`as_utc`. Nothing here talks to storage.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from sqlalchemy import BigInteger, DateTime, Index, Integer, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class DocumentStatus(StrEnum):
+    PENDING = "pending"
+    READY = "ready"
+
+
+class BlobState(StrEnum):
+    PENDING = "pending"
+    COMMITTED = "committed"
+    DELETING = "deleting"
+
+
+class BlobKind(StrEnum):
+    CREATE = "create"
+    REPLACE = "replace"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DocumentRow(Base):
+    __tablename__ = "documents"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(1024), nullable=False, unique=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, index=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    content_type: Mapped[str] = mapped_column(String(255), nullable=False)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    md5: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+
+    __table_args__ = (Index("ix_documents_status_name", "status", "name"),)
+
+
+class BlobRow(Base):
+    __tablename__ = "blobs"
+
+    name: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    document_id: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    content_type: Mapped[str] = mapped_column(String(255), nullable=False)
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    md5: Mapped[str | None] = mapped_column(String(32))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    # A row is owned by whoever holds an unexpired lease (an upload attempt or a sweeper).
+    lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+
+    __table_args__ = (Index("ix_blobs_state_changed", "state", "changed_at"),)
+
+
+def utcnow() -> datetime:
+    """Naive UTC now, the form stored in the database."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def as_utc(value: datetime) -> datetime:
+    """An aware UTC datetime from a stored naive one."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

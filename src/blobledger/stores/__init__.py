@@ -1,0 +1,31 @@
+"""Stores: the contract (:mod:`.base`) and the backends, chosen by URL."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from blobledger.config import Settings
+from blobledger.errors import ConfigError
+from blobledger.stores.base import BlobInfo, BlobReader, DeleteOutcome, Store, UncommittedInfo
+
+__all__ = ["BlobInfo", "BlobReader", "DeleteOutcome", "Store", "UncommittedInfo", "open_store"]
+
+
+def open_store(url: str, settings: Settings | None = None) -> Store:
+    """The backend for ``file:///path`` or ``azure://container``; ConfigError otherwise."""
+    settings = settings or Settings()
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        from blobledger.stores.local import LocalStore
+
+        path = unquote(parts.netloc + parts.path) if parts.netloc == "." else unquote(parts.path)
+        if not path:
+            raise ConfigError(f"store URL {url!r} names no folder (file:///path)")
+        return LocalStore(path)
+    if parts.scheme == "azure":
+        from blobledger.stores.azure import AzureStore
+
+        return AzureStore.from_settings(parts.netloc, settings)
+    raise ConfigError(
+        f"unsupported store URL {url!r}: use file:///path or azure://<container>"
+    )

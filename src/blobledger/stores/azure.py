@@ -1,0 +1,528 @@
+"""The Azure Blob backend (``azure://<container>``), on ``azure-storage-blob`` (aio).
+
+Create-only is set explicitly on every write (``If-None-Match: *`` via
+``MatchConditions.IfMissing``), on single puts *and* on Put Block List: the SDK's implicit
+create-only vanishes when other access conditions are passed, so it is never relied upon.
+Staged uploads use block ids of one fixed length. 409 and 412 on a put both mean "exists".
+Deletes and tag updates carry ``x-ms-if-tags``. SDK errors become blobledger errors in
+:func:`map_errors` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.core.pipeline.transport import AioHttpTransport
+from azure.storage.blob import BlobBlock, ContentSettings
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from blobledger.config import Settings
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    ConfigError,
+    Digests,
+    StoreError,
+    StoreUnavailable,
+)
+from blobledger.names import check_blob_name
+from blobledger.stores.base import (
+    BlobInfo,
+    BlobReader,
+    DeleteOutcome,
+    Hasher,
+    Store,
+    Tags,
+    UncommittedInfo,
+    tags_match,
+    verify,
+)
+
+SINGLE_PUT_LIMIT = 8 * 1024 * 1024
+BLOCK_SIZE = 8 * 1024 * 1024
+BLOCKS_IN_FLIGHT = 4
+GET_CHUNK = 4 * 1024 * 1024
+BATCH_LIMIT = 256
+# If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
+CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
+
+
+def tag_condition(tags: Tags | None) -> str | None:
+    """The ``x-ms-if-tags`` expression for an equality condition (``"state" = 'pending'``)."""
+    if not tags:
+        return None
+    for key, value in tags.items():
+        if "'" in value or '"' in key:
+            raise ValueError(f"tag condition {key}={value} holds a quote")
+    return " AND ".join(f"\"{key}\" = '{value}'" for key, value in sorted(tags.items()))
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _code(exc: BaseException) -> str:
+    return str(getattr(exc, "error_code", "") or "")
+
+
+def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
+    """The blobledger error for an SDK, HTTP or network error (the one mapping)."""
+    status = _status(exc)
+    if isinstance(exc, ClientAuthenticationError) or status == 403:
+        return StoreError(f"storage refused the credentials for {name}: {_first_line(exc)}")
+    conflict = isinstance(exc, (ResourceExistsError, ResourceModifiedError))
+    if put and (status in (409, 412) or conflict):
+        return BlobAlreadyExists(name)
+    if isinstance(exc, ResourceNotFoundError) or status == 404:
+        if _code(exc) == "ContainerNotFound":
+            return StoreUnavailable(f"container for {name} does not exist")
+        return BlobNotFound(name)
+    if status == 412 or isinstance(exc, ResourceModifiedError):
+        return ConditionNotMet(name, _code(exc))
+    if status == 409 or isinstance(exc, ResourceExistsError):
+        return BlobAlreadyExists(name)
+    if status is not None and (status >= 500 or status in (408, 429)):
+        return StoreUnavailable(f"storage answered {status} for {name}")
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError, aiohttp.ClientError,
+                        asyncio.TimeoutError, ConnectionError)):
+        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
+    if isinstance(exc, HttpResponseError):
+        return StoreError(f"storage answered {status} {_code(exc)} for {name}")
+    return StoreUnavailable(f"storage error for {name}: {_first_line(exc)}")
+
+
+@contextmanager
+def map_errors(name: str, *, put: bool = False) -> Iterator[None]:
+    """Translate whatever the SDK raises inside the block into a blobledger error."""
+    try:
+        yield
+    except BlobLedgerError:
+        raise
+    except (TimeoutError, AzureError, aiohttp.ClientError, ConnectionError) as exc:
+        raise translate(exc, name, put=put) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+def _info(props: Any, tags: Mapping[str, str] | None) -> BlobInfo:
+    metadata = props.metadata or {}
+    settings = props.content_settings
+    return BlobInfo(
+        name=props.name,
+        size=int(props.size or 0),
+        last_modified=props.last_modified,
+        etag=str(props.etag),
+        content_type=settings.content_type if settings else None,
+        sha256=metadata.get("sha256"),
+        md5=metadata.get("md5"),
+        tags=tags,
+    )
+
+
+class AzureStore(Store):
+    """Blobs in one Azure container."""
+
+    def __init__(
+        self,
+        container: str,
+        *,
+        connection_string: str | None = None,
+        account_url: str | None = None,
+        credential: Any = None,
+        single_put_limit: int = SINGLE_PUT_LIMIT,
+        block_size: int = BLOCK_SIZE,
+    ) -> None:
+        if not 3 <= len(container) <= 63:
+            raise ConfigError(f"Azure container name {container!r} must have 3-63 characters")
+        if not connection_string and not account_url:
+            raise ConfigError(
+                "azure:// store needs BLOBLEDGER_AZURE_CONNECTION_STRING "
+                "or BLOBLEDGER_AZURE_ACCOUNT_URL"
+            )
+        self.container_name = container
+        self.url = f"azure://{container}"
+        self._connection_string = connection_string
+        self._account_url = account_url
+        self._credential = credential
+        self.single_put_limit = single_put_limit
+        self.block_size = block_size
+        endpoint = connection_string or account_url or ""
+        self.is_emulator = "devstoreaccount1" in endpoint or "UseDevelopmentStorage" in endpoint
+        # Azurite ignores x-ms-if-tags on Set Blob Tags (measured): see docs/backends.md.
+        self.enforces_tag_condition_on_set_tags = not self.is_emulator
+        self.batches_deletes = True
+        self._session: aiohttp.ClientSession | None = None
+        self._service: BlobServiceClient | None = None
+        self._container: ContainerClient | None = None
+
+    @classmethod
+    def from_settings(cls, container: str, settings: Settings) -> AzureStore:
+        if settings.azure_connection_string:
+            return cls(container, connection_string=settings.azure_connection_string)
+        if settings.azure_account_url:
+            parts = urlsplit(settings.azure_account_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ConfigError("BLOBLEDGER_AZURE_ACCOUNT_URL must be an http(s) URL")
+            try:
+                from azure.identity.aio import DefaultAzureCredential
+            except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
+                raise ConfigError("BLOBLEDGER_AZURE_ACCOUNT_URL needs azure-identity") from exc
+            return cls(container, account_url=settings.azure_account_url,
+                       credential=DefaultAzureCredential())
+        return cls(container)  # raises the ConfigError naming what is missing
+
+    # -- clients --------------------------------------------------------------------------
+    def _client(self) -> ContainerClient:
+        if self._container is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=64), trust_env=False
+            )
+            transport = AioHttpTransport(session=self._session, session_owner=False)
+            options: dict[str, Any] = {
+                "transport": transport,
+                "max_single_get_size": GET_CHUNK,
+                "max_chunk_get_size": GET_CHUNK,
+                "max_single_put_size": self.single_put_limit,
+                "max_block_size": self.block_size,
+            }
+            try:
+                if self._connection_string:
+                    self._service = BlobServiceClient.from_connection_string(
+                        self._connection_string, **options
+                    )
+                else:
+                    self._service = BlobServiceClient(
+                        self._account_url or "", credential=self._credential, **options
+                    )
+            except (ValueError, AzureError) as exc:
+                raise ConfigError(f"invalid Azure configuration: {_first_line(exc)}") from exc
+            self._container = self._service.get_container_client(self.container_name)
+        return self._container
+
+    async def close(self) -> None:
+        if self._service is not None:
+            await self._service.close()
+        if self._session is not None:
+            await self._session.close()
+        if self._credential is not None and hasattr(self._credential, "close"):
+            await self._credential.close()
+        self._service = self._container = None
+        self._session = None
+
+    async def prepare(self) -> None:
+        """Create the container if it does not exist."""
+        with map_errors(self.container_name), suppress(ResourceExistsError):
+            await self._client().create_container()
+
+    async def ping(self) -> None:
+        with map_errors(self.container_name):
+            await self._client().get_container_properties()
+
+    # -- put ------------------------------------------------------------------------------
+    async def put(
+        self,
+        name: str,
+        data: AsyncIterable[bytes],
+        *,
+        tags: Tags,
+        content_type: str | None = None,
+        expected_sha256: str | None = None,
+        expected_md5: str | None = None,
+    ) -> Digests:
+        check_blob_name(name)
+        hasher = Hasher()
+        iterator = aiter(data)
+        head = bytearray()
+        exhausted = False
+        while len(head) <= self.single_put_limit:
+            try:
+                piece = await anext(iterator)
+            except StopAsyncIteration:
+                exhausted = True
+                break
+            head += piece
+        blob = self._client().get_blob_client(name)
+        if exhausted:
+            body = bytes(head)
+            await hasher.update(body)
+            digests = hasher.digests()
+            verify(digests, expected_sha256, expected_md5)
+            settings = ContentSettings(content_type=content_type,
+                                       content_md5=bytearray(bytes.fromhex(digests.md5)))
+            try:
+                with map_errors(name, put=True):
+                    await blob.upload_blob(
+                        body, blob_type="BlockBlob", overwrite=False, length=len(body),
+                        tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
+                        **CREATE_ONLY,
+                    )
+                return digests
+            except BlobAlreadyExists:
+                if not await self._only_uncommitted(name):
+                    raise BlobAlreadyExists(name, digests) from None
+            # Azurite refuses Put Blob on a name that holds only uncommitted blocks (left by
+            # a crashed staged attempt of this same intent); committing a block list clears them.
+            return await self._staged(name, _once(body), Hasher(), tags, content_type,
+                                      expected_sha256, expected_md5)
+        return await self._staged(name, _chain(bytes(head), iterator), hasher, tags,
+                                  content_type, expected_sha256, expected_md5)
+
+    async def _staged(
+        self, name: str, data: AsyncIterable[bytes], hasher: Hasher, tags: Tags,
+        content_type: str | None, expected_sha256: str | None, expected_md5: str | None,
+    ) -> Digests:
+        blob = self._client().get_blob_client(name)
+        attempt = uuid.uuid4().hex[:16]
+        block_ids: list[str] = []
+        in_flight: set[asyncio.Task[None]] = set()
+
+        async def stage(block_id: str, chunk: bytes) -> None:
+            with map_errors(name):
+                await blob.stage_block(block_id, chunk, length=len(chunk))
+
+        try:
+            buffer = bytearray()
+            async for piece in _chain(b"", aiter(data)):
+                buffer += piece
+                while len(buffer) >= self.block_size:
+                    chunk = bytes(buffer[: self.block_size])
+                    del buffer[: self.block_size]
+                    await self._stage_next(chunk, hasher, attempt, block_ids, in_flight, stage)
+            if buffer or not block_ids:
+                await self._stage_next(bytes(buffer), hasher, attempt, block_ids, in_flight, stage)
+            if in_flight:
+                await asyncio.gather(*in_flight)
+            digests = hasher.digests()
+            verify(digests, expected_sha256, expected_md5)
+        except BaseException:
+            for task in in_flight:
+                task.cancel()
+            await asyncio.shield(self._forget_blocks(name))
+            raise
+        settings = ContentSettings(content_type=content_type)
+        try:
+            with map_errors(name, put=True):
+                await blob.commit_block_list(
+                    [BlobBlock(block_id=b) for b in block_ids], content_settings=settings,
+                    metadata=_metadata(digests), tags=dict(tags), **CREATE_ONLY,
+                )
+        except BlobAlreadyExists:
+            raise BlobAlreadyExists(name, digests) from None
+        return digests
+
+    async def _stage_next(
+        self, chunk: bytes, hasher: Hasher, attempt: str, block_ids: list[str],
+        in_flight: set[asyncio.Task[None]], stage: Any,
+    ) -> None:
+        await hasher.update(chunk)
+        block_id = base64.b64encode(f"{attempt}{len(block_ids):016d}".encode()).decode()
+        block_ids.append(block_id)
+        while len(in_flight) >= BLOCKS_IN_FLIGHT:
+            done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            in_flight.difference_update(done)
+            for task in done:
+                task.result()
+        in_flight.add(asyncio.ensure_future(stage(block_id, chunk)))
+
+    async def _only_uncommitted(self, name: str) -> bool:
+        try:
+            await self.stat(name)
+        except BlobNotFound:
+            return True
+        return False
+
+    async def _forget_blocks(self, name: str) -> None:
+        """Best effort: drop the blocks of a failed staged put if no blob was committed."""
+        try:
+            if await self._only_uncommitted(name):
+                await self.discard_uncommitted(name)
+        except BlobLedgerError:
+            pass
+
+    # -- metadata -------------------------------------------------------------------------
+    async def stat(self, name: str) -> BlobInfo:
+        check_blob_name(name)
+        with map_errors(name):
+            props = await self._client().get_blob_client(name).get_blob_properties()
+        return _info(props, None)
+
+    async def get_tags(self, name: str) -> dict[str, str]:
+        check_blob_name(name)
+        with map_errors(name):
+            return dict(await self._client().get_blob_client(name).get_blob_tags())
+
+    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        check_blob_name(name)
+        # The emulator ignores the condition: check it client-side as well (racy, and only
+        # a stand-in; the real service enforces x-ms-if-tags on Set Blob Tags).
+        if (if_tags and not self.enforces_tag_condition_on_set_tags
+                and not tags_match(await self.get_tags(name), if_tags)):
+            raise ConditionNotMet(name, tag_condition(if_tags) or "")
+        with map_errors(name):
+            await self._client().get_blob_client(name).set_blob_tags(
+                dict(tags), if_tags_match_condition=tag_condition(if_tags)
+            )
+
+    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
+        check_blob_name(name)
+        try:
+            with map_errors(name):
+                await self._client().get_blob_client(name).delete_blob(
+                    delete_snapshots="include", if_tags_match_condition=tag_condition(if_tags)
+                )
+        except BlobNotFound:
+            return False
+        return True
+
+    async def delete_many(self, items: Sequence[tuple[str, Tags | None]]) -> list[DeleteOutcome]:
+        """Blob Batch deletes, 256 per request, each with its own ``x-ms-if-tags``."""
+        outcomes: list[DeleteOutcome] = []
+        for start in range(0, len(items), BATCH_LIMIT):
+            chunk = items[start : start + BATCH_LIMIT]
+            for name, _ in chunk:
+                check_blob_name(name)
+            requests = [
+                {"name": name, "if_tags_match_condition": tag_condition(cond),
+                 "delete_snapshots": "include"}
+                for name, cond in chunk
+            ]
+            with map_errors(self.container_name):
+                responses = await self._client().delete_blobs(
+                    *requests, raise_on_any_failure=False
+                )
+                answers = [r async for r in responses]
+            for (name, _), response in zip(chunk, answers, strict=True):
+                status = response.status_code
+                if status in (200, 202):
+                    outcomes.append(DeleteOutcome(name, deleted=True))
+                elif status == 404:
+                    outcomes.append(DeleteOutcome(name))
+                elif status == 412:
+                    outcomes.append(DeleteOutcome(name, error=ConditionNotMet(name, "batch")))
+                elif status >= 500 or status in (408, 429):
+                    outcomes.append(DeleteOutcome(
+                        name, error=StoreError(f"storage answered {status} in a batch")))
+                else:
+                    outcomes.append(DeleteOutcome(
+                        name, error=StoreError(f"storage answered {status} for {name}")))
+        return outcomes
+
+    # -- reads ----------------------------------------------------------------------------
+    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
+        check_blob_name(name)
+        blob = self._client().get_blob_client(name)
+        if length == 0:
+            info = await self.stat(name)
+            return BlobReader(info, min(start, info.size), 0, _empty())
+        with map_errors(name):
+            try:
+                if start == 0 and length is None:
+                    downloader = await blob.download_blob()
+                else:
+                    downloader = await blob.download_blob(offset=start, length=length)
+            except HttpResponseError as exc:
+                if exc.status_code != 416:
+                    raise
+                info = await self.stat(name)
+                return BlobReader(info, info.size, 0, _empty())
+        props = downloader.properties
+        info = _info(props, None)
+        content_range = str(getattr(props, "content_range", "") or "")
+        if "/" in content_range:  # a ranged answer: properties.size is the range's length
+            total = int(content_range.rsplit("/", 1)[1])
+            info = BlobInfo(**{**info.__dict__, "size": total})
+        actual = int(downloader.size or 0)
+        return BlobReader(info, start, actual, self._chunks(name, downloader))
+
+    @staticmethod
+    async def _chunks(name: str, downloader: Any) -> AsyncIterator[bytes]:
+        with map_errors(name):
+            async for chunk in downloader.chunks():
+                yield chunk
+
+    # -- listing --------------------------------------------------------------------------
+    async def list(self, prefix: str = "", *, tags: bool = True) -> AsyncIterator[BlobInfo]:
+        include = ["tags", "metadata"] if tags else ["metadata"]
+        with map_errors(self.container_name):
+            async for props in self._client().list_blobs(
+                name_starts_with=prefix or None, include=include
+            ):
+                yield _info(props, dict(props.tags or {}) if tags else None)
+
+    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
+        """Names holding uncommitted blocks: those with no committed blob (from the
+        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers."""
+        client = self._client()
+        with map_errors(self.container_name):
+            async for props in client.list_blobs(
+                name_starts_with=prefix or None, include=["uncommittedblobs"]
+            ):
+                blob = client.get_blob_client(props.name)
+                committed, uncommitted = await blob.get_block_list("all")
+                if uncommitted:
+                    yield UncommittedInfo(
+                        name=props.name,
+                        blocks=len(uncommitted),
+                        size=sum(int(b.size or 0) for b in uncommitted),
+                        committed=bool(committed) or not _is_uncommitted_only(props),
+                        last_modified=props.last_modified,
+                    )
+
+    async def discard_uncommitted(self, name: str) -> None:
+        """Delete a name that holds only uncommitted blocks (clears them).
+
+        A committed blob's leftover blocks cannot be dropped without re-committing it, which
+        would rewrite its properties; the service discards them after seven days.
+        """
+        check_blob_name(name)
+        if not await self._only_uncommitted(name):
+            return
+        with map_errors(name), suppress(ResourceNotFoundError):
+            await self._client().get_blob_client(name).delete_blob()
+
+
+def _is_uncommitted_only(props: Any) -> bool:
+    return not props.etag
+
+
+def _metadata(digests: Digests) -> dict[str, str]:
+    return {"sha256": digests.sha256, "md5": digests.md5}
+
+
+async def _empty() -> AsyncIterator[bytes]:
+    return
+    yield b""  # pragma: no cover
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+async def _chain(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if head:
+        yield head
+    async for piece in rest:
+        yield piece

@@ -1,0 +1,224 @@
+"""The store contract: what every backend must do, one line of contract per method.
+
+A store keeps write-once blobs under server-generated names, each with a small set of
+index tags (``state`` is the one the protocol uses) and the checksums computed on upload.
+Every method checks the blob name with :func:`blobledger.names.check_blob_name` first.
+
+Errors (from :mod:`blobledger.errors`): ``BlobAlreadyExists``, ``BlobNotFound``,
+``ConditionNotMet``, ``IntegrityError``, ``StoreUnavailable``. Nothing else escapes a store.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import hashlib
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from blobledger.errors import ConditionNotMet, Digests, IntegrityError, StoreError
+
+Tags = Mapping[str, str]
+HASH_IN_THREAD_ABOVE = 256 * 1024
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What a store knows about one committed blob."""
+
+    name: str
+    size: int
+    last_modified: datetime
+    etag: str
+    content_type: str | None = None
+    sha256: str | None = None
+    md5: str | None = None
+    tags: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class UncommittedInfo:
+    """Bytes uploaded under a name but never committed (a losing or abandoned staged put)."""
+
+    name: str
+    blocks: int
+    size: int
+    committed: bool  # whether a committed blob of the same name also exists
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """The result of one delete in :meth:`Store.delete_many`."""
+
+    name: str
+    deleted: bool = False  # True: removed now; False with no error: was already absent
+    error: StoreError | None = None
+
+
+@dataclass
+class BlobReader:
+    """An open, ranged read: ``info`` is known before the first byte is sent."""
+
+    info: BlobInfo
+    start: int
+    length: int
+    chunks: AsyncIterator[bytes] = field(repr=False)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.chunks
+
+    async def aclose(self) -> None:
+        closer = getattr(self.chunks, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+class Hasher:
+    """Size, MD5 and SHA-256 over a stream; large chunks are hashed off the event loop."""
+
+    def __init__(self) -> None:
+        self._md5 = hashlib.md5(usedforsecurity=False)
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def update_sync(self, chunk: bytes | memoryview) -> None:
+        self._md5.update(chunk)
+        self._sha.update(chunk)
+        self.size += len(chunk)
+
+    async def update(self, chunk: bytes | memoryview) -> None:
+        if len(chunk) >= HASH_IN_THREAD_ABOVE:
+            await asyncio.to_thread(self.update_sync, chunk)
+        else:
+            self.update_sync(chunk)
+
+    def digests(self) -> Digests:
+        return Digests(size=self.size, md5=self._md5.hexdigest(), sha256=self._sha.hexdigest())
+
+
+def verify(digests: Digests, expected_sha256: str | None, expected_md5: str | None) -> None:
+    """Raise IntegrityError if an expected checksum was given and does not match."""
+    if expected_sha256 is not None and expected_sha256.lower() != digests.sha256:
+        raise IntegrityError(
+            f"SHA-256 mismatch: expected {expected_sha256.lower()}, received {digests.sha256}"
+        )
+    if expected_md5 is not None and expected_md5.lower() != digests.md5:
+        raise IntegrityError(
+            f"MD5 mismatch: expected {expected_md5.lower()}, received {digests.md5}"
+        )
+
+
+async def rechunk(data: AsyncIterable[bytes], size: int) -> AsyncIterator[bytes]:
+    """Regroup a byte stream into chunks of exactly ``size`` bytes (the last may be shorter)."""
+    buffer = bytearray()
+    async for piece in data:
+        if not piece:
+            continue
+        buffer += piece
+        while len(buffer) >= size:
+            yield bytes(buffer[:size])
+            del buffer[:size]
+    if buffer:
+        yield bytes(buffer)
+
+
+def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:
+    """Whether ``tags`` satisfy an equality condition (every key equals its value)."""
+    if not condition:
+        return True
+    tags = tags or {}
+    return all(tags.get(key) == value for key, value in condition.items())
+
+
+class Store(abc.ABC):
+    """A write-once blob store with tag-guarded mutations."""
+
+    url: str
+    #: whether set_tags enforces its condition on the server (False: known emulator gap)
+    enforces_tag_condition_on_set_tags: bool = True
+    #: whether delete_many sends one batch request with per-item tag conditions
+    batches_deletes: bool = False
+
+    @abc.abstractmethod
+    async def put(
+        self,
+        name: str,
+        data: AsyncIterable[bytes],
+        *,
+        tags: Tags,
+        content_type: str | None = None,
+        expected_sha256: str | None = None,
+        expected_md5: str | None = None,
+    ) -> Digests:
+        """Create-only upload, hashing while streaming; publish atomically or not at all.
+
+        If the name exists, raise BlobAlreadyExists (carrying the computed digests): never
+        overwrite. If an expected checksum is given and differs, raise IntegrityError and
+        leave nothing behind. The SHA-256 is stored with the blob (see :meth:`stat`).
+        """
+
+    @abc.abstractmethod
+    async def stat(self, name: str) -> BlobInfo:
+        """Size, checksums, content type, tags and timestamps; BlobNotFound if absent."""
+
+    @abc.abstractmethod
+    async def get_tags(self, name: str) -> dict[str, str]:
+        """The blob's tags; BlobNotFound if absent."""
+
+    @abc.abstractmethod
+    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        """Replace the tags, only if the current tags satisfy ``if_tags`` (ConditionNotMet)."""
+
+    @abc.abstractmethod
+    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
+        """Delete if the tags satisfy ``if_tags``; True if deleted, False if already absent.
+
+        A blob whose tags do not match is refused with ConditionNotMet and survives.
+        """
+
+    async def delete_many(
+        self, items: Sequence[tuple[str, Tags | None]]
+    ) -> list[DeleteOutcome]:
+        """Delete several blobs, each under its own tag condition; one outcome per item."""
+        outcomes = []
+        for name, condition in items:
+            try:
+                deleted = await self.delete(name, if_tags=condition)
+                outcomes.append(DeleteOutcome(name, deleted=deleted))
+            except ConditionNotMet as exc:
+                outcomes.append(DeleteOutcome(name, error=exc))
+        return outcomes
+
+    @abc.abstractmethod
+    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
+        """A ranged streaming read of ``length`` bytes from ``start`` (to the end if None)."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str = "", *, tags: bool = True) -> AsyncIterator[BlobInfo]:
+        """Committed blobs under ``prefix`` in lexical (code point) order, streamed."""
+
+    @abc.abstractmethod
+    def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
+        """Names holding uncommitted bytes (empty where the backend never leaves any)."""
+
+    @abc.abstractmethod
+    async def discard_uncommitted(self, name: str) -> None:
+        """Remove uncommitted bytes left under ``name``; a committed blob is never touched."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise StoreUnavailable (or ConfigError) unless the store answers."""
+
+    async def prepare(self) -> None:  # noqa: B027 - optional hook
+        """Create what the store needs (a folder, a container) if missing."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,386 @@
+"""The local-disk backend (``file:///path``): the embedded default.
+
+Layout under the root folder::
+
+    blobs/<blob name>                 committed blobs (write-once)
+    uploads/<quoted name>.<id>.part   bytes being written, never visible under blobs/
+
+Publishing is temp file + fsync + ``os.link`` (never rename, never check-then-write): the
+link fails with EEXIST if the name is taken, so exactly one of many racing creators wins.
+Tags and checksums live in extended attributes set on the temp file *before* the link, so
+they appear atomically with the name. Tag changes and conditional deletes hold ``flock`` on
+the blob and re-check the inode under the lock. Every path is built by :meth:`_path`, which
+accepts only names that passed ``check_blob_name``: traversal is impossible by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
+
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobNotFound,
+    ConditionNotMet,
+    ConfigError,
+    Digests,
+    StoreUnavailable,
+)
+from blobledger.names import check_blob_name
+from blobledger.stores.base import (
+    BlobInfo,
+    BlobReader,
+    Hasher,
+    Store,
+    Tags,
+    UncommittedInfo,
+    tags_match,
+    verify,
+)
+
+TAGS_XATTR = "user.blobledger.tags"
+META_XATTR = "user.blobledger.meta"
+WRITE_CHUNK = 1024 * 1024
+READ_CHUNK = 256 * 1024
+LIST_BATCH = 256
+T = TypeVar("T")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_json_xattr(target: int | str | Path, key: str) -> dict[str, str]:
+    try:
+        raw = os.getxattr(target, key)
+    except OSError as exc:
+        if exc.errno == errno.ENODATA:
+            return {}
+        raise
+    value = json.loads(raw)
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _mtime(st: os.stat_result) -> datetime:
+    return datetime.fromtimestamp(st.st_mtime, UTC)
+
+
+class LocalStore(Store):
+    """Blobs as files under one root folder."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.url = f"file://{self.root}"
+        self._blobs = self.root / "blobs"
+        self._uploads = self.root / "uploads"
+        try:
+            self._blobs.mkdir(parents=True, exist_ok=True)
+            self._uploads.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"store folder {self.root} is not usable: {exc.strerror}") from exc
+
+    # -- paths: the only place a blob name becomes a path ---------------------------------
+    def _path(self, name: str) -> Path:
+        check_blob_name(name)
+        path = self._blobs / name
+        if not path.is_relative_to(self._blobs):  # unreachable after check_blob_name
+            raise ConfigError(f"blob path escapes the store: {name!r}")
+        return path
+
+    def _upload_path(self, name: str) -> Path:
+        check_blob_name(name)
+        return self._uploads / f"{quote(name, safe='')}.{uuid.uuid4().hex}.part"
+
+    # -- put ------------------------------------------------------------------------------
+    async def put(
+        self,
+        name: str,
+        data: AsyncIterable[bytes],
+        *,
+        tags: Tags,
+        content_type: str | None = None,
+        expected_sha256: str | None = None,
+        expected_md5: str | None = None,
+    ) -> Digests:
+        final = self._path(name)
+        temp = self._upload_path(name)
+        hasher = Hasher()
+        fd = await _io(os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        try:
+            buffer = bytearray()
+            async for piece in data:
+                buffer += piece
+                if len(buffer) >= WRITE_CHUNK:
+                    chunk, buffer = bytes(buffer), bytearray()
+                    await _io(self._write, fd, hasher, chunk)
+            if buffer:
+                await _io(self._write, fd, hasher, bytes(buffer))
+            digests = hasher.digests()
+            verify(digests, expected_sha256, expected_md5)
+            meta = {"sha256": digests.sha256, "md5": digests.md5, "size": str(digests.size)}
+            if content_type:
+                meta["content_type"] = content_type
+            try:
+                await _io(self._publish, fd, temp, final, dict(tags), meta)
+            except FileExistsError as exc:
+                raise BlobAlreadyExists(name, digests) from exc
+            return digests
+        finally:
+            await asyncio.to_thread(self._cleanup, fd, temp)
+
+    @staticmethod
+    def _write(fd: int, hasher: Hasher, chunk: bytes) -> None:
+        hasher.update_sync(chunk)
+        view = memoryview(chunk)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def _publish(
+        self, fd: int, temp: Path, final: Path, tags: dict[str, str], meta: dict[str, str]
+    ) -> None:
+        os.setxattr(fd, TAGS_XATTR, json.dumps(tags).encode())
+        os.setxattr(fd, META_XATTR, json.dumps(meta).encode())
+        os.fsync(fd)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.link(temp, final)  # atomic, create-only: EEXIST if the name is taken
+        _fsync_dir(final.parent)
+
+    @staticmethod
+    def _cleanup(fd: int, temp: Path) -> None:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+    # -- metadata -------------------------------------------------------------------------
+    async def stat(self, name: str) -> BlobInfo:
+        path = self._path(name)
+        return await asyncio.to_thread(self._stat, name, path)
+
+    def _stat(self, name: str, path: Path, fd: int | None = None) -> BlobInfo:
+        target: int | Path = path if fd is None else fd
+        try:
+            st = os.stat(target)
+            meta = _read_json_xattr(target, META_XATTR)
+            tags = _read_json_xattr(target, TAGS_XATTR)
+        except FileNotFoundError as exc:
+            raise BlobNotFound(name) from exc
+        except NotADirectoryError as exc:
+            raise BlobNotFound(name) from exc
+        if not os.path.isfile(path) and fd is None:
+            raise BlobNotFound(name)
+        return BlobInfo(
+            name=name,
+            size=st.st_size,
+            last_modified=_mtime(st),
+            etag=f'"{st.st_ino:x}-{st.st_mtime_ns:x}"',
+            content_type=meta.get("content_type"),
+            sha256=meta.get("sha256"),
+            md5=meta.get("md5"),
+            tags=tags,
+        )
+
+    async def get_tags(self, name: str) -> dict[str, str]:
+        info = await self.stat(name)
+        return dict(info.tags or {})
+
+    def _locked(self, name: str) -> int:
+        """Open the blob and hold an exclusive flock on it, checking the name still links it."""
+        path = self._path(name)
+        while True:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+                raise BlobNotFound(name) from exc
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                os.close(fd)
+                raise BlobNotFound(name) from None
+            if same:
+                return fd
+            os.close(fd)  # replaced between open and lock: cannot happen (write-once), retry
+
+    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        await asyncio.to_thread(self._set_tags, name, dict(tags), if_tags)
+
+    def _set_tags(self, name: str, tags: dict[str, str], if_tags: Tags | None) -> None:
+        fd = self._locked(name)
+        try:
+            if not tags_match(_read_json_xattr(fd, TAGS_XATTR), if_tags):
+                raise ConditionNotMet(name, _describe(if_tags))
+            os.setxattr(fd, TAGS_XATTR, json.dumps(tags).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
+        return await asyncio.to_thread(self._delete, name, if_tags)
+
+    def _delete(self, name: str, if_tags: Tags | None) -> bool:
+        path = self._path(name)
+        try:
+            fd = self._locked(name)
+        except BlobNotFound:
+            return False
+        try:
+            if not tags_match(_read_json_xattr(fd, TAGS_XATTR), if_tags):
+                raise ConditionNotMet(name, _describe(if_tags))
+            os.unlink(path)
+            _fsync_dir(path.parent)
+            return True
+        finally:
+            os.close(fd)
+
+    # -- reads ----------------------------------------------------------------------------
+    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
+        path = self._path(name)
+        try:
+            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise BlobNotFound(name) from exc
+        try:
+            info = await asyncio.to_thread(self._stat, name, path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        start = max(0, min(start, info.size))
+        available = info.size - start
+        length = available if length is None else max(0, min(length, available))
+        return BlobReader(info, start, length, self._chunks(fd, start, length))
+
+    @staticmethod
+    async def _chunks(fd: int, start: int, length: int) -> AsyncIterator[bytes]:
+        try:
+            offset, remaining = start, length
+            while remaining > 0:
+                chunk = await asyncio.to_thread(os.pread, fd, min(READ_CHUNK, remaining), offset)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                remaining -= len(chunk)
+                yield chunk
+        finally:
+            os.close(fd)
+
+    # -- listing --------------------------------------------------------------------------
+    def _walk(self, folder: Path, prefix_path: str) -> Iterator[tuple[str, Path]]:
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return
+        # Sorting a folder's entries with "/" appended to sub-folders yields the global
+        # lexical order of full names: every name under "a/" sorts between "a." and "a0".
+        keyed = sorted(
+            ((e.name + "/" if e.is_dir(follow_symlinks=False) else e.name), e) for e in entries
+        )
+        for key, entry in keyed:
+            full = prefix_path + entry.name
+            if key.endswith("/"):
+                yield from self._walk(Path(entry.path), full + "/")
+            elif entry.is_file(follow_symlinks=False):
+                yield full, Path(entry.path)
+
+    def _list_sync(self, prefix: str) -> Iterator[tuple[str, Path]]:
+        # Start from the deepest folder the prefix names completely.
+        folder_part = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        base = self._blobs / folder_part if folder_part else self._blobs
+        if folder_part and not base.resolve().is_relative_to(self._blobs.resolve()):
+            return
+        for full, path in self._walk(base, folder_part):
+            if full.startswith(prefix):
+                yield full, path
+
+    async def list(self, prefix: str = "", *, tags: bool = True) -> AsyncIterator[BlobInfo]:
+        iterator = self._list_sync(prefix)
+
+        def next_batch() -> builtins.list[BlobInfo]:
+            batch: builtins.list[BlobInfo] = []
+            for full, path in iterator:
+                try:
+                    batch.append(self._stat(full, path))
+                except BlobNotFound:
+                    continue
+                if len(batch) >= LIST_BATCH:
+                    break
+            return batch
+
+        while batch := await asyncio.to_thread(next_batch):
+            for info in batch:
+                yield info if tags else BlobInfo(**{**info.__dict__, "tags": None})
+
+    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
+        found = await asyncio.to_thread(self._uncommitted_sync, prefix)
+        for info in found:
+            yield info
+
+    def _uncommitted_sync(self, prefix: str) -> builtins.list[UncommittedInfo]:
+        grouped: dict[str, builtins.list[os.stat_result]] = {}
+        for entry in os.scandir(self._uploads):
+            name = unquote(entry.name.rsplit(".", 2)[0])
+            if not name.startswith(prefix):
+                continue
+            try:
+                grouped.setdefault(name, []).append(entry.stat())
+            except FileNotFoundError:
+                continue
+        result = []
+        for name in sorted(grouped):
+            stats = grouped[name]
+            result.append(
+                UncommittedInfo(
+                    name=name,
+                    blocks=len(stats),
+                    size=sum(s.st_size for s in stats),
+                    committed=(self._blobs / name).is_file(),
+                    last_modified=max(_mtime(s) for s in stats),
+                )
+            )
+        return result
+
+    async def discard_uncommitted(self, name: str) -> None:
+        check_blob_name(name)
+        quoted = quote(name, safe="") + "."
+
+        def discard() -> None:
+            for entry in os.scandir(self._uploads):
+                if entry.name.startswith(quoted) and entry.name.endswith(".part"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+
+        await asyncio.to_thread(discard)
+
+    async def ping(self) -> None:
+        ok = await asyncio.to_thread(os.access, self._blobs, os.W_OK | os.X_OK)
+        if not ok:
+            raise StoreUnavailable(f"store folder {self._blobs} is not writable")
+
+
+async def _io(func: Callable[..., T], *args: Any) -> T:
+    """Run blocking file work off the loop; its OS errors (not EEXIST) mean unavailable."""
+    try:
+        return await asyncio.to_thread(func, *args)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise StoreUnavailable(f"local store I/O failed: {exc.strerror or exc}") from exc
+
+
+def _describe(condition: Tags | None) -> str:
+    return " and ".join(f"{k}={v}" for k, v in (condition or {}).items())

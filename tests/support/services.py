@@ -1,0 +1,130 @@
+"""Real peers for tests and benchmarks: Azurite on a free loopback port, fresh PostgreSQL
+databases. Nothing here is mocked; everything it creates lives in temporary folders."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+ACCOUNT = "devstoreaccount1"
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def connection_string(port: int) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};"
+    )
+
+
+def azurite_main() -> Path:
+    main = os.environ.get("BLOBLEDGER_AZURITE_MAIN")
+    path = Path(main) if main else ROOT / ".tools/azurite/node_modules/azurite/dist/src/blob/main.js"
+    if not path.is_file():
+        raise RuntimeError(
+            f"Azurite is not installed at {path}: run scripts/test, which installs azurite@3.37.0"
+        )
+    return path
+
+
+@dataclass
+class Azurite:
+    port: int
+    location: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def connection_string(self) -> str:
+        return connection_string(self.port)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        shutil.rmtree(self.location, ignore_errors=True)
+
+
+def start_azurite() -> Azurite:
+    """Azurite from disk (not in-memory: that mode stalls after many deletes)."""
+    port = free_port()
+    location = Path(tempfile.mkdtemp(prefix="blobledger-azurite-"))
+    process = subprocess.Popen(
+        ["node", str(azurite_main()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+         "--location", str(location), "--skipApiVersionCheck", "--disableTelemetry", "--silent"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        wait_for_port(port)
+    except RuntimeError:
+        process.kill()
+        raise
+    return Azurite(port, location, process)
+
+
+def postgres_admin_url() -> str:
+    return os.environ.get(
+        "BLOBLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+    )
+
+
+async def create_database() -> str:
+    """A fresh, empty PostgreSQL database; returns its URL."""
+    admin = postgres_admin_url()
+    name = f"blobledger_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+async def drop_database(url: str) -> None:
+    admin = postgres_admin_url()
+    name = url.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@contextlib.contextmanager
+def temp_dir(prefix: str = "blobledger-") -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
