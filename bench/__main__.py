@@ -1,0 +1,77 @@
+"""``python -m bench [--quick] [--json] [--only CASE ...]``: every case, one table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import pkgutil
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.common import Context, Result, table
+from tests.support.services import create_database, drop_database, start_azurite
+
+SKIP = {"common", "__main__"}
+
+
+def cases() -> dict[str, Any]:
+    found = {}
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if module.name.startswith("_") or module.name in SKIP:
+            continue
+        loaded = importlib.import_module(f"bench.{module.name}")
+        if hasattr(loaded, "run"):
+            found[module.name] = loaded
+    return dict(sorted(found.items()))
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    selected = cases()
+    if args.only:
+        unknown = set(args.only) - set(selected)
+        if unknown:
+            print(f"bench: unknown case(s): {', '.join(sorted(unknown))}; "
+                  f"known: {', '.join(selected)}", file=sys.stderr)
+            return 2
+        selected = {k: v for k, v in selected.items() if k in args.only}
+    azurite = start_azurite()
+    pg = await create_database()
+    ctx = Context(azurite=azurite, postgres_url=pg, quick=args.quick,
+                  repeats=1 if args.quick else 3)
+    results: list[Result] = []
+    try:
+        for name, module in selected.items():
+            print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
+            results.extend(await module.run(ctx))
+    finally:
+        azurite.stop()
+        await drop_database(pg)
+    machine = f"{platform.node()} {platform.machine()} python {platform.python_version()}"
+    if args.json:
+        print(json.dumps({"machine": machine, "quick": args.quick, "notes": ctx.notes,
+                          "results": [r.to_json() for r in results]}, indent=2))
+    else:
+        print(f"machine: {machine}{' (quick run)' if args.quick else ''}")
+        print(table(results))
+        for note in ctx.notes:
+            print(f"note: {note}")
+        missed = [r for r in results if not r.met]
+        print(f"{len(results) - len(missed)} targets met, {len(missed)} missed"
+              + (": " + ", ".join(r.case for r in missed) if missed else ""))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI)")
+    parser.add_argument("--json", action="store_true", help="results as JSON")
+    parser.add_argument("--only", nargs="+", metavar="CASE", help="run only these cases")
+    return asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""What every benchmark case shares: the real peers, a result line, the table.
+
+A case is a module in ``bench/`` (not starting with ``_`` and not this one) defining::
+
+    TITLE = "what it measures"
+    async def run(ctx: Context) -> list[Result]: ...
+
+Each :class:`Result` names the baseline, the figure, the ratio and the target, and says
+plainly whether the target was met. Timing is median-of-N of interleaved repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tests.support.services import Azurite
+
+
+@dataclass
+class Context:
+    azurite: Azurite
+    postgres_url: str
+    quick: bool = False
+    repeats: int = 3
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    case: str
+    figure_name: str
+    figure: float
+    baseline_name: str
+    baseline: float
+    unit: str
+    #: "higher" if a larger ratio figure/baseline is better (throughput), "lower" otherwise
+    better: str
+    target: float
+    detail: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.figure / self.baseline if self.baseline else float("inf")
+
+    @property
+    def met(self) -> bool:
+        return self.ratio >= self.target if self.better == "higher" else self.ratio <= self.target
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(ratio=round(self.ratio, 3), met=self.met)
+        return data
+
+
+async def median_seconds(func: Callable[[], Awaitable[object]], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def interleaved(
+    funcs: dict[str, Callable[[], Awaitable[object]]], repeats: int
+) -> dict[str, float]:
+    """Median wall seconds per function, running them interleaved (a, b, a, b, ...)."""
+    times: dict[str, list[float]] = {name: [] for name in funcs}
+    for _ in range(repeats):
+        for name, func in funcs.items():
+            start = time.perf_counter()
+            await func()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def table(results: list[Result]) -> str:
+    header = f"{'case':<34} {'figure':>14} {'baseline':>14} {'ratio':>7} {'target':>8}  verdict"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        target = (">=" if r.better == "higher" else "<=") + f"{r.target:g}x"
+        verdict = "met" if r.met else "MISSED"
+        lines.append(
+            f"{r.case:<34} {r.figure:>10.2f} {r.unit:<3} {r.baseline:>10.2f} {r.unit:<3} "
+            f"{r.ratio:>6.2f}x {target:>8}  {verdict}"
+        )
+        lines.append(f"    figure: {r.figure_name}; baseline: {r.baseline_name}"
+                     + (f"; {r.detail}" if r.detail else ""))
+    return "\n".join(lines)
