@@ -6,8 +6,8 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import text

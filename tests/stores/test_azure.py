@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
+from azure.storage.blob.aio import BlobServiceClient
 
+from blobledger.errors import ConditionNotMet, StoreUnavailable
 from blobledger.stores.azure import AzureStore
 from tests.conftest import new_container
-from tests.stores.contract import StoreContract
+from tests.stores.contract import PENDING, StoreContract, new_name, put
 from tests.support.services import Azurite
 
 
@@ -22,3 +30,118 @@ class TestAzureStore(StoreContract):
         await store.prepare()
         async with store:
             yield store
+
+
+# -- the SDK's create-only trap, pinned ----------------------------------------------------
+#
+# azure-storage-blob adds If-None-Match: * on its own only when no other access condition is
+# given: if_modified_since, if_unmodified_since or an etag with IfModified silently turn it
+# off. The store therefore sets the condition itself on every write. These tests pin both
+# halves: the trap exists in the installed SDK, and the store's writes always carry it.
+
+TRAP_PARAMETERS: list[dict[str, Any]] = [
+    {"if_modified_since": datetime(2000, 1, 1, tzinfo=UTC)},
+    {"if_unmodified_since": datetime(2100, 1, 1, tzinfo=UTC)},
+    {"etag": '"0x0"', "match_condition": MatchConditions.IfModified},
+]
+
+
+@pytest.mark.parametrize("params", TRAP_PARAMETERS, ids=lambda p: next(iter(p)))
+async def test_sdk_trap_parameters_turn_create_only_off(
+    azurite: Azurite, params: dict[str, Any]
+) -> None:
+    async with BlobServiceClient.from_connection_string(azurite.connection_string) as service:
+        container = service.get_container_client(new_container())
+        await container.create_container()
+        blob = container.get_blob_client("trap.bin")
+        await blob.upload_blob(b"first", overwrite=False)
+        await blob.upload_blob(b"second", overwrite=False, **params)  # no 409: it overwrote
+        assert await (await blob.download_blob()).readall() == b"second"
+        with pytest.raises(ResourceExistsError):  # without them, overwrite=False holds
+            await blob.upload_blob(b"third", overwrite=False)
+        await container.delete_container()
+
+
+async def test_every_store_write_carries_if_none_match(azurite: Azurite) -> None:
+    seen: list[tuple[str, str, str | None]] = []
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        query = parse_qs(urlsplit(http.url).query)
+        if http.method == "PUT" and "restype" not in query:  # blob writes, not the container
+            comp = query.get("comp", [""])[0]
+            seen.append((comp, http.url, http.headers.get("If-None-Match")))
+
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       single_put_limit=1024, block_size=1024,
+                       client_options={"raw_request_hook": hook})
+    await store.prepare()
+    async with store:
+        await put(store, new_name(), b"small")
+        await put(store, new_name(), b"x" * 5000)  # staged: 5 blocks, then Put Block List
+    writes = [(comp, inm) for comp, _, inm in seen if comp in ("", "blocklist")]
+    assert ("", "*") in writes and ("blocklist", "*") in writes
+    assert all(inm == "*" for _, inm in writes), writes
+    assert sum(1 for comp, _, _ in seen if comp == "block") == 5
+
+
+async def test_emulator_ignores_tag_condition_on_set_tags(azurite: Azurite) -> None:
+    """A known Azurite gap, asserted rather than skipped: Set Blob Tags ignores x-ms-if-tags.
+    The real service enforces it. The store knows the endpoint is the emulator and adds a
+    client-side check, so the guard still refuses through the store."""
+    store = AzureStore(new_container(), connection_string=azurite.connection_string)
+    await store.prepare()
+    async with store:
+        name = new_name()
+        await put(store, name, b"x", state="committed")
+        raw = store._client().get_blob_client(name)
+        await raw.set_blob_tags({"state": "deleting"},
+                                if_tags_match_condition="\"state\" = 'pending'")
+        assert await store.get_tags(name) == {"state": "deleting"}  # the gap: not refused
+        assert store.enforces_tag_condition_on_set_tags is False
+        with pytest.raises(ConditionNotMet):
+            await store.set_tags(name, {"state": "committed"}, if_tags=PENDING)
+        assert await store.get_tags(name) == {"state": "deleting"}
+
+
+async def test_delete_guard_is_enforced_by_the_server(azurite: Azurite) -> None:
+    """Unlike Set Blob Tags, Delete Blob's x-ms-if-tags is enforced by Azurite itself."""
+    store = AzureStore(new_container(), connection_string=azurite.connection_string)
+    await store.prepare()
+    async with store:
+        name = new_name()
+        await put(store, name, b"keep", state="committed")
+        raw = store._client().get_blob_client(name)
+        with pytest.raises(ResourceModifiedError):
+            await raw.delete_blob(if_tags_match_condition="\"state\" = 'pending'")
+        assert await store.get_tags(name) == {"state": "committed"}
+
+
+@pytest.mark.parametrize("block_id", [b"foreign-block-0", b"0123456789abcdef0000000000000000"],
+                         ids=["foreign-length", "own-length"])
+async def test_put_over_leftover_uncommitted_blocks(azurite: Azurite, block_id: bytes) -> None:
+    """Azurite answers 409 to Put Blob on a name holding only uncommitted blocks (what a
+    crashed staged upload leaves); the store commits a block list instead and succeeds,
+    also when the leftover block ids have another length than the store's own."""
+    store = AzureStore(new_container(), connection_string=azurite.connection_string)
+    await store.prepare()
+    async with store:
+        name = new_name()
+        raw = store._client().get_blob_client(name)
+        await raw.stage_block(base64.b64encode(block_id).decode(), b"junk")
+        assert [u.name async for u in store.list_uncommitted()] == [name]
+        await put(store, name, b"resumed bytes")
+        assert (await store.stat(name)).size == len(b"resumed bytes")
+        assert [u async for u in store.list_uncommitted()] == []
+
+
+async def test_unreachable_endpoint_is_unavailable() -> None:
+    from tests.support.services import connection_string, free_port
+
+    store = AzureStore(new_container(), connection_string=connection_string(free_port()),
+                       client_options={"retry_total": 0})
+    async with store:
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+        with pytest.raises(StoreUnavailable):
+            await put(store, new_name(), b"x")

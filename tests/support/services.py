@@ -47,7 +47,8 @@ def connection_string(port: int) -> str:
 
 def azurite_main() -> Path:
     main = os.environ.get("BLOBLEDGER_AZURITE_MAIN")
-    path = Path(main) if main else ROOT / ".tools/azurite/node_modules/azurite/dist/src/blob/main.js"
+    default = ROOT / ".tools/azurite/node_modules/azurite/dist/src/blob/main.js"
+    path = Path(main) if main else default
     if not path.is_file():
         raise RuntimeError(
             f"Azurite is not installed at {path}: run scripts/test, which installs azurite@3.37.0"

@@ -154,6 +154,7 @@ class AzureStore(Store):
         credential: Any = None,
         single_put_limit: int = SINGLE_PUT_LIMIT,
         block_size: int = BLOCK_SIZE,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not 3 <= len(container) <= 63:
             raise ConfigError(f"Azure container name {container!r} must have 3-63 characters")
@@ -169,6 +170,7 @@ class AzureStore(Store):
         self._credential = credential
         self.single_put_limit = single_put_limit
         self.block_size = block_size
+        self._client_options = dict(client_options or {})
         endpoint = connection_string or account_url or ""
         self.is_emulator = "devstoreaccount1" in endpoint or "UseDevelopmentStorage" in endpoint
         # Azurite ignores x-ms-if-tags on Set Blob Tags (measured): see docs/backends.md.
@@ -207,6 +209,7 @@ class AzureStore(Store):
                 "max_chunk_get_size": GET_CHUNK,
                 "max_single_put_size": self.single_put_limit,
                 "max_block_size": self.block_size,
+                **self._client_options,
             }
             try:
                 if self._connection_string:
@@ -298,11 +301,6 @@ class AzureStore(Store):
         attempt = uuid.uuid4().hex[:16]
         block_ids: list[str] = []
         in_flight: set[asyncio.Task[None]] = set()
-
-        async def stage(block_id: str, chunk: bytes) -> None:
-            with map_errors(name):
-                await blob.stage_block(block_id, chunk, length=len(chunk))
-
         try:
             buffer = bytearray()
             async for piece in _chain(b"", aiter(data)):
@@ -310,9 +308,10 @@ class AzureStore(Store):
                 while len(buffer) >= self.block_size:
                     chunk = bytes(buffer[: self.block_size])
                     del buffer[: self.block_size]
-                    await self._stage_next(chunk, hasher, attempt, block_ids, in_flight, stage)
+                    await self._stage_next(name, chunk, hasher, attempt, block_ids, in_flight)
             if buffer or not block_ids:
-                await self._stage_next(bytes(buffer), hasher, attempt, block_ids, in_flight, stage)
+                await self._stage_next(name, bytes(buffer), hasher, attempt, block_ids,
+                                       in_flight)
             if in_flight:
                 await asyncio.gather(*in_flight)
             digests = hasher.digests()
@@ -334,18 +333,45 @@ class AzureStore(Store):
         return digests
 
     async def _stage_next(
-        self, chunk: bytes, hasher: Hasher, attempt: str, block_ids: list[str],
-        in_flight: set[asyncio.Task[None]], stage: Any,
+        self, name: str, chunk: bytes, hasher: Hasher, attempt: str, block_ids: list[str],
+        in_flight: set[asyncio.Task[None]],
     ) -> None:
+        """Hash and stage one block; up to BLOCKS_IN_FLIGHT blocks upload concurrently."""
         await hasher.update(chunk)
         block_id = base64.b64encode(f"{attempt}{len(block_ids):016d}".encode()).decode()
         block_ids.append(block_id)
+        if len(block_ids) == 1:
+            await self._stage_first(name, block_id, chunk)
+            return
         while len(in_flight) >= BLOCKS_IN_FLIGHT:
             done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             in_flight.difference_update(done)
             for task in done:
                 task.result()
-        in_flight.add(asyncio.ensure_future(stage(block_id, chunk)))
+        in_flight.add(asyncio.ensure_future(self._stage(name, block_id, chunk)))
+
+    async def _stage(self, name: str, block_id: str, chunk: bytes) -> None:
+        with map_errors(name):
+            await self._client().get_blob_client(name).stage_block(
+                block_id, chunk, length=len(chunk))
+
+    async def _stage_first(self, name: str, block_id: str, chunk: bytes) -> None:
+        """Stage the first block; clear foreign leftovers that block it.
+
+        A name holding only uncommitted blocks whose ids have another length (left by a
+        writer outside this store) refuses our blocks with 400 InvalidBlobOrBlock.
+        Such a name has no committed blob, so deleting it only clears those blocks.
+        """
+        blob = self._client().get_blob_client(name)
+        with map_errors(name):
+            try:
+                await blob.stage_block(block_id, chunk, length=len(chunk))
+            except HttpResponseError as exc:
+                if (getattr(exc, "error_code", None) != "InvalidBlobOrBlock"
+                        or not await self._only_uncommitted(name)):
+                    raise
+                await self.discard_uncommitted(name)
+                await blob.stage_block(block_id, chunk, length=len(chunk))
 
     async def _only_uncommitted(self, name: str) -> bool:
         try:
