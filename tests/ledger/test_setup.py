@@ -1,0 +1,61 @@
+"""Opening a ledger: URLs as users write them, and one clear error when they are wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from blobledger import ConfigError, Ledger
+from blobledger.stores import open_store
+from tests.support.services import Azurite, free_port
+
+
+async def test_plain_urls_work_as_written(tmp_path: Path, pg_url: str) -> None:
+    for db_url in (f"sqlite:///{tmp_path / 'x.db'}", pg_url):
+        async with Ledger.from_urls(db_url, f"file://{tmp_path / 'blobs'}") as ledger:
+            doc = await ledger.create(f"plain-{ledger.db.engine.dialect.name}", b"ok")
+            assert doc.status == "ready"
+            await ledger.delete(doc.id)
+
+
+async def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    async with Ledger.from_urls(f"sqlite:///{tmp_path / 'w.db'}",
+                                f"file://{tmp_path / 'b'}") as ledger:
+        async with ledger.db.engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+
+
+async def test_from_env_uses_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, azurite: Azurite
+) -> None:
+    monkeypatch.setenv("BLOBLEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    monkeypatch.setenv("BLOBLEDGER_STORE_URL", "azure://fromenvcontainer")
+    monkeypatch.setenv("BLOBLEDGER_AZURE_CONNECTION_STRING", azurite.connection_string)
+    async with Ledger.from_env() as ledger:
+        doc = await ledger.create("env.txt", b"from the environment")
+        assert [i.name async for i in ledger.store.list()] == [doc.blob]
+
+
+@pytest.mark.parametrize(("store_url", "message"), [
+    ("s3://bucket", "unsupported store URL"),
+    ("ftp://host/x", "unsupported store URL"),
+    ("azure://ab", "3-63 characters"),
+    ("azure://container", "needs BLOBLEDGER_AZURE_CONNECTION_STRING"),
+])
+def test_bad_store_urls(store_url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        open_store(store_url)
+
+
+async def test_unreachable_database_is_one_clear_error(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+    with pytest.raises(ConfigError, match="database unreachable"):
+        async with Ledger.from_urls(url, f"file://{tmp_path}"):
+            pass
+
+
+def test_unknown_database_scheme(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unsupported database"):
+        Ledger.from_urls("mysql://root@localhost/db", f"file://{tmp_path}")

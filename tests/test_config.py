@@ -1,0 +1,99 @@
+"""Configuration, durations, names: bad input gets one clear error before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from blobledger.config import Settings, from_env, minimum_sweep_after, parse_tokens
+from blobledger.durations import parse_duration, parse_size
+from blobledger.errors import ConfigError, InvalidName
+from blobledger.names import (
+    check_blob_name,
+    check_content_type,
+    check_document_name,
+    extension_of,
+    new_blob_name,
+)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86400), ("250ms", 0.25),
+    (" 1.5h ", 5400),
+])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-5", "5 years", "1h30"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ConfigError, match="not a duration"):
+        parse_duration(text, what="BLOBLEDGER_UPLOAD_DEADLINE")
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("1024", 1024), ("64MiB", 64 << 20), ("5GiB", 5 << 30), ("5G", 5 << 30), ("5GB", 5 * 10**9),
+])
+def test_sizes(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
+    with pytest.raises(ConfigError, match="BLOBLEDGER_SWEEP_AFTER .* must exceed"):
+        from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "2h", "BLOBLEDGER_SWEEP_AFTER": "2h"})
+    with pytest.raises(ConfigError, match="must exceed"):
+        Settings(upload_deadline=3600, sweep_after=3600 + 59)
+    assert minimum_sweep_after(60) == 120
+    assert minimum_sweep_after(7200) == 7920
+    ok = from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "15m", "BLOBLEDGER_SWEEP_AFTER": "1h"})
+    assert (ok.upload_deadline, ok.sweep_after) == (900, 3600)
+
+
+def test_defaults_are_the_embedded_store() -> None:
+    settings = from_env({})
+    assert settings.database_url.startswith("sqlite:///")
+    assert settings.store_url.startswith("file://")
+    assert settings.max_upload_bytes == 5 << 30
+
+
+def test_tokens() -> None:
+    assert parse_tokens("r1:read, w1:write") == {
+        "r1": frozenset({"read"}), "w1": frozenset({"read", "write"})}
+    with pytest.raises(ConfigError, match="needs a scope"):
+        parse_tokens("justatoken")
+    with pytest.raises(ConfigError, match="unknown scope"):
+        parse_tokens("t:admin")
+
+
+@pytest.mark.parametrize("name", ["report.pdf", "a/b/c.txt", "ünïcödé 文書.docx", "x" * 1024,
+                                  "with space", "a..b"])
+def test_good_document_names(name: str) -> None:
+    assert check_document_name(name) == name
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("", "empty"), ("x" * 1025, "longer than 1024"), ("a\x00b", "control character"),
+    ("a\x7fb", "control character"), ("line\nbreak", "control character"),
+    ("../etc/passwd", "path segments"), ("a/../b", "path segments"), ("/abs", "start with '/'"),
+    ("a\\b", "backslash"), ("\ud800", "surrogate"), (" x", "whitespace"),
+])
+def test_bad_document_names(name: str, reason: str) -> None:
+    with pytest.raises(InvalidName, match=reason):
+        check_document_name(name)
+
+
+def test_blob_names_come_from_one_place() -> None:
+    name = new_blob_name("documents", "../../Report.PDF")
+    assert name.startswith("documents/") and name.endswith(".pdf")
+    assert check_blob_name(name) == name
+    assert extension_of("archive.tar.gz") == ".gz"
+    assert extension_of("weird.ext$") == ""
+    assert extension_of("noext") == ""
+    assert extension_of("dir.d/file") == ""
+
+
+def test_content_types() -> None:
+    assert check_content_type(None) == "application/octet-stream"
+    assert check_content_type("text/plain; charset=utf-8") == "text/plain; charset=utf-8"
+    for bad in ["text", "text/plain\r\nX: y", "a/b" + "c" * 300]:
+        with pytest.raises(InvalidName):
+            check_content_type(bad)
