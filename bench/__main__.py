@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import Context, Result, table
 from tests.support.services import create_database, drop_database, start_azurite
+
+from bench.common import Context, Result, table
 
 SKIP = {"common", "__main__"}
 

@@ -38,7 +38,7 @@ def test_sizes(text: str, size: int) -> None:
 
 
 def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
-    with pytest.raises(ConfigError, match="BLOBLEDGER_SWEEP_AFTER .* must exceed"):
+    with pytest.raises(ConfigError, match=r"BLOBLEDGER_SWEEP_AFTER \(2h\) must exceed"):
         from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "2h", "BLOBLEDGER_SWEEP_AFTER": "2h"})
     with pytest.raises(ConfigError, match="must exceed"):
         Settings(upload_deadline=3600, sweep_after=3600 + 59)

@@ -21,10 +21,9 @@ async def test_plain_urls_work_as_written(tmp_path: Path, pg_url: str) -> None:
 
 
 async def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
-    async with Ledger.from_urls(f"sqlite:///{tmp_path / 'w.db'}",
-                                f"file://{tmp_path / 'b'}") as ledger:
-        async with ledger.db.engine.connect() as conn:
-            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+    ledger = Ledger.from_urls(f"sqlite:///{tmp_path / 'w.db'}", f"file://{tmp_path / 'b'}")
+    async with ledger, ledger.db.engine.connect() as conn:
+        assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
 
 
 async def test_from_env_uses_the_environment(
