@@ -1,0 +1,286 @@
+"""The invariant checker: I1, I3, I4 and I5 of the protocol on a live database and store.
+
+- I1 every ``ready`` document's current blob exists, is tagged ``committed``, and its size
+  and SHA-256 match the row (this also shows I3: no such blob was deleted).
+- I4 (``settled=True``, after the sweeper and the deletion path ran past their cutoffs):
+  no stale ``pending`` or ``deleting`` row, no committed row that no ready document points
+  at, and no blob without a row.
+- I5 no ``pending`` document is visible through :meth:`Ledger.get` or :meth:`Ledger.list`.
+
+I2 (write-once names) is a property of the stores' create-only put and is shown by their
+conformance suite; the soak shows it end to end by re-reading every acknowledged write.
+
+Memory is bounded: the container listing (lexical order) is merged with the ``blobs`` rows
+read in keyset pages ordered by name. On a database that is changing, a suspected violation
+is re-read on its own before it is reported, so a write that raced the scan is not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import aliased
+
+from blobledger.errors import BlobNotFound, NotFound
+from blobledger.ledger import Ledger
+from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus
+from blobledger.stores.base import BlobInfo
+
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which one, the object concerned, and what is wrong."""
+
+    invariant: str
+    subject: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"invariant": self.invariant, "subject": self.subject, "detail": self.detail}
+
+
+@dataclass
+class InvariantReport:
+    """What a check saw and what it found wrong; ``ok`` when nothing is."""
+
+    settled: bool = False
+    ready_documents: int = 0
+    pending_documents: int = 0
+    blob_rows: dict[str, int] = field(default_factory=dict)
+    stored_blobs: int = 0
+    orphan_blobs: int = 0  # blobs with no row (a violation only when settled)
+    uncommitted: int = 0  # names holding uncommitted bytes (reported, never a violation)
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def add(self, invariant: str, subject: str, detail: str) -> None:
+        self.violations.append(Violation(invariant, subject, detail))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "settled": self.settled,
+            "ready_documents": self.ready_documents,
+            "pending_documents": self.pending_documents,
+            "blob_rows": dict(sorted(self.blob_rows.items())),
+            "stored_blobs": self.stored_blobs,
+            "orphan_blobs": self.orphan_blobs,
+            "uncommitted": self.uncommitted,
+            "violations": [v.to_json() for v in self.violations],
+        }
+
+    def render(self) -> str:
+        rows = ", ".join(f"{n} {s}" for s, n in sorted(self.blob_rows.items())) or "none"
+        lines = [
+            f"documents: {self.ready_documents} ready, {self.pending_documents} pending",
+            f"blob rows: {rows}",
+            f"stored blobs: {self.stored_blobs} ({self.orphan_blobs} without a row, "
+            f"{self.uncommitted} names with uncommitted bytes)",
+            "checked: I1 I3 I5" + (" I4 (settled)" if self.settled else ""),
+        ]
+        if self.ok:
+            lines.append("no violations")
+        else:
+            lines.append(f"{len(self.violations)} violation(s):")
+            lines += [f"  {v.invariant} {v.subject}: {v.detail}" for v in self.violations]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Row:
+    """A blob row with, if a document points at it, that document's status and digests."""
+
+    name: str
+    state: str
+    document_id: str
+    changed_at: datetime
+    doc_id: str | None
+    doc_status: str | None
+    doc_size: int | None
+    doc_sha256: str | None
+
+
+async def check(ledger: Ledger, *, settled: bool = False) -> InvariantReport:
+    """Check the invariants on the ledger's database and store, streaming both."""
+    report = InvariantReport(settled=settled)
+    now = ledger.clock()
+    prefix = ledger.settings.blob_prefix + "/"
+    stale_pending = now - timedelta(seconds=ledger.settings.sweep_after)
+    stale_deleting = now - timedelta(seconds=ledger.settings.delete_grace)
+
+    stored = aiter(ledger.store.list(prefix, tags=True))
+    rows = aiter(_rows(ledger))
+    blob = await anext(stored, None)
+    row = await anext(rows, None)
+    while blob is not None or row is not None:
+        if row is None or (blob is not None and blob.name < row.name):
+            assert blob is not None
+            report.stored_blobs += 1
+            await _blob_without_row(ledger, report, blob)
+            blob = await anext(stored, None)
+            continue
+        report.blob_rows[row.state] = report.blob_rows.get(row.state, 0) + 1
+        if blob is not None and blob.name == row.name:
+            report.stored_blobs += 1
+            await _row(ledger, report, row, blob, stale_pending, stale_deleting)
+            blob = await anext(stored, None)
+        else:
+            await _row(ledger, report, row, None, stale_pending, stale_deleting)
+        row = await anext(rows, None)
+
+    await _documents(ledger, report)
+    async for _ in ledger.store.list_uncommitted(prefix):
+        report.uncommitted += 1
+    return report
+
+
+async def _rows(ledger: Ledger) -> AsyncIterator[_Row]:
+    """Every blob row in code-point order of its name, page by page, joined with the
+    document that currently points at it (if any)."""
+    doc = aliased(DocumentRow)
+    name = BlobRow.name if ledger.db.is_sqlite else BlobRow.name.collate("C")
+    after: str | None = None
+    while True:
+        query = (
+            select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
+                   doc.id, doc.status, doc.size, doc.sha256)
+            .outerjoin(doc, and_(doc.blob_name == BlobRow.name))
+            .order_by(name).limit(PAGE))
+        if after is not None:
+            query = query.where(name > after)
+        async with ledger.db.session() as session:
+            page = (await session.execute(query)).all()
+        for r in page:
+            yield _Row(*r)
+        if len(page) < PAGE:
+            return
+        after = page[-1][0]
+
+
+async def _row(
+    ledger: Ledger, report: InvariantReport, row: _Row, blob: BlobInfo | None,
+    stale_pending: datetime, stale_deleting: datetime,
+) -> None:
+    if row.doc_status == DocumentStatus.READY:
+        problem = _ready_problem(row, blob)
+        if problem and (problem := await _confirm_ready(ledger, row.name)):
+            report.add("I1", f"document {row.doc_id}", problem)
+        return
+    if not report.settled:
+        return
+    if row.state == BlobState.PENDING and row.changed_at <= stale_pending:
+        problem = "stale pending row left by the sweeper"
+    elif row.state == BlobState.DELETING and row.changed_at <= stale_deleting:
+        problem = "stale deleting row left by the deletion path"
+    elif row.state == BlobState.COMMITTED and row.doc_status is None:
+        problem = "committed row that no ready document points at (a leak)"
+    else:
+        return
+    if await _still(ledger, row.name, row.state):
+        report.add("I4", f"blob {row.name}", problem)
+
+
+def _ready_problem(row: _Row, blob: BlobInfo | None) -> str | None:
+    if blob is None:
+        return f"current blob {row.name} is missing from the store"
+    state = (blob.tags or {}).get("state")
+    if state != BlobState.COMMITTED:
+        return f"current blob {row.name} is tagged state={state}, not committed"
+    if row.state != BlobState.COMMITTED:
+        return f"current blob {row.name} has a {row.state} row, not committed"
+    if blob.size != row.doc_size:
+        return f"current blob {row.name} holds {blob.size} bytes, the row says {row.doc_size}"
+    if blob.sha256 != row.doc_sha256:
+        return f"current blob {row.name} has SHA-256 {blob.sha256}, the row says {row.doc_sha256}"
+    return None
+
+
+async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:
+    """Re-read one ready document's blob row and blob; the problem if it still holds."""
+    async with ledger.db.session() as session:
+        found = (await session.execute(
+            select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
+                   DocumentRow.id, DocumentRow.status, DocumentRow.size, DocumentRow.sha256)
+            .join(DocumentRow, DocumentRow.blob_name == BlobRow.name)
+            .where(BlobRow.name == blob_name))).first()
+    if found is None or found[5] != DocumentStatus.READY:
+        return None  # replaced or deleted while the scan ran
+    row = _Row(*found)
+    try:
+        blob: BlobInfo | None = await ledger.store.stat(blob_name)
+        assert blob is not None
+        blob = BlobInfo(**{**blob.__dict__, "tags": await ledger.store.get_tags(blob_name)})
+    except BlobNotFound:
+        blob = None
+    return _ready_problem(row, blob)
+
+
+async def _still(ledger: Ledger, blob_name: str, state: str) -> bool:
+    async with ledger.db.session() as session:
+        found = await session.get(BlobRow, blob_name)
+        return found is not None and found.state == state
+
+
+async def _blob_without_row(ledger: Ledger, report: InvariantReport, blob: BlobInfo) -> None:
+    async with ledger.db.session() as session:
+        if await session.get(BlobRow, blob.name) is not None:
+            return  # its row was inserted while the scan ran
+    report.orphan_blobs += 1
+    if report.settled:
+        state = (blob.tags or {}).get("state")
+        report.add("I4", f"blob {blob.name}", f"stored (tagged state={state}) with no row")
+
+
+async def _documents(ledger: Ledger, report: InvariantReport) -> None:
+    """I1 for ready documents whose blob has no row at all; I5 for pending ones."""
+    after: str | None = None
+    while True:
+        query = (select(DocumentRow.id, DocumentRow.status, DocumentRow.blob_name)
+                 .outerjoin(BlobRow, BlobRow.name == DocumentRow.blob_name)
+                 .add_columns(BlobRow.name)
+                 .order_by(DocumentRow.id).limit(PAGE))
+        if after is not None:
+            query = query.where(DocumentRow.id > after)
+        async with ledger.db.session() as session:
+            page = (await session.execute(query)).all()
+        for doc_id, status, blob_name, row_name in page:
+            if status == DocumentStatus.READY:
+                report.ready_documents += 1
+                if row_name is None and await _ready_without_row(ledger, doc_id):
+                    report.add("I1", f"document {doc_id}",
+                               f"current blob {blob_name} has no blob row")
+            else:
+                report.pending_documents += 1
+                await _invisible(ledger, report, doc_id)
+        if len(page) < PAGE:
+            break
+        after = page[-1][0]
+    async for doc in ledger.list():
+        if doc.status != DocumentStatus.READY:
+            report.add("I5", f"document {doc.id}", f"listed while {doc.status}")
+
+
+async def _ready_without_row(ledger: Ledger, doc_id: str) -> bool:
+    async with ledger.db.session() as session:
+        doc = await session.get(DocumentRow, doc_id)
+        if doc is None or doc.status != DocumentStatus.READY:
+            return False
+        return await session.get(BlobRow, doc.blob_name) is None
+
+
+async def _invisible(ledger: Ledger, report: InvariantReport, doc_id: str) -> None:
+    try:
+        doc = await ledger.get(doc_id)
+    except NotFound:
+        return
+    if doc.status != DocumentStatus.READY:
+        report.add("I5", f"document {doc_id}", f"readable through get() while {doc.status}")
