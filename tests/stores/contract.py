@@ -150,9 +150,17 @@ class StoreContract:
         await put(store, name, b"x")
         await store.set_tags(name, COMMITTED, if_tags=PENDING)
         assert await store.get_tags(name) == COMMITTED
-        with pytest.raises(ConditionNotMet):
+        if store.enforces_tag_condition_on_set_tags:
+            with pytest.raises(ConditionNotMet):
+                await store.set_tags(name, {"state": "deleting"}, if_tags=PENDING)
+            assert await store.get_tags(name) == COMMITTED
+        else:
+            # KNOWN EMULATOR GAP, asserted rather than skipped: Azurite ignores x-ms-if-tags
+            # on Set Blob Tags, so the conditional retag goes through. The real service
+            # refuses it with 412. The protocol never relies on this guard alone: deletes,
+            # which the emulator does enforce, are what protect committed blobs.
             await store.set_tags(name, {"state": "deleting"}, if_tags=PENDING)
-        assert await store.get_tags(name) == COMMITTED
+            assert await store.get_tags(name) == {"state": "deleting"}
         with pytest.raises(BlobNotFound):
             await store.set_tags(new_name(), COMMITTED, if_tags=PENDING)
 

@@ -34,6 +34,7 @@ from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob import BlobBlock, ContentSettings
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
+from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -49,12 +50,12 @@ from blobledger.names import check_blob_name
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
+    ByteReader,
     DeleteOutcome,
     Hasher,
     Store,
     Tags,
     UncommittedInfo,
-    tags_match,
     verify,
 )
 
@@ -256,62 +257,53 @@ class AzureStore(Store):
         expected_md5: str | None = None,
     ) -> Digests:
         check_blob_name(name)
-        hasher = Hasher()
-        iterator = aiter(data)
-        head = bytearray()
-        exhausted = False
-        while len(head) <= self.single_put_limit:
-            try:
-                piece = await anext(iterator)
-            except StopAsyncIteration:
-                exhausted = True
-                break
-            head += piece
-        blob = self._client().get_blob_client(name)
-        if exhausted:
-            body = bytes(head)
-            await hasher.update(body)
-            digests = hasher.digests()
-            verify(digests, expected_sha256, expected_md5)
-            settings = ContentSettings(content_type=content_type,
-                                       content_md5=bytearray(bytes.fromhex(digests.md5)))
-            try:
-                with map_errors(name, put=True):
-                    await blob.upload_blob(
-                        body, blob_type="BlockBlob", overwrite=False, length=len(body),
-                        tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
-                        **CREATE_ONLY,
-                    )
-                return digests
-            except BlobAlreadyExists:
-                if not await self._only_uncommitted(name):
-                    raise BlobAlreadyExists(name, digests) from None
-            # Azurite refuses Put Blob on a name that holds only uncommitted blocks (left by
-            # a crashed staged attempt of this same intent); committing a block list clears them.
-            return await self._staged(name, _once(body), Hasher(), tags, content_type,
+        reader = ByteReader(data)
+        head = await reader.read(self.single_put_limit + 1)
+        if len(head) > self.single_put_limit:
+            reader.unread(head)
+            return await self._staged(name, reader, tags, content_type,
                                       expected_sha256, expected_md5)
-        return await self._staged(name, _chain(bytes(head), iterator), hasher, tags,
-                                  content_type, expected_sha256, expected_md5)
+        hasher = Hasher()
+        await hasher.update(head)
+        digests = hasher.digests()
+        verify(digests, expected_sha256, expected_md5)
+        settings = ContentSettings(content_type=content_type,
+                                   content_md5=bytearray(bytes.fromhex(digests.md5)))
+        await failpoints.hit("put.before_commit")
+        try:
+            with map_errors(name, put=True):
+                await self._client().get_blob_client(name).upload_blob(
+                    head, blob_type="BlockBlob", overwrite=False, length=len(head),
+                    tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
+                    **CREATE_ONLY,
+                )
+            return digests
+        except BlobAlreadyExists:
+            if not await self._only_uncommitted(name):
+                raise BlobAlreadyExists(name, digests) from None
+        # Azurite refuses Put Blob on a name that holds only uncommitted blocks (left by a
+        # crashed staged attempt of this same intent); committing a block list clears them.
+        reader.unread(head)
+        return await self._staged(name, reader, tags, content_type, expected_sha256,
+                                  expected_md5)
 
     async def _staged(
-        self, name: str, data: AsyncIterable[bytes], hasher: Hasher, tags: Tags,
-        content_type: str | None, expected_sha256: str | None, expected_md5: str | None,
+        self, name: str, reader: ByteReader, tags: Tags, content_type: str | None,
+        expected_sha256: str | None, expected_md5: str | None,
     ) -> Digests:
         blob = self._client().get_blob_client(name)
+        hasher = Hasher()
         attempt = uuid.uuid4().hex[:16]
         block_ids: list[str] = []
         in_flight: set[asyncio.Task[None]] = set()
         try:
-            buffer = bytearray()
-            async for piece in _chain(b"", aiter(data)):
-                buffer += piece
-                while len(buffer) >= self.block_size:
-                    chunk = bytes(buffer[: self.block_size])
-                    del buffer[: self.block_size]
-                    await self._stage_next(name, chunk, hasher, attempt, block_ids, in_flight)
-            if buffer or not block_ids:
-                await self._stage_next(name, bytes(buffer), hasher, attempt, block_ids,
-                                       in_flight)
+            while True:
+                chunk = await reader.read(self.block_size)
+                if not chunk and block_ids:
+                    break
+                await self._stage_next(name, chunk, hasher, attempt, block_ids, in_flight)
+                if not chunk:
+                    break
             if in_flight:
                 await asyncio.gather(*in_flight)
             digests = hasher.digests()
@@ -322,6 +314,7 @@ class AzureStore(Store):
             await asyncio.shield(self._forget_blocks(name))
             raise
         settings = ContentSettings(content_type=content_type)
+        await failpoints.hit("put.before_commit")
         try:
             with map_errors(name, put=True):
                 await blob.commit_block_list(
@@ -402,11 +395,6 @@ class AzureStore(Store):
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
         check_blob_name(name)
-        # The emulator ignores the condition: check it client-side as well (racy, and only
-        # a stand-in; the real service enforces x-ms-if-tags on Set Blob Tags).
-        if (if_tags and not self.enforces_tag_condition_on_set_tags
-                and not tags_match(await self.get_tags(name), if_tags)):
-            raise ConditionNotMet(name, tag_condition(if_tags) or "")
         with map_errors(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
@@ -543,12 +531,3 @@ async def _empty() -> AsyncIterator[bytes]:
     yield b""  # pragma: no cover
 
 
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
-async def _chain(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if head:
-        yield head
-    async for piece in rest:
-        yield piece

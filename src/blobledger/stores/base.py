@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import hashlib
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -110,18 +111,45 @@ def verify(digests: Digests, expected_sha256: str | None, expected_md5: str | No
         )
 
 
-async def rechunk(data: AsyncIterable[bytes], size: int) -> AsyncIterator[bytes]:
-    """Regroup a byte stream into chunks of exactly ``size`` bytes (the last may be shorter)."""
-    buffer = bytearray()
-    async for piece in data:
-        if not piece:
-            continue
-        buffer += piece
-        while len(buffer) >= size:
-            yield bytes(buffer[:size])
-            del buffer[:size]
-    if buffer:
-        yield bytes(buffer)
+class ByteReader:
+    """Reads exact-size blocks from a byte stream, copying each byte once."""
+
+    def __init__(self, source: AsyncIterable[bytes]) -> None:
+        self._source = aiter(source)
+        self._pending: deque[memoryview] = deque()
+        self._eof = False
+
+    def unread(self, data: bytes) -> None:
+        """Put bytes back in front of the stream."""
+        if data:
+            self._pending.appendleft(memoryview(data))
+
+    async def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes; fewer only at the end of the stream, b"" after it."""
+        parts: list[memoryview] = []
+        need = size
+        while need > 0:
+            if not self._pending:
+                if self._eof:
+                    break
+                try:
+                    piece = await anext(self._source)
+                except StopAsyncIteration:
+                    self._eof = True
+                    break
+                if piece:
+                    self._pending.append(memoryview(piece))
+                continue
+            view = self._pending[0]
+            if len(view) <= need:
+                parts.append(view)
+                self._pending.popleft()
+                need -= len(view)
+            else:
+                parts.append(view[:need])
+                self._pending[0] = view[need:]
+                need = 0
+        return b"".join(parts)
 
 
 def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
+from blobledger import failpoints
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobNotFound,
@@ -41,6 +42,7 @@ from blobledger.names import check_blob_name
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
+    ByteReader,
     Hasher,
     Store,
     Tags,
@@ -122,19 +124,15 @@ class LocalStore(Store):
         hasher = Hasher()
         fd = await _io(os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
         try:
-            buffer = bytearray()
-            async for piece in data:
-                buffer += piece
-                if len(buffer) >= WRITE_CHUNK:
-                    chunk, buffer = bytes(buffer), bytearray()
-                    await _io(self._write, fd, hasher, chunk)
-            if buffer:
-                await _io(self._write, fd, hasher, bytes(buffer))
+            reader = ByteReader(data)
+            while chunk := await reader.read(WRITE_CHUNK):
+                await _io(self._write, fd, hasher, chunk)
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
             meta = {"sha256": digests.sha256, "md5": digests.md5, "size": str(digests.size)}
             if content_type:
                 meta["content_type"] = content_type
+            await failpoints.hit("put.before_commit")
             try:
                 await _io(self._publish, fd, temp, final, dict(tags), meta)
             except FileExistsError as exc:
