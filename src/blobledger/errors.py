@@ -12,6 +12,7 @@
     ├── UploadTooLarge         the body passed the configured maximum
     ├── UploadAborted          the upload ran past its deadline or its source failed
     ├── StoreUnavailable       the store could not be reached or answered 5xx (retry later)
+    ├── SweeperBusy            another sweeper holds the SQLite database's sweep lock
     └── StoreError             a storage answer the caller can act on
         ├── BlobAlreadyExists  create-only put refused: the name is taken (409 or 412)
         ├── BlobNotFound       no committed blob of that name
@@ -80,6 +81,10 @@ class UploadAborted(BlobLedgerError):
 
 class StoreUnavailable(BlobLedgerError):
     """Raised when the store is unreachable, timed out or answered 5xx; safe to retry."""
+
+
+class SweeperBusy(BlobLedgerError):
+    """Raised when another sweeper already runs on a database that allows only one (SQLite)."""
 
 
 class StoreError(BlobLedgerError):
