@@ -4,6 +4,11 @@ Enabled only by ``BLOBLEDGER_FAILPOINTS``, e.g. ``create.after_upload=kill`` or
 ``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated by
 ``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
 
+Points in the ledger: ``create.after_{insert,upload,tag,commit}``,
+``replace.after_{insert,upload,tag,commit}``, ``delete.after_commit``; during any upload,
+``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
+staged, before the create-only publication: the local ``link``, Azure's Put Block List).
+
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``raise``
 (:class:`FailpointError`), ``delay:SECONDS`` (sleep, then go on).
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import AsyncIterable, AsyncIterator
 
 ENV = "BLOBLEDGER_FAILPOINTS"
 
@@ -54,3 +60,17 @@ async def hit(point: str) -> None:
         await asyncio.sleep(float(action.split(":", 1)[1]))
         return
     raise FailpointError(f"failpoint {point}")
+
+
+def stream(data: AsyncIterable[bytes], point: str) -> AsyncIterable[bytes]:
+    """``data``, passing ``point`` each time a chunk has been taken by the consumer (so a
+    kill there dies mid-transfer); ``data`` itself when no failpoint is active."""
+    if point not in _ACTIVE:
+        return data
+    return _watched(data, point)
+
+
+async def _watched(data: AsyncIterable[bytes], point: str) -> AsyncIterator[bytes]:
+    async for chunk in data:
+        yield chunk
+        await hit(point)

@@ -155,7 +155,6 @@ class Ledger:
                 session.add(DocumentRow(
                     id=doc_id, name=name, status=DocumentStatus.PENDING, blob_name=blob_name,
                     version=1, content_type=content_type, created_at=now, updated_at=now))
-                await session.flush()
                 session.add(BlobRow(
                     name=blob_name, document_id=doc_id, kind=BlobKind.CREATE,
                     state=BlobState.PENDING, content_type=content_type,
@@ -192,14 +191,16 @@ class Ledger:
                 .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING)
                 .values(state=BlobState.COMMITTED, size=digests.size, sha256=digests.sha256,
                         md5=digests.md5, changed_at=now))
-            await session.execute(
+            doc = (await session.execute(
                 update(DocumentRow)
                 .where(DocumentRow.id == row.document_id,
                        DocumentRow.status == DocumentStatus.PENDING,
                        DocumentRow.blob_name == row.name)
                 .values(status=DocumentStatus.READY, size=digests.size, sha256=digests.sha256,
-                        md5=digests.md5, updated_at=now))
-            doc = await session.get(DocumentRow, row.document_id)
+                        md5=digests.md5, updated_at=now)
+                .returning(DocumentRow))).scalar_one_or_none()
+            if doc is None:  # the sweeper may have rolled the creation forward meanwhile
+                doc = await session.get(DocumentRow, row.document_id)
             if doc is None or doc.status != DocumentStatus.READY or doc.blob_name != row.name:
                 raise UploadAborted("the upload's intent was resolved by the sweeper meanwhile")
         await failpoints.hit("create.after_commit")
@@ -386,7 +387,8 @@ class Ledger:
     ) -> Digests:
         """C2/R2: create-only put of the intent's blob, within the intent's deadline."""
         remaining = (row.lease_until - self.clock()).total_seconds()
-        stream = _limited(as_stream(data), self.settings.max_upload_bytes)
+        stream = failpoints.stream(
+            _limited(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
         try:
             async with asyncio.timeout(max(remaining, 0.001)):
                 return await self.store.put(
