@@ -10,7 +10,9 @@ Points in the ledger: ``create.after_{insert,upload,tag,commit}``,
 staged, before the create-only publication: the local ``link``, Azure's Put Block List).
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``raise``
-(:class:`FailpointError`), ``delay:SECONDS`` (sleep, then go on).
+(:class:`FailpointError`), ``delay:SECONDS`` (sleep, then go on). A suffix ``@N`` acts on
+the N-th pass through the point only (``put.mid_stream=kill@3``: die after the third chunk
+was taken).
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ def _parse(text: str) -> dict[str, str]:
 
 
 _ACTIVE: dict[str, str] = _parse(os.environ.get(ENV, ""))
+_PASSES: dict[str, int] = {}
 
 
 def configure(text: str) -> None:
     """Replace the active failpoints (for in-process tests); '' disables all."""
     _ACTIVE.clear()
+    _PASSES.clear()
     _ACTIVE.update(_parse(text))
 
 
@@ -54,6 +58,11 @@ async def hit(point: str) -> None:
     action = _ACTIVE.get(point)
     if action is None:
         return
+    if "@" in action:  # "kill@3": act on the third pass only
+        action, _, nth = action.rpartition("@")
+        _PASSES[point] = _PASSES.get(point, 0) + 1
+        if _PASSES[point] != int(nth):
+            return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if action.startswith("delay:"):
