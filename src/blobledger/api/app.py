@@ -1,0 +1,86 @@
+"""The ASGI application: ``create_app(ledger)`` wires routes, problems, auth and lifespan.
+
+Embed it in your own service (``app.mount("/files", create_app(ledger))``) or run it with
+``blobledger serve``. Given a ledger, the app uses it and leaves closing it to the caller;
+given none, its lifespan opens one from the settings (migrating the database) and closes it.
+Background workers (``workers=[...]``: coroutine functions taking the ledger) run for the
+app's lifetime and are cancelled at shutdown: that is where a sweeper plugs in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from fastapi import FastAPI
+
+from blobledger import __version__
+from blobledger.api import problems
+from blobledger.api.guard import Guard
+from blobledger.api.routes import content, documents, service
+from blobledger.config import Settings
+from blobledger.config import from_env as settings_from_env
+from blobledger.db import Database
+from blobledger.ledger import Ledger
+from blobledger.stores import open_store
+
+log = logging.getLogger("blobledger.api")
+
+Worker = Callable[[Ledger], Awaitable[None]]
+
+
+def create_app(
+    ledger: Ledger | None = None,
+    settings: Settings | None = None,
+    *,
+    workers: Sequence[Worker] = (),
+) -> FastAPI:
+    """The blobledger HTTP service over ``ledger`` (or one built from ``settings``/env)."""
+    settings = settings or (ledger.settings if ledger is not None else settings_from_env())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned: Ledger | None = None
+        if app.state.ledger is None:
+            owned = Ledger(Database(settings.database_url),
+                           open_store(settings.store_url, settings), settings)
+            await owned.connect()
+            app.state.ledger = owned
+        tasks = [asyncio.create_task(_run(worker, app.state.ledger),
+                                     name=getattr(worker, "__name__", "worker"))
+                 for worker in workers]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for task, result in zip(tasks, results, strict=True):
+                if isinstance(result, Exception):
+                    log.error("background worker %s failed", task.get_name(), exc_info=result)
+            if owned is not None:
+                await owned.close()
+                app.state.ledger = None
+
+    app = FastAPI(
+        title="blobledger",
+        version=__version__,
+        description="Documents whose bytes live in an object store and whose truth lives in "
+        "a database, kept consistent through every crash. Errors are RFC 9457 problem "
+        "documents.",
+        lifespan=lifespan,
+    )
+    app.state.ledger = ledger
+    app.state.settings = settings
+    problems.install(app)
+    app.include_router(documents.router)
+    app.include_router(content.router)
+    app.include_router(service.router)
+    app.add_middleware(Guard)
+    return app
+
+
+async def _run(worker: Worker, ledger: Ledger) -> None:
+    await worker(ledger)

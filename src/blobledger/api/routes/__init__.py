@@ -1,0 +1,68 @@
+"""The routes of the service, one module per resource, and what they share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import Request
+from pydantic import BaseModel
+from starlette.responses import JSONResponse
+
+from blobledger.api.headers import etag, etag_versions
+from blobledger.api.problems import Problem
+from blobledger.config import Settings
+from blobledger.documents import Document
+from blobledger.ledger import Ledger
+
+
+class DocumentOut(BaseModel):
+    """A ready document (the schema of every document body)."""
+
+    id: str
+    name: str
+    status: str
+    version: int
+    size: int | None
+    content_type: str
+    sha256: str | None
+    blob: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def ledger_of(request: Request) -> Ledger:
+    ledger = request.app.state.ledger
+    if ledger is None:
+        raise Problem(503, "unavailable", "the service is starting or stopping",
+                      headers={"Retry-After": "1"})
+    assert isinstance(ledger, Ledger)
+    return ledger
+
+
+def settings_of(request: Request) -> Settings:
+    settings = request.app.state.settings
+    assert isinstance(settings, Settings)
+    return settings
+
+
+def document_response(doc: Document, status: int = 200) -> JSONResponse:
+    headers = {"ETag": etag(doc.version)}
+    if status == 201:
+        headers["Location"] = f"/documents/{doc.id}"
+    return JSONResponse(doc.to_json(), status_code=status, headers=headers)
+
+
+async def expected_version(ledger: Ledger, doc_id: str, if_match: str) -> int | None:
+    """The version an If-Match value pins: None for ``*`` (any), else one listed version
+    (the current one if several are listed); 412 when it names no version."""
+    versions = etag_versions(if_match)
+    if versions is None:
+        return None
+    if len(versions) == 1:
+        return versions[0]
+    current = (await ledger.get(doc_id)).version
+    if current in versions:
+        return current
+    raise Problem(412, "precondition-failed",
+                  f"document is at version {current}, not one of those in If-Match",
+                  current_version=current)

@@ -1,0 +1,155 @@
+"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+
+from blobledger.api.auth import require
+from blobledger.api.headers import (
+    ByteRange,
+    Unsatisfiable,
+    content_disposition,
+    etag,
+    expected_digests,
+    http_date,
+    matches,
+    parse_range,
+    repr_digest,
+)
+from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.problems import Problem
+from blobledger.api.routes import (
+    DocumentOut,
+    document_response,
+    expected_version,
+    ledger_of,
+    settings_of,
+)
+from blobledger.api.uploads import read_upload
+from blobledger.documents import Document
+from blobledger.stores.base import BlobReader
+
+router = APIRouter(tags=["content"])
+
+ATTEMPTS = 3
+REPLACE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The new bytes, raw (with their Content-Type) or as a form `file` field.",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {"schema": {
+                "type": "object", "required": ["file"],
+                "properties": {"file": {"type": "string", "format": "binary"}}}},
+        },
+    },
+}
+
+
+def _headers(doc: Document) -> dict[str, str]:
+    headers = {
+        "ETag": etag(doc.version),
+        "Last-Modified": http_date(doc.updated_at),
+        "Accept-Ranges": "bytes",
+        "Content-Type": doc.content_type,
+        "Content-Disposition": content_disposition(doc.name),
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+    }
+    if doc.sha256:
+        headers["Repr-Digest"] = repr_digest(doc.sha256)
+    return headers
+
+
+def _wanted(doc: Document, range_header: str | None, if_range: str | None) -> ByteRange | None:
+    size = doc.size or 0
+    if if_range is not None and not matches(if_range, doc.version):
+        return None
+    try:
+        return parse_range(range_header, size)
+    except Unsatisfiable:
+        raise Problem(416, "range-not-satisfiable", f"the document has {size} bytes",
+                      headers={"Content-Range": f"bytes */{size}"}) from None
+
+
+async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in reader:
+            yield chunk
+    finally:
+        await reader.aclose()
+
+
+@router.api_route(
+    "/documents/{doc_id}/content", methods=["GET", "HEAD"],
+    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {},
+               404: PROBLEM, 416: PROBLEM},
+    dependencies=[Depends(require("read"))],
+)
+async def download(
+    request: Request,
+    doc_id: str,
+    range_: Annotated[str | None, Header(alias="Range")] = None,
+    if_range: Annotated[str | None, Header(alias="If-Range")] = None,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+) -> Response:
+    """The document's bytes, streamed (Range, If-Range and If-None-Match honoured)."""
+    ledger = ledger_of(request)
+    for _ in range(ATTEMPTS):
+        doc = await ledger.get(doc_id)
+        headers = _headers(doc)
+        if matches(if_none_match, doc.version):
+            return Response(status_code=304, headers={
+                k: headers[k] for k in ("ETag", "Last-Modified")})
+        wanted = _wanted(doc, range_, if_range)
+        size = doc.size or 0
+        start, length = (wanted.start, wanted.length) if wanted else (0, size)
+        headers["Content-Length"] = str(length)
+        status = 200
+        if wanted is not None:
+            status = 206
+            headers["Content-Range"] = wanted.content_range(size)
+        if request.method == "HEAD":
+            return Response(status_code=status, headers=headers)
+        opened, reader = await ledger.open(doc_id, start, length)
+        if opened.version != doc.version:  # replaced in between: decide again on the new one
+            await reader.aclose()
+            continue
+        return StreamingResponse(_chunks(reader), status_code=status, headers=headers,
+                                 media_type=doc.content_type,
+                                 background=BackgroundTask(reader.aclose))
+    raise Problem(503, "busy", "the document kept changing while being read; retry",
+                  headers={"Retry-After": "1"})
+
+
+@router.put(
+    "/documents/{doc_id}/content", openapi_extra=REPLACE_BODY,
+    responses={200: {"model": DocumentOut}, 404: PROBLEM, 412: PROBLEM, 413: PROBLEM,
+               428: PROBLEM},
+    dependencies=[Depends(require("write"))],
+)
+async def replace(
+    request: Request,
+    doc_id: str,
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+    repr_digest_: Annotated[str | None, Header(alias="Repr-Digest")] = None,
+    content_md5: Annotated[str | None, Header(alias="Content-MD5")] = None,
+) -> Response:
+    """Point the document at new bytes; If-Match (its ETag) is required."""
+    if if_match is None:
+        raise Problem(428, "precondition-required",
+                      "a replace needs If-Match with the document's ETag (or *)")
+    ledger = ledger_of(request)
+    sha256, md5 = expected_digests(repr_digest_, content_md5)
+    version = await expected_version(ledger, doc_id, if_match)
+    if version is None:
+        version = (await ledger.get(doc_id)).version
+    upload = await read_upload(request, settings_of(request).max_upload_bytes, named=False)
+    doc = await ledger.replace(doc_id, upload.data, expected_version=version,
+                               content_type=upload.content_type, sha256=sha256, md5=md5)
+    return document_response(doc)

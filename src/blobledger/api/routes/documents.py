@@ -1,0 +1,129 @@
+"""``/documents``: create (streamed), list, show and delete documents."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+
+from blobledger.api.auth import require
+from blobledger.api.headers import etag, expected_digests, matches
+from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.problems import Problem
+from blobledger.api.routes import (
+    DocumentOut,
+    document_response,
+    expected_version,
+    ledger_of,
+    settings_of,
+)
+from blobledger.api.uploads import query_param, read_upload
+from blobledger.names import check_document_name
+
+router = APIRouter(tags=["documents"])
+
+CREATE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "A form with a `file` field and a `name` field (send `name` first, "
+        "or let it equal the file's filename), or the raw bytes with `?name=`.",
+        "content": {
+            "multipart/form-data": {"schema": {
+                "type": "object", "required": ["file", "name"],
+                "properties": {"name": {"type": "string"},
+                               "file": {"type": "string", "format": "binary"}}}},
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+}
+
+
+def _cursor(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+
+
+def _after(cursor: str) -> str:
+    try:
+        name = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        return check_document_name(name)
+    except (binascii.Error, ValueError):
+        raise Problem(400, "invalid-cursor", "the cursor is not one this service gave out") \
+            from None
+
+
+@router.post(
+    "/documents", status_code=201, openapi_extra=CREATE_BODY,
+    responses={201: {"model": DocumentOut}, 400: PROBLEM, 409: PROBLEM, 413: PROBLEM,
+               422: PROBLEM, 503: PROBLEM},
+    dependencies=[Depends(require("write"))],
+)
+async def create_document(
+    request: Request,
+    name: Annotated[str | None, Query(description="the name, for a raw body")] = None,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    repr_digest: Annotated[str | None, Header(alias="Repr-Digest",
+                           description="sha-256=:<base64>: of the file's bytes")] = None,
+    content_md5: Annotated[str | None, Header(alias="Content-MD5")] = None,
+) -> Response:
+    """Create a document; its bytes stream to the store and it becomes visible last."""
+    ledger = ledger_of(request)
+    sha256, md5 = expected_digests(repr_digest, content_md5)
+    upload = await read_upload(request, settings_of(request).max_upload_bytes, named=True)
+    assert upload.name is not None
+    doc = await ledger.create(upload.name, upload.data, content_type=upload.content_type,
+                              idempotency_key=idempotency_key, sha256=sha256, md5=md5)
+    return document_response(doc, 201)
+
+
+@router.get("/documents", responses={400: PROBLEM},
+            dependencies=[Depends(require("read"))])
+async def list_documents(
+    request: Request,
+    prefix: Annotated[str, Query(max_length=1024)] = "",
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Ready documents in name order, a page at a time (follow ``next_cursor``)."""
+    prefix = query_param(request, "prefix") or ""
+    after = _after(cursor) if cursor else None
+    docs = await ledger_of(request).page(prefix=prefix, after=after, limit=limit)
+    next_cursor = _cursor(docs[-1].name) if len(docs) == limit else None
+    return {"items": [d.to_json() for d in docs], "next_cursor": next_cursor}
+
+
+@router.api_route(
+    "/documents/{doc_id}", methods=["GET", "HEAD"],
+    responses={200: {"model": DocumentOut}, 304: {}, 404: PROBLEM},
+    dependencies=[Depends(require("read"))],
+)
+async def show_document(
+    request: Request,
+    doc_id: str,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+) -> Response:
+    """A ready document (a pending or unknown id is a 404)."""
+    doc = await ledger_of(request).get(doc_id)
+    if matches(if_none_match, doc.version):
+        return Response(status_code=304, headers={"ETag": etag(doc.version)})
+    response = document_response(doc)
+    if request.method == "HEAD":
+        return Response(status_code=200, headers=dict(response.headers))
+    return response
+
+
+@router.delete(
+    "/documents/{doc_id}", status_code=204, responses={404: PROBLEM, 412: PROBLEM},
+    dependencies=[Depends(require("write"))],
+)
+async def delete_document(
+    request: Request,
+    doc_id: str,
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> Response:
+    """Remove the document now (its bytes go to the deletion path); If-Match honoured."""
+    ledger = ledger_of(request)
+    version = await expected_version(ledger, doc_id, if_match) if if_match else None
+    await ledger.delete(doc_id, expected_version=version)
+    return Response(status_code=204)

@@ -1,0 +1,142 @@
+"""From an HTTP request to what the ledger takes: a name, a content type and a byte stream.
+
+A body is either ``multipart/form-data`` (a ``file`` field and a ``name`` field) or raw bytes
+with ``?name=`` and its own Content-Type. Bytes are handed to the ledger as they arrive. The
+size limit is checked from Content-Length before any byte is read, and again while
+streaming; a body that ends short of its Content-Length, or a client that disconnects,
+fails the stream, so the ledger's failure path runs and nothing becomes visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from starlette.requests import ClientDisconnect, Request
+
+from blobledger.api.multipart import FormReader, boundary_of
+from blobledger.api.problems import Problem
+from blobledger.errors import InvalidName, UploadAborted, UploadTooLarge
+from blobledger.names import check_document_name
+
+#: room allowed for the form's own bytes (boundaries, headers, text fields) over the limit
+MULTIPART_OVERHEAD = 1024 * 1024
+
+
+@dataclass
+class Upload:
+    name: str | None
+    content_type: str | None
+    data: AsyncIterator[bytes]
+
+
+def query_param(request: Request, key: str) -> str | None:
+    """A query parameter decoded strictly: invalid percent-encoded UTF-8 is a 400."""
+    try:
+        pairs = parse_qsl(request.scope.get("query_string", b"").decode("latin-1"),
+                          keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise Problem(400, "invalid-input", "the query string is not valid UTF-8") from None
+    for name, value in pairs:
+        if name == key:
+            return str(value)
+    return None
+
+
+def declared_length(request: Request) -> int | None:
+    value = request.headers.get("content-length")
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise Problem(400, "invalid-input", "Content-Length must be a number")
+    return int(value)
+
+
+def check_declared_size(request: Request, limit: int) -> int | None:
+    """413 before reading when Content-Length already says the body is too large."""
+    length = declared_length(request)
+    multipart = request.headers.get("content-type", "").lower().startswith("multipart/")
+    allowed = limit + (MULTIPART_OVERHEAD if multipart else 0)
+    if length is not None and length > allowed:
+        raise Problem(413, "upload-too-large",
+                      f"the body of {length} bytes exceeds the limit of {limit} bytes")
+    return length
+
+
+async def body_stream(
+    request: Request, declared: int | None, limit: int, slack: int = 0
+) -> AsyncIterator[bytes]:
+    """The raw request body as it arrives, checked against its Content-Length and against
+    ``limit`` (plus ``slack`` for a form's own bytes)."""
+    received = 0
+    try:
+        async for chunk in request.stream():
+            if not chunk:
+                continue
+            received += len(chunk)
+            if received > limit + slack:
+                raise UploadTooLarge(limit)
+            yield chunk
+    except ClientDisconnect:
+        raise UploadAborted("the client disconnected during the upload") from None
+    if declared is not None and received < declared:
+        raise Problem(400, "incomplete-body",
+                      f"the body ended after {received} of its {declared} declared bytes")
+
+
+async def limited(data: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    total = 0
+    async for chunk in data:
+        total += len(chunk)
+        if total > limit:
+            raise UploadTooLarge(limit)
+        yield chunk
+
+
+def check_filename(filename: str) -> str:
+    try:
+        return check_document_name(filename)
+    except InvalidName as exc:
+        raise Problem(400, "invalid-filename", f"invalid filename: {exc}") from None
+
+
+async def read_upload(request: Request, limit: int, *, named: bool) -> Upload:
+    """The document name (``named`` uploads only), content type and bytes of a request."""
+    declared = check_declared_size(request, limit)
+    content_type = request.headers.get("content-type")
+    query_name = query_param(request, "name") if named else None
+    boundary = boundary_of(content_type) if content_type else None
+    if boundary is None:
+        if named and query_name is None:
+            raise Problem(400, "missing-name",
+                          "the document needs a name: ?name=… or a multipart 'name' field")
+        raw = body_stream(request, declared, limit)
+        return Upload(query_name, content_type, limited(raw, limit))
+
+    form = FormReader(body_stream(request, declared, limit, MULTIPART_OVERHEAD), boundary)
+    part = await form.until_file()
+    if part.filename:
+        check_filename(part.filename)
+    early = form.fields.get("name")
+    if named and query_name is not None and early is not None and early != query_name:
+        raise Problem(400, "invalid-input", "?name= and the form's 'name' field differ")
+    name = query_name if query_name is not None else early
+    provisional = named and name is None
+    if provisional:
+        if not part.filename:
+            raise Problem(400, "missing-name", "the form has no 'name' field")
+        name = part.filename  # checked against the 'name' field that follows the file
+
+    async def data() -> AsyncIterator[bytes]:
+        async for chunk in limited(form.file_data(), limit):
+            yield chunk
+        late = form.fields.get("name")
+        if provisional and late is None:
+            raise Problem(400, "missing-name", "the form has no 'name' field")
+        if named and late is not None and late != name:
+            raise Problem(400, "name-after-file",
+                          "the 'name' field came after the file and differs from its "
+                          "filename: send the name field first (or use ?name=)")
+
+    return Upload(name if named else None, part.content_type, data())
