@@ -16,7 +16,7 @@ import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -152,10 +152,10 @@ class Ledger:
         lease = now + timedelta(seconds=self.settings.upload_deadline)
         try:
             async with self.db.session() as session:  # C1
-                session.add(DocumentRow(
+                await session.execute(insert(DocumentRow).values(
                     id=doc_id, name=name, status=DocumentStatus.PENDING, blob_name=blob_name,
                     version=1, content_type=content_type, created_at=now, updated_at=now))
-                session.add(BlobRow(
+                await session.execute(insert(BlobRow).values(
                     name=blob_name, document_id=doc_id, kind=BlobKind.CREATE,
                     state=BlobState.PENDING, content_type=content_type,
                     idempotency_key=idempotency_key, lease_until=lease, created_at=now,
