@@ -39,7 +39,8 @@ class Result:
     unit: str
     #: "higher" if a larger ratio figure/baseline is better (throughput), "lower" otherwise
     better: str
-    target: float
+    #: None: reported for context, with no target of its own
+    target: float | None
     detail: str = ""
 
     @property
@@ -48,6 +49,8 @@ class Result:
 
     @property
     def met(self) -> bool:
+        if self.target is None:
+            return True
         return self.ratio >= self.target if self.better == "higher" else self.ratio <= self.target
 
     def to_json(self) -> dict[str, Any]:
@@ -82,8 +85,11 @@ def table(results: list[Result]) -> str:
     header = f"{'case':<34} {'figure':>14} {'baseline':>14} {'ratio':>7} {'target':>8}  verdict"
     lines = [header, "-" * len(header)]
     for r in results:
-        target = (">=" if r.better == "higher" else "<=") + f"{r.target:g}x"
-        verdict = "met" if r.met else "MISSED"
+        if r.target is None:
+            target, verdict = "-", "no target"
+        else:
+            target = (">=" if r.better == "higher" else "<=") + f"{r.target:g}x"
+            verdict = "met" if r.met else "MISSED"
         lines.append(
             f"{r.case:<34} {r.figure:>10.2f} {r.unit:<3} {r.baseline:>10.2f} {r.unit:<3} "
             f"{r.ratio:>6.2f}x {target:>8}  {verdict}"
