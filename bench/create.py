@@ -14,15 +14,15 @@ import asyncio
 import os
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from sqlalchemy import Column, MetaData, String, Table, insert
 
+from bench.common import Context, Result, interleaved
 from blobledger import Ledger
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.stores.azure import AzureStore
-
-from bench.common import Context, Result, interleaved
 
 TITLE = "create throughput: ledger vs naive handler vs bare SDK upload (PostgreSQL + Azurite)"
 KIB, MIB = 1024, 1024 * 1024
@@ -54,6 +54,47 @@ async def gather_limited(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
+async def measure(
+    ctx: Context, ledger: Ledger, size: int, concurrency: int, files: int
+) -> Result:
+    client, db = cast(AzureStore, ledger.store)._client(), ledger.db
+    payload = os.urandom(size)
+
+    async def ledger_trial() -> None:
+        tag = uuid.uuid4().hex[:8]
+        await gather_limited(files, concurrency, lambda i: ledger.create(
+            f"l-{tag}-{i}.bin", payload, content_type="application/octet-stream"))
+
+    async def naive_trial() -> None:
+        tag = uuid.uuid4().hex[:8]
+
+        async def one(i: int) -> None:
+            blob_name = f"naive/{uuid.uuid4().hex}.bin"
+            await client.upload_blob(blob_name, payload, max_concurrency=4)
+            async with db.session() as session:
+                await session.execute(insert(naive_table).values(
+                    name=f"n-{tag}-{i}.bin", blob_name=blob_name))
+
+        await gather_limited(files, concurrency, one)
+
+    async def bare_trial() -> None:
+        await gather_limited(files, concurrency, lambda i: client.upload_blob(
+            f"bare/{uuid.uuid4().hex}.bin", payload, max_concurrency=4))
+
+    await ledger_trial()  # warm-up: connections, caches
+    times = await interleaved(
+        {"ledger": ledger_trial, "naive": naive_trial, "bare": bare_trial}, ctx.repeats)
+    rate = {k: files / v for k, v in times.items()}
+    unit = f"{size // KIB} KiB" if size < MIB else f"{size // MIB} MiB"
+    target = 0.45 if size < MIB and concurrency == 16 else (0.95 if size >= 64 * MIB else None)
+    return Result(
+        case=f"create {unit} c{concurrency}", figure_name="ledger creates/s",
+        figure=rate["ledger"], baseline_name="naive upload-then-insert creates/s",
+        baseline=rate["naive"], unit="/s", better="higher", target=target,
+        detail=f"bare SDK upload {rate['bare']:.1f}/s; ledger/bare "
+               f"{rate['ledger'] / rate['bare']:.2f}x")
+
+
 async def run(ctx: Context) -> list[Result]:
     container = f"bench{uuid.uuid4().hex[:12]}"
     store = AzureStore(container, connection_string=ctx.azurite.connection_string)
@@ -62,50 +103,11 @@ async def run(ctx: Context) -> list[Result]:
     await ledger.connect()
     async with db.engine.begin() as conn:
         await conn.run_sync(naive_table.metadata.create_all)
-    client = store._client()
-    results: list[Result] = []
     try:
-        for size, concurrency, files in plan(ctx.quick):
-            payload = os.urandom(size)
-
-            async def ledger_trial() -> None:
-                tag = uuid.uuid4().hex[:8]
-                await gather_limited(files, concurrency, lambda i: ledger.create(
-                    f"l-{tag}-{i}.bin", payload, content_type="application/octet-stream"))
-
-            async def naive_trial() -> None:
-                tag = uuid.uuid4().hex[:8]
-
-                async def one(i: int) -> None:
-                    blob_name = f"naive/{uuid.uuid4().hex}.bin"
-                    await client.upload_blob(blob_name, payload, max_concurrency=4)
-                    async with db.session() as session:
-                        await session.execute(insert(naive_table).values(
-                            name=f"n-{tag}-{i}.bin", blob_name=blob_name))
-
-                await gather_limited(files, concurrency, one)
-
-            async def bare_trial() -> None:
-                await gather_limited(files, concurrency, lambda i: client.upload_blob(
-                    f"bare/{uuid.uuid4().hex}.bin", payload, max_concurrency=4))
-
-            await ledger_trial()  # warm-up: connections, caches
-            times = await interleaved(
-                {"ledger": ledger_trial, "naive": naive_trial, "bare": bare_trial}, ctx.repeats)
-            rate = {k: files / v for k, v in times.items()}
-            label = f"create {size // KIB if size < MIB else size // MIB}"
-            label += f" {'KiB' if size < MIB else 'MiB'} c{concurrency}"
-            target = 0.45 if size < MIB and concurrency == 16 else (
-                0.95 if size >= 64 * MIB else None)
-            results.append(Result(
-                case=label, figure_name="ledger creates/s", figure=rate["ledger"],
-                baseline_name="naive upload-then-insert creates/s", baseline=rate["naive"],
-                unit="/s", better="higher", target=target,
-                detail=f"bare SDK upload {rate['bare']:.1f}/s; ledger/bare "
-                       f"{rate['ledger'] / rate['bare']:.2f}x"))
+        return [await measure(ctx, ledger, size, concurrency, files)
+                for size, concurrency, files in plan(ctx.quick)]
     finally:
         async with db.engine.begin() as conn:
             await conn.run_sync(naive_table.metadata.drop_all)
-        await client.delete_container()
+        await store._client().delete_container()
         await ledger.close()
-    return results
