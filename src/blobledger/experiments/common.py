@@ -74,7 +74,7 @@ Case = Callable[[Context, CaseResult], Awaitable[None]]
 # -- clients -------------------------------------------------------------------------------
 def retry_policy() -> ExponentialRetry:
     """Short, bounded retries: an unreachable endpoint fails in seconds, not minutes."""
-    return ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=2,
+    return ExponentialRetry(initial_backoff=1, increment_base=1, retry_total=2,
                             random_jitter_range=0)
 
 

@@ -89,7 +89,7 @@ async def case_a(ctx: Context, result: CaseResult) -> None:
                 session.add(Doc(name="report.pdf", blob_name=name, status="Ready"))
         except IntegrityError as exc:
             result.say(f"commit raised {_reason(exc)}")
-            result.figures["error"] = type(exc.orig).__name__ if exc.orig else "IntegrityError"
+            result.figures["exception"] = type(exc.orig).__name__ if exc.orig else "IntegrityError"
         await _figures(ctx, db, result, orphans=True)
     finally:
         await db.dispose()
