@@ -1,0 +1,29 @@
+"""What the worker commands (sweep, reconcile) share: a ledger whose database and store
+answer before any work starts, and database failures told in one line."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from blobledger.errors import StoreUnavailable
+from blobledger.ledger import Ledger
+
+
+@asynccontextmanager
+async def worker_ledger() -> AsyncIterator[Ledger]:
+    """A ledger from the environment, checked: the database answers and is migrated, the
+    store answers. Nothing is created, nothing is deleted before both checks pass."""
+    ledger = Ledger.from_env(migrate=False)
+    try:
+        await ledger.db.ping()
+        await ledger.store.ping()
+        yield ledger
+    except SQLAlchemyError as exc:
+        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise StoreUnavailable(f"database error: {lines[0] if lines else type(exc).__name__}"
+                               " (is it migrated? run `blobledger migrate`)") from exc
+    finally:
+        await ledger.close()

@@ -1,0 +1,301 @@
+"""The reconciler: a streaming merge of the container listing with the ``blobs`` table.
+
+Both sides arrive in code point order of the blob name (the store's listing; the table read
+in keyset pages ordered ``COLLATE "C"`` on PostgreSQL, binary on SQLite), so memory stays
+bounded whatever the container holds. Findings:
+
+- ``orphan``: a blob with no row (outside the protocol, or a row removed before its blob);
+- ``missing``: a row whose blob is absent; ``missing_ready`` when a ready document points
+  at it (a bug: exit code 2);
+- ``mismatch``: the blob's ``state`` tag disagrees with its row past the step's cutoff;
+- ``uncommitted``: bytes uploaded under a name but never committed, older than the deadline.
+
+Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
+as ``in_flight``, not reported. Before an orphan or a missing ready blob is reported, the row
+is read again: the listing and the pages are not one snapshot. ``fix`` deletes only orphans
+tagged ``pending`` or ``deleting`` and older than ``older_than``, conditioned on that tag.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from sqlalchemy import exists, select
+
+from blobledger import metrics
+from blobledger.config import minimum_sweep_after
+from blobledger.durations import format_duration
+from blobledger.errors import BlobNotFound, ConditionNotMet, ConfigError, StoreError
+from blobledger.ledger import Ledger
+from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, as_utc
+from blobledger.stores.base import BlobInfo
+
+log = logging.getLogger("blobledger.reconciler")
+
+PAGE = 1000
+#: findings kept in the report (the rest are counted, and streamed to ``on_finding``)
+SAMPLE = 100
+FIXABLE = (BlobState.PENDING.value, BlobState.DELETING.value)
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: str  # orphan | missing | missing_ready | mismatch | uncommitted
+    name: str
+    detail: str
+    row_state: str | None = None
+    tag_state: str | None = None
+    age_seconds: float | None = None
+    fixed: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        if self.age_seconds is not None:
+            data["age_seconds"] = round(self.age_seconds, 1)
+        return data
+
+
+@dataclass
+class ReconcileReport:
+    """Counts per category, the first findings, and what ``fix`` did."""
+
+    blobs: int = 0
+    rows: int = 0
+    orphan: int = 0
+    missing: int = 0
+    missing_ready: int = 0
+    mismatch: int = 0
+    uncommitted: int = 0
+    in_flight: int = 0
+    fixed: int = 0
+    refused: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+
+    def count(self, category: str) -> int:
+        return int(getattr(self, category))
+
+    @property
+    def total(self) -> int:
+        return self.orphan + self.missing + self.missing_ready + self.mismatch + self.uncommitted
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 findings, 2 a ready document's blob is missing."""
+        if self.missing_ready:
+            return 2
+        return 1 if self.total or self.errors else 0
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        del data["findings"]
+        data["seconds"] = round(self.seconds, 3)
+        data["findings_total"] = self.total
+        data["exit_code"] = self.exit_code
+        return data
+
+    def to_log(self) -> str:
+        return json.dumps({"event": "reconcile", **self.as_dict()})
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    state: str
+    changed_at: datetime
+    ready: bool  # a ready document points at this blob
+
+
+class _Merge:
+    def __init__(
+        self, ledger: Ledger, *, fix: bool, older_than: float,
+        on_finding: Callable[[Finding], None] | None,
+    ) -> None:
+        self.ledger = ledger
+        self.fix = fix
+        self.older_than = older_than
+        self.on_finding = on_finding
+        self.report = ReconcileReport()
+        self.now = as_utc(ledger.clock())
+        settings = ledger.settings
+        self.cutoff = {
+            BlobState.PENDING.value: settings.sweep_after,
+            BlobState.DELETING.value: settings.delete_grace,
+            BlobState.COMMITTED.value: 0.0,
+        }
+
+    def found(self, finding: Finding) -> None:
+        setattr(self.report, finding.category, self.report.count(finding.category) + 1)
+        if len(self.report.findings) < SAMPLE:
+            self.report.findings.append(finding)
+        if self.on_finding is not None:
+            self.on_finding(finding)
+
+    def age(self, when: datetime | None) -> float | None:
+        return None if when is None else (self.now - as_utc(when)).total_seconds()
+
+    def past_cutoff(self, row: _Row) -> bool:
+        age = self.age(row.changed_at) or 0.0
+        return age > self.cutoff.get(row.state, 0.0)
+
+    async def run(self, prefix: str) -> ReconcileReport:
+        rows = _rows(self.ledger, prefix)
+        blobs = aiter(self.ledger.store.list(prefix, tags=True))
+        row = await anext(rows, None)
+        blob = await anext(blobs, None)
+        while row is not None or blob is not None:
+            if blob is not None and (row is None or blob.name < row.name):
+                self.report.blobs += 1
+                await self.orphan(blob)
+                blob = await anext(blobs, None)
+            elif row is not None and (blob is None or row.name < blob.name):
+                self.report.rows += 1
+                await self.missing(row)
+                row = await anext(rows, None)
+            else:
+                assert row is not None and blob is not None
+                self.report.blobs += 1
+                self.report.rows += 1
+                self.compare(row, blob)
+                row, blob = await anext(rows, None), await anext(blobs, None)
+        await self.uncommitted(prefix)
+        return self.report
+
+    async def orphan(self, blob: BlobInfo) -> None:
+        if await _row_state(self.ledger, blob.name) is not None:
+            self.report.in_flight += 1  # its row appeared after the page was read
+            return
+        tag = (blob.tags or {}).get("state")
+        age = self.age(blob.last_modified)
+        fixed = False
+        if self.fix and tag in FIXABLE and age is not None and age > self.older_than:
+            fixed = await self.delete_orphan(blob.name, tag)
+        self.found(Finding("orphan", blob.name, f"blob without a row, tagged {tag!r}",
+                           tag_state=tag, age_seconds=age, fixed=fixed))
+
+    async def delete_orphan(self, name: str, tag: str) -> bool:
+        try:
+            await self.ledger.store.delete(name, if_tags={"state": tag})
+        except ConditionNotMet:
+            self.report.refused += 1
+            log.warning("reconcile: the guard refused to delete orphan %s", name)
+            return False
+        except StoreError as exc:
+            self.report.errors += 1
+            log.warning("reconcile: deleting orphan %s failed: %s", name, exc)
+            return False
+        self.report.fixed += 1
+        return True
+
+    async def missing(self, row: _Row) -> None:
+        if row.ready or row.state == BlobState.COMMITTED:
+            current = await _row_state(self.ledger, row.name)  # re-read: not one snapshot
+            if current is None or current[0] != BlobState.COMMITTED:
+                self.report.in_flight += 1
+                return
+            try:
+                await self.ledger.store.stat(row.name)
+                self.report.in_flight += 1  # listed before it was committed
+                return
+            except BlobNotFound:
+                pass
+            if current[1]:
+                self.found(Finding("missing_ready", row.name,
+                                   "the blob of a ready document is missing",
+                                   row_state=row.state, age_seconds=self.age(row.changed_at)))
+                return
+        elif not self.past_cutoff(row):
+            self.report.in_flight += 1
+            return
+        self.found(Finding("missing", row.name, f"row {row.state!r} whose blob is absent",
+                           row_state=row.state, age_seconds=self.age(row.changed_at)))
+
+    def compare(self, row: _Row, blob: BlobInfo) -> None:
+        tag = (blob.tags or {}).get("state")
+        if tag == row.state:
+            return
+        if row.state != BlobState.COMMITTED and not self.past_cutoff(row):
+            self.report.in_flight += 1
+            return
+        self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob tagged {tag!r}",
+                           row_state=row.state, tag_state=tag,
+                           age_seconds=self.age(row.changed_at)))
+
+    async def uncommitted(self, prefix: str) -> None:
+        deadline = self.ledger.settings.upload_deadline
+        async for info in self.ledger.store.list_uncommitted(prefix):
+            age = self.age(info.last_modified)
+            if age is not None and age <= deadline:
+                self.report.in_flight += 1
+                continue
+            self.found(Finding(
+                "uncommitted", info.name,
+                f"{info.blocks} uncommitted block(s), {info.size} bytes"
+                + (" beside a committed blob" if info.committed else ""),
+                age_seconds=age))
+
+
+async def reconcile(
+    ledger: Ledger,
+    *,
+    fix: bool,
+    older_than: float,
+    prefix: str | None = None,
+    on_finding: Callable[[Finding], None] | None = None,
+) -> ReconcileReport:
+    """Compare the store with the ``blobs`` table under the blob prefix; see the module doc.
+
+    ``older_than`` (seconds) is the age an orphan must pass before ``fix`` deletes it; it
+    may not be shorter than the upload deadline (an upload in flight is not an orphan).
+    """
+    deadline = ledger.settings.upload_deadline
+    if older_than < deadline:
+        raise ConfigError(
+            f"--older-than {format_duration(older_than)} is shorter than the upload deadline "
+            f"({format_duration(deadline)}); use at least "
+            f"{format_duration(minimum_sweep_after(deadline))}")
+    started = time.perf_counter()
+    merge = _Merge(ledger, fix=fix, older_than=older_than, on_finding=on_finding)
+    report = await merge.run(ledger.settings.blob_prefix + "/" if prefix is None else prefix)
+    report.seconds = time.perf_counter() - started
+    metrics.record_reconcile(report)
+    log.info("%s", report.to_log())
+    return report
+
+
+async def _rows(ledger: Ledger, prefix: str) -> AsyncIterator[_Row]:
+    """Every blob row under ``prefix`` in code point order, in keyset pages."""
+    column = BlobRow.name if ledger.db.is_sqlite else BlobRow.name.collate("C")
+    ready = exists().where(DocumentRow.blob_name == BlobRow.name,
+                           DocumentRow.status == DocumentStatus.READY)
+    base = (select(BlobRow.name, BlobRow.state, BlobRow.changed_at, ready.label("ready"))
+            .order_by(column).limit(PAGE))
+    if prefix:
+        base = base.where(BlobRow.name.startswith(prefix, autoescape=True))
+    after: str | None = None
+    while True:
+        query = base if after is None else base.where(column > after)
+        async with ledger.db.session() as session:
+            page = [_Row(name, state, changed, bool(is_ready))
+                    for name, state, changed, is_ready in (await session.execute(query)).all()]
+        for row in page:
+            yield row
+        if len(page) < PAGE:
+            return
+        after = page[-1].name
+
+
+async def _row_state(ledger: Ledger, name: str) -> tuple[str, bool] | None:
+    """The row's state now and whether a ready document points at it (None: no row)."""
+    ready = exists().where(DocumentRow.blob_name == BlobRow.name,
+                           DocumentRow.status == DocumentStatus.READY)
+    async with ledger.db.session() as session:
+        found = (await session.execute(
+            select(BlobRow.state, ready).where(BlobRow.name == name))).first()
+    return None if found is None else (str(found[0]), bool(found[1]))

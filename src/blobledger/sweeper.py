@@ -1,0 +1,514 @@
+"""The sweeper: stale pending intents and the deletion path (the ``blobs`` outbox).
+
+One :meth:`Sweeper.run_once` does, in claimed batches until no claimable work is left:
+
+1. **Stale intents**: rows ``pending`` whose ``changed_at`` is older than ``sweep_after`` and
+   whose lease has expired. Delete the blob conditioned on tag ``pending`` (absent is fine),
+   then the rows (for a creation the pending document too, while it still points at the
+   blob). A refusal means the blob is tagged ``committed`` (the writer died between C3 and
+   C4): a creation rolls forward to ready with the size and checksums the store recorded, a
+   replacement's row moves to ``deleting``.
+2. **The deletion path**: rows ``deleting`` older than ``delete_grace`` whose lease has
+   expired. Check that no document points at the blob, tag it ``deleting`` conditioned on
+   ``committed`` (already ``deleting`` is fine), delete it conditioned on ``deleting``,
+   remove the row.
+
+Every step is idempotent: a crash anywhere leaves rows that a later run claims again once
+the sweeper's lease has expired. Claims set ``lease_until`` (a compare-and-set; on PostgreSQL
+``SELECT … FOR UPDATE SKIP LOCKED``), so sweepers never handle one row twice and a resuming
+upload and a sweeper never both own an intent. On SQLite only one sweeper runs at a time: it
+holds ``flock`` on ``<database file>.sweep-lock``. Deletes go out through
+``Store.delete_many`` (Blob Batch on Azure). Nothing here deletes a blob tagged
+``committed``: a guard refusal is logged and counted, and the sweep goes on.
+
+Failpoints (see :mod:`blobledger.failpoints`): ``sweep.after_claim``, ``sweep.after_delete``,
+``sweep.before_resolve``, ``deletion.after_claim``, ``deletion.after_tag``,
+``deletion.after_delete``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from blobledger import failpoints, metrics
+from blobledger.errors import (
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    StoreUnavailable,
+    SweeperBusy,
+)
+from blobledger.ledger import Ledger
+from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, DocumentStatus
+
+log = logging.getLogger("blobledger.sweeper")
+
+PENDING = {"state": BlobState.PENDING.value}
+COMMITTED = {"state": BlobState.COMMITTED.value}
+DELETING = {"state": BlobState.DELETING.value}
+#: how long a claimed row belongs to the sweeper that claimed it
+SWEEP_LEASE = 300.0
+#: storage calls in flight at once for the per-blob steps (tags, stat)
+CONCURRENCY = 16
+T = TypeVar("T")
+
+
+@dataclass
+class SweepReport:
+    """What one run did; ``to_log()`` is the one summary line."""
+
+    claimed: int = 0
+    swept: int = 0  # stale intents removed (blob deleted or already absent)
+    rolled_forward: int = 0  # creations made ready from a committed blob
+    moved_to_deleting: int = 0  # replacements handed to the deletion path
+    deleted: int = 0  # deletion-path rows done (blob deleted or already absent)
+    absent: int = 0  # blobs already gone when their delete was due
+    refused: int = 0  # the guard said no (logged); the row is left alone
+    errors: int = 0  # steps that failed; the rows are retried after the lease
+    batches: int = 0
+    seconds: float = 0.0
+    aborted: str | None = None  # why the run stopped early (store unreachable)
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+    def to_log(self) -> str:
+        return json.dumps({"event": "sweep", **self.as_dict()})
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    name: str
+    document_id: str
+    kind: str
+
+
+@dataclass
+class _Claim:
+    rows: list[_Claimed]
+    lease_until: datetime
+    names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = [row.name for row in self.rows]
+
+
+class Sweeper:
+    """Resolves stale intents and runs the deletion path, in claimed batches."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        batch: int = 256,
+        owner: str | None = None,
+        lease: float = SWEEP_LEASE,
+        max_batches: int | None = None,
+    ) -> None:
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        self.ledger = ledger
+        self.batch = batch
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.lease = lease
+        self.max_batches = max_batches
+        self._lock_fd: int | None = None
+
+    # -- the one-sweeper rule on SQLite -----------------------------------------------------
+    def lock_path(self) -> str | None:
+        """The lock file next to a SQLite database (None on PostgreSQL or in memory)."""
+        db = self.ledger.db
+        if not db.is_sqlite:
+            return None
+        database = db.engine.url.database
+        if not database or database == ":memory:":
+            return None
+        return os.path.abspath(os.path.expanduser(database)) + ".sweep-lock"
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Hold the SQLite sweep lock for the block (re-entrant; a no-op on PostgreSQL)."""
+        path = self.lock_path()
+        if path is None or self._lock_fd is not None:
+            yield
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SweeperBusy(
+                f"another sweeper is running on this SQLite database (lock {path}); "
+                "SQLite allows one sweeper at a time") from None
+        self._lock_fd = fd
+        try:
+            yield
+        finally:
+            self._lock_fd = None
+            os.close(fd)  # releases the flock
+
+    # -- one run --------------------------------------------------------------------------
+    async def run_once(self) -> SweepReport:
+        """Sweep stale intents, then run the deletion path; one summary per run."""
+        report = SweepReport()
+        started = time.perf_counter()
+        try:
+            async with self.exclusive():
+                await self._drain(BlobState.PENDING, self._sweep_batch, report)
+                if report.aborted is None:
+                    await self._drain(BlobState.DELETING, self._delete_batch, report)
+        finally:
+            report.seconds = time.perf_counter() - started
+            metrics.record_sweep(report)
+        log.info("%s", report.to_log())
+        return report
+
+    async def _drain(
+        self,
+        state: BlobState,
+        work: Callable[[_Claim, SweepReport], Awaitable[None]],
+        report: SweepReport,
+    ) -> None:
+        while self.max_batches is None or report.batches < self.max_batches:
+            claim = await self._claim(state)
+            if not claim.rows:
+                return
+            report.batches += 1
+            report.claimed += len(claim.rows)
+            try:
+                await work(claim, report)
+            except StoreUnavailable as exc:
+                report.errors += 1
+                report.aborted = str(exc)
+                log.warning("sweep stopped: %s (claimed rows are retried after the lease)", exc)
+                return
+            if len(claim.rows) < self.batch:
+                return
+
+    async def _claim(self, state: BlobState) -> _Claim:
+        """Claim up to ``batch`` claimable rows in ``state`` by moving their lease."""
+        now = self.ledger.clock()
+        settings = self.ledger.settings
+        age = settings.sweep_after if state == BlobState.PENDING else settings.delete_grace
+        # A unique lease value per claim: later steps act only while the row still holds it.
+        lease_until = now + timedelta(seconds=self.lease,
+                                      microseconds=secrets.randbelow(1_000_000))
+        query = (
+            select(BlobRow.name, BlobRow.document_id, BlobRow.kind)
+            .where(BlobRow.state == state,
+                   BlobRow.changed_at < now - timedelta(seconds=age),
+                   BlobRow.lease_until < now)
+            .order_by(BlobRow.changed_at)
+            .limit(self.batch)
+            .with_for_update(skip_locked=True)  # rendered on PostgreSQL only
+        )
+        async with self.ledger.db.session() as session:
+            rows = [_Claimed(*row) for row in (await session.execute(query)).all()]
+            if rows:
+                await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name.in_([r.name for r in rows]), BlobRow.state == state,
+                           BlobRow.lease_until < now)
+                    .values(lease_until=lease_until)
+                    .execution_options(synchronize_session=False))
+        return _Claim(rows, lease_until)
+
+    # -- stale intents --------------------------------------------------------------------
+    async def _sweep_batch(self, claim: _Claim, report: SweepReport) -> None:
+        await failpoints.hit("sweep.after_claim")
+        outcomes = await self.ledger.store.delete_many([(name, PENDING) for name in claim.names])
+        gone: list[_Claimed] = []
+        refused: list[_Claimed] = []
+        for row, outcome in zip(claim.rows, outcomes, strict=True):
+            if outcome.error is None:
+                gone.append(row)
+                report.absent += not outcome.deleted
+            elif isinstance(outcome.error, ConditionNotMet):
+                refused.append(row)
+            else:
+                report.errors += 1
+                log.warning("sweep: delete of %s failed: %s", row.name, outcome.error)
+        await failpoints.hit("sweep.after_delete")
+        if gone:
+            report.swept += await self._remove_intents(gone, claim.lease_until)
+        if refused:
+            await failpoints.hit("sweep.before_resolve")
+            await self._resolve_refused(refused, claim.lease_until, report)
+
+    async def _remove_intents(self, rows: Sequence[_Claimed], lease_until: datetime) -> int:
+        """Remove the rows of intents whose blob is gone; a creation's pending document too."""
+        async with self.ledger.db.session() as session:
+            removed = (await session.execute(
+                delete(BlobRow)
+                .where(BlobRow.name.in_([r.name for r in rows]),
+                       BlobRow.state == BlobState.PENDING, BlobRow.lease_until == lease_until)
+                .returning(BlobRow.name, BlobRow.document_id, BlobRow.kind)
+                .execution_options(synchronize_session=False))).all()
+            creations = [(name, doc) for name, doc, kind in removed if kind == BlobKind.CREATE]
+            if creations:
+                await session.execute(
+                    delete(DocumentRow)
+                    .where(DocumentRow.id.in_([doc for _, doc in creations]),
+                           DocumentRow.blob_name.in_([name for name, _ in creations]),
+                           DocumentRow.status == DocumentStatus.PENDING)
+                    .execution_options(synchronize_session=False))
+        if len(removed) != len(rows):
+            log.warning("sweep: %d intents changed owner before their rows were removed",
+                        len(rows) - len(removed))
+        return len(removed)
+
+    async def _resolve_refused(
+        self, rows: Sequence[_Claimed], lease_until: datetime, report: SweepReport
+    ) -> None:
+        """The blob is not tagged pending: roll a committed creation forward, hand a
+        committed replacement to the deletion path, refuse anything else."""
+        store = self.ledger.store
+        tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
+        committed = []
+        for row, tag in zip(rows, tags, strict=True):
+            if tag == BlobState.COMMITTED:
+                committed.append(row)
+            elif tag is None:
+                report.errors += 1  # vanished since the refusal: the next run sees it absent
+                log.warning("sweep: %s vanished after refusing its delete", row.name)
+            else:
+                report.refused += 1
+                log.error("sweep guard: pending row %s has a blob tagged %r; left alone",
+                          row.name, tag)
+        creations = [r for r in committed if r.kind == BlobKind.CREATE]
+        replacements = [r.name for r in committed if r.kind != BlobKind.CREATE]
+        if creations:
+            await self._roll_forward(creations, lease_until, report)
+        if replacements:
+            now = self.ledger.clock()
+            async with self.ledger.db.session() as session:
+                moved = await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name.in_(replacements), BlobRow.state == BlobState.PENDING,
+                           BlobRow.lease_until == lease_until)
+                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now)
+                    .execution_options(synchronize_session=False))
+            report.moved_to_deleting += _rowcount(moved)
+
+    async def _roll_forward(
+        self, rows: Sequence[_Claimed], lease_until: datetime, report: SweepReport
+    ) -> None:
+        """C4 on behalf of a writer that died after C3: the bytes are complete and committed."""
+        infos = await _gather(CONCURRENCY, [_stat_or_error(self.ledger.store.stat, r.name)
+                                            for r in rows])
+        now = self.ledger.clock()
+        async with self.ledger.db.session() as session:
+            for row, info in zip(rows, infos, strict=True):
+                if isinstance(info, BaseException) or info.sha256 is None or info.md5 is None:
+                    report.errors += 1
+                    log.warning("sweep: cannot roll %s forward: %s", row.name,
+                                info if isinstance(info, BaseException) else "no checksums")
+                    continue
+                done = await session.execute(
+                    update(BlobRow)
+                    .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING,
+                           BlobRow.lease_until == lease_until)
+                    .values(state=BlobState.COMMITTED, size=info.size, sha256=info.sha256,
+                            md5=info.md5, changed_at=now, lease_until=now)
+                    .execution_options(synchronize_session=False))
+                if _rowcount(done) != 1:
+                    continue
+                ready = await session.execute(
+                    update(DocumentRow)
+                    .where(DocumentRow.id == row.document_id,
+                           DocumentRow.status == DocumentStatus.PENDING,
+                           DocumentRow.blob_name == row.name)
+                    .values(status=DocumentStatus.READY, size=info.size, sha256=info.sha256,
+                            md5=info.md5, updated_at=now)
+                    .execution_options(synchronize_session=False))
+                if _rowcount(ready) == 1:
+                    report.rolled_forward += 1
+                    continue
+                # No pending document points at it any more: nothing can; delete it.
+                await session.execute(
+                    update(BlobRow).where(BlobRow.name == row.name)
+                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now)
+                    .execution_options(synchronize_session=False))
+                report.moved_to_deleting += 1
+
+    # -- the deletion path ----------------------------------------------------------------
+    async def _delete_batch(self, claim: _Claim, report: SweepReport) -> None:
+        await failpoints.hit("deletion.after_claim")
+        async with self.ledger.db.session() as session:
+            pointed = set((await session.execute(
+                select(DocumentRow.blob_name).where(DocumentRow.blob_name.in_(claim.names))
+            )).scalars())
+        for name in sorted(pointed):
+            report.refused += 1
+            log.error("deletion guard: a document still points at %s; not deleted", name)
+        candidates = [name for name in claim.names if name not in pointed]
+        steps = await _gather(CONCURRENCY, [self._tag_deleting(name) for name in candidates])
+        absent = [n for n, step in zip(candidates, steps, strict=True) if step == "absent"]
+        tagged = [n for n, step in zip(candidates, steps, strict=True) if step == "tagged"]
+        for name, step in zip(candidates, steps, strict=True):
+            if step == "refused":
+                report.refused += 1
+                log.error("deletion guard: %s is not tagged committed or deleting; not deleted",
+                          name)
+            elif step == "error":
+                report.errors += 1
+        report.absent += len(absent)
+        await failpoints.hit("deletion.after_tag")
+        done = list(absent)
+        if tagged:
+            outcomes = await self.ledger.store.delete_many([(n, DELETING) for n in tagged])
+            for outcome in outcomes:
+                if outcome.error is None:
+                    done.append(outcome.name)
+                    report.absent += not outcome.deleted
+                elif isinstance(outcome.error, ConditionNotMet):
+                    report.refused += 1
+                    log.error("deletion guard: storage refused to delete %s", outcome.name)
+                else:
+                    report.errors += 1
+                    log.warning("deletion: delete of %s failed: %s", outcome.name,
+                                outcome.error)
+        await failpoints.hit("deletion.after_delete")
+        if done:
+            async with self.ledger.db.session() as session:
+                removed = await session.execute(
+                    delete(BlobRow)
+                    .where(BlobRow.name.in_(done), BlobRow.state == BlobState.DELETING,
+                           BlobRow.lease_until == claim.lease_until)
+                    .execution_options(synchronize_session=False))
+            report.deleted += _rowcount(removed)
+
+    async def _tag_deleting(self, name: str) -> str:
+        """Tag ``deleting`` conditioned on ``committed``: tagged, absent, refused or error."""
+        store = self.ledger.store
+        try:
+            if not store.enforces_tag_condition_on_set_tags:
+                # The backend ignores the condition (an emulator): check it first ourselves.
+                state = (await store.get_tags(name)).get("state")
+                if state == BlobState.DELETING:
+                    return "tagged"
+                if state != BlobState.COMMITTED:
+                    return "refused"
+            await store.set_tags(name, DELETING, if_tags=COMMITTED)
+            return "tagged"
+        except BlobNotFound:
+            return "absent"
+        except ConditionNotMet:
+            try:
+                state = (await store.get_tags(name)).get("state")
+            except BlobNotFound:
+                return "absent"
+            return "tagged" if state == BlobState.DELETING else "refused"
+        except StoreUnavailable:
+            raise
+        except BlobLedgerError as exc:
+            log.warning("deletion: tagging %s failed: %s", name, exc)
+            return "error"
+
+
+async def sweep_forever(
+    ledger: Ledger,
+    *,
+    interval: float,
+    batch: int,
+    stop: asyncio.Event,
+    wait_for_lock: bool = False,
+    on_report: Callable[[SweepReport], None] | None = None,
+) -> None:
+    """Run the sweeper every ``interval`` seconds until ``stop`` is set.
+
+    Failures of one run are logged and the loop goes on. A second sweeper on SQLite raises
+    SweeperBusy, unless ``wait_for_lock`` (inside ``serve``: another process sweeps, this one
+    retries each interval).
+    """
+    sweeper = Sweeper(ledger, batch=batch)
+    busy_logged = False
+    while not stop.is_set():
+        try:
+            async with sweeper.exclusive():
+                busy_logged = False
+                while not stop.is_set():
+                    report = await _run_logged(sweeper)
+                    if report is not None and on_report is not None:
+                        on_report(report)
+                    if await _wait(stop, interval):
+                        return
+        except SweeperBusy as exc:
+            if not wait_for_lock:
+                raise
+            if not busy_logged:
+                log.info("background sweep idle: %s", exc)
+                busy_logged = True
+        if await _wait(stop, interval):
+            return
+
+
+async def _run_logged(sweeper: Sweeper) -> SweepReport | None:
+    try:
+        return await sweeper.run_once()
+    except SweeperBusy:
+        raise
+    except (BlobLedgerError, SQLAlchemyError, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        log.warning("sweep failed: %s: %s", type(exc).__name__, first)
+        metrics.SWEEP_FAILURES.inc()
+        return None
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep up to ``seconds``; True if ``stop`` was set meanwhile."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _gather(limit: int, coros: Sequence[Awaitable[T]]) -> list[T]:
+    """Await every coroutine, at most ``limit`` at a time, in order."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(coro: Awaitable[T]) -> T:
+        async with semaphore:
+            return await coro
+
+    return list(await asyncio.gather(*(one(c) for c in coros)))
+
+
+async def _tags_or_none(
+    get_tags: Callable[[str], Awaitable[dict[str, str]]], name: str
+) -> str | None:
+    try:
+        return (await get_tags(name)).get("state", "")
+    except BlobNotFound:
+        return None
+
+
+async def _stat_or_error(stat: Callable[[str], Awaitable[T]], name: str) -> T | BlobLedgerError:
+    try:
+        return await stat(name)
+    except StoreUnavailable:
+        raise
+    except BlobLedgerError as exc:
+        return exc
+
+
+def _rowcount(result: object) -> int:
+    return int(getattr(result, "rowcount", 0))

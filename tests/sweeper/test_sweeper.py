@@ -1,0 +1,215 @@
+"""The sweeper and the deletion path, every branch, on {SQLite, PostgreSQL} x {disk, Azurite}."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+
+from blobledger import IdempotencyInProgress, Ledger, failpoints
+from blobledger.errors import SweeperBusy
+from blobledger.failpoints import FailpointError
+from blobledger.models import BlobKind, BlobRow, BlobState, utcnow
+from blobledger.sweeper import Sweeper, sweep_forever
+from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
+
+PENDING = {"state": "pending"}
+
+
+def later(ledger: Ledger, seconds: float) -> None:
+    """Move the ledger's clock ``seconds`` ahead of real time."""
+    ledger.clock = lambda: utcnow() + timedelta(seconds=seconds)
+
+
+async def read(ledger: Ledger, doc_id: str) -> bytes:
+    return b"".join([chunk async for chunk in ledger.read(doc_id)])
+
+
+async def test_stale_creations_are_swept(ledger: Ledger) -> None:
+    no_blob = await seed_intent(ledger, tag=None)  # died after C1
+    pending = await seed_intent(ledger, tag="pending")  # died after C2
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.absent, report.errors, report.refused) == (2, 1, 0, 0)
+    assert await rows(ledger) == {}
+    assert await documents(ledger) == {}
+    assert await stored(ledger) == {}
+    assert no_blob != pending
+
+
+async def test_committed_creation_rolls_forward(ledger: Ledger) -> None:
+    data = b"complete bytes, tagged committed"
+    name = await seed_intent(ledger, tag="committed", data=data)  # died after C3
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.swept, report.errors) == (1, 0, 0)
+    assert await rows(ledger) == {name: "committed"}
+    (doc_id, (status, blob)), = (await documents(ledger)).items()
+    assert (status, blob) == ("ready", name)
+    doc = await ledger.get(doc_id)
+    assert (doc.size, doc.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert await read(ledger, doc_id) == data
+    assert await stored(ledger) == {name: "committed"}
+
+
+async def test_replacements_swept_or_handed_to_the_deletion_path(ledger: Ledger) -> None:
+    doc = await ledger.create("kept.txt", b"version one")
+    pending = await seed_intent(ledger, tag="pending", kind=BlobKind.REPLACE, doc_id=doc.id)
+    committed = await seed_intent(ledger, tag="committed", kind=BlobKind.REPLACE,
+                                  doc_id=doc.id)
+    absent = await seed_intent(ledger, tag=None, kind=BlobKind.REPLACE, doc_id=doc.id)
+    frozen = utcnow()
+    ledger.clock = lambda: frozen  # the moved row is not past its grace within this run
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.moved_to_deleting, report.errors) == (2, 1, 0)
+    assert await rows(ledger) == {doc.blob: "committed", committed: "deleting"}
+    assert pending not in await stored(ledger) and absent not in await stored(ledger)
+    later(ledger, 1)  # past the grace period (0 in these settings)
+    report = await Sweeper(ledger).run_once()
+    assert (report.deleted, report.refused, report.errors) == (1, 0, 0)
+    assert await rows(ledger) == {doc.blob: "committed"}
+    assert await stored(ledger) == {doc.blob: "committed"}
+    assert await read(ledger, doc.id) == b"version one"
+
+
+async def test_fresh_and_leased_intents_are_left_alone(ledger: Ledger) -> None:
+    fresh = await seed_intent(ledger, tag="pending", age=60)  # younger than sweep_after
+    leased = await seed_intent(ledger, tag="pending", lease_in=HOUR)  # an upload owns it
+    report = await Sweeper(ledger).run_once()
+    assert report.claimed == 0
+    assert await rows(ledger) == {fresh: "pending", leased: "pending"}
+    later(ledger, 2 * HOUR)  # the clock passes both cutoffs
+    report = await Sweeper(ledger).run_once()
+    assert report.swept == 2
+    assert await rows(ledger) == {}
+
+
+async def test_deletion_path_after_replace_and_delete(ledger: Ledger) -> None:
+    doc = await ledger.create("gone.txt", b"one")
+    new = await ledger.replace(doc.id, b"two", expected_version=1)
+    other = await ledger.create("other.txt", b"stays")
+    await ledger.delete(doc.id, expected_version=2)
+    assert set((await rows(ledger)).values()) == {"deleting", "committed"}
+    later(ledger, 2 * HOUR)  # past the grace and past the uploads' own leases
+    report = await Sweeper(ledger).run_once()
+    assert (report.deleted, report.absent, report.refused, report.errors) == (2, 0, 0, 0)
+    assert await rows(ledger) == {other.blob: "committed"}
+    assert await stored(ledger) == {other.blob: "committed"}
+    assert doc.blob != new.blob
+
+
+async def test_deletion_path_resumes_after_a_crash_at_any_step(ledger: Ledger) -> None:
+    tagged = await seed_intent(ledger, tag="deleting", state=BlobState.DELETING)  # after tag
+    absent = await seed_intent(ledger, tag=None, state=BlobState.DELETING)  # after delete
+    report = await Sweeper(ledger).run_once()
+    assert (report.deleted, report.absent, report.refused, report.errors) == (2, 1, 0, 0)
+    assert await rows(ledger) == {}
+    assert await stored(ledger) == {}
+    assert tagged != absent
+
+
+async def test_deletion_guard_refuses_and_goes_on(ledger: Ledger) -> None:
+    doc = await ledger.create("live.txt", b"live bytes")
+    not_committed = await seed_intent(ledger, tag="pending", state=BlobState.DELETING)
+    fine = await seed_intent(ledger, tag="committed", state=BlobState.DELETING)
+    async with ledger.db.session() as session:  # a bug: the live document's row is deleting
+        await session.execute(update(BlobRow).where(BlobRow.name == doc.blob).values(
+            state=BlobState.DELETING, changed_at=utcnow() - timedelta(hours=1)))
+    later(ledger, 2 * HOUR)
+    report = await Sweeper(ledger).run_once()
+    assert (report.refused, report.deleted, report.errors) == (2, 1, 0)
+    assert await stored(ledger) == {doc.blob: "committed", not_committed: "pending"}
+    assert await read(ledger, doc.id) == b"live bytes"
+    assert fine not in await rows(ledger)
+
+
+async def test_a_ready_blob_marked_stale_is_never_deleted(ledger: Ledger) -> None:
+    """A bug marks a live document's committed row as a stale pending replacement: the
+    storage guard refuses the delete, the row goes to the deletion path, whose database
+    check refuses again. The bytes survive."""
+    doc = await ledger.create("precious.txt", b"precious")
+    async with ledger.db.session() as session:
+        await session.execute(update(BlobRow).where(BlobRow.name == doc.blob).values(
+            state=BlobState.PENDING, kind=BlobKind.REPLACE,
+            changed_at=utcnow() - timedelta(hours=3), lease_until=utcnow()))
+    later(ledger, 2 * HOUR)
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.moved_to_deleting, report.deleted) == (0, 1, 0)
+    later(ledger, 3 * HOUR)
+    report = await Sweeper(ledger).run_once()
+    assert (report.refused, report.deleted) == (1, 0)
+    assert await stored(ledger) == {doc.blob: "committed"}
+    assert await read(ledger, doc.id) == b"precious"
+
+
+async def test_storage_guard_holds_inside_a_delete_batch(ledger: Ledger) -> None:
+    pending = [await seed_intent(ledger, tag="pending") for _ in range(3)]
+    keep = [await seed_intent(ledger, tag="committed", state=BlobState.COMMITTED)
+            for _ in range(3)]
+    items = [(name, PENDING) for pair in zip(pending, keep, strict=True) for name in pair]
+    outcomes = await ledger.store.delete_many(items)
+    assert [o.name for o in outcomes] == [name for name, _ in items]
+    assert {o.name for o in outcomes if o.deleted} == set(pending)
+    assert {o.name for o in outcomes if o.error is not None} == set(keep)
+    assert await stored(ledger) == dict.fromkeys(keep, "committed")
+
+
+async def test_sweeper_claim_excludes_a_resuming_upload(ledger: Ledger) -> None:
+    await seed_intent(ledger, tag=None, key="resume-me", doc_name="resume.txt")
+    failpoints.configure("sweep.after_claim=raise")  # the sweeper stops right after claiming
+    try:
+        with pytest.raises(FailpointError):
+            await Sweeper(ledger).run_once()
+    finally:
+        failpoints.configure("")
+    with pytest.raises(IdempotencyInProgress):  # the sweeper owns the intent now
+        await ledger.create("resume.txt", b"data", idempotency_key="resume-me")
+    later(ledger, 2 * HOUR)  # the sweeper's lease expired: a later run finishes the job
+    assert (await Sweeper(ledger).run_once()).swept == 1
+    assert await rows(ledger) == {}
+
+
+async def test_a_resuming_upload_excludes_the_sweeper(ledger: Ledger) -> None:
+    name = await seed_intent(ledger, tag=None, key="mine")
+    async with ledger.db.session() as session:  # what a resumed attempt's claim leaves
+        await session.execute(update(BlobRow).where(BlobRow.name == name).values(
+            lease_until=utcnow() + timedelta(seconds=60)))
+    report = await Sweeper(ledger).run_once()
+    assert report.claimed == 0
+    assert await rows(ledger) == {name: "pending"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+async def test_one_sweeper_per_sqlite_database(ledger: Ledger) -> None:
+    first, second = Sweeper(ledger), Sweeper(ledger)
+    async with first.exclusive():
+        with pytest.raises(SweeperBusy, match="another sweeper"):
+            await second.run_once()
+        assert (await first.run_once()).errors == 0  # re-entrant for its holder
+    assert (await second.run_once()).errors == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"], indirect=True)
+async def test_sweep_forever_runs_until_stopped(ledger: Ledger) -> None:
+    stop = asyncio.Event()
+    reports = []
+    await seed_intent(ledger, tag="pending")
+
+    def seen(report: object) -> None:
+        reports.append(report)
+        if len(reports) == 2:
+            stop.set()
+
+    await asyncio.wait_for(
+        sweep_forever(ledger, interval=0.05, batch=10, stop=stop, on_report=seen), 30)
+    assert [r.swept for r in reports] == [1, 0]
+    assert await rows(ledger) == {}
+
+
+async def test_batches_loop_until_no_work_is_left(ledger: Ledger) -> None:
+    for _ in range(7):
+        await seed_intent(ledger, tag="pending")
+    report = await Sweeper(ledger, batch=3).run_once()
+    assert (report.swept, report.batches) == (7, 3)
+    assert await rows(ledger) == {}
