@@ -1,0 +1,119 @@
+"""The reconciler on a container seeded with every category, on every backend."""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from blobledger import Ledger
+from blobledger.errors import ConfigError
+from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
+from blobledger.reconciler import Finding, reconcile
+from blobledger.stores.azure import AzureStore
+from blobledger.stores.local import LocalStore
+from tests.sweeper.support import HOUR, one, rows, seed_intent, stored
+
+
+async def leave_uncommitted(ledger: Ledger, name: str) -> None:
+    """What a staged upload that died before committing leaves under ``name``."""
+    store = ledger.store
+    if isinstance(store, AzureStore):
+        block = base64.b64encode(b"0" * 32).decode()
+        await store._client().get_blob_client(name).stage_block(block, b"lost bytes")
+    else:
+        assert isinstance(store, LocalStore)
+        part = Path(store.root) / "uploads" / f"{quote(name, safe='')}.{os.urandom(8).hex()}.part"
+        part.write_bytes(b"lost bytes")
+
+
+async def orphan(ledger: Ledger, suffix: str, tag: str | None) -> str:
+    name = f"{ledger.settings.blob_prefix}/orphan-{suffix}"
+    await ledger.store.put(name, one(b"orphan"), tags={"state": tag} if tag else {})
+    return name
+
+
+async def test_every_category_and_the_fix(ledger: Ledger) -> None:
+    clean = await ledger.create("clean.txt", b"all is well")
+    lost = await ledger.create("lost.txt", b"bytes that vanish")
+    await ledger.store.delete(lost.blob, if_tags={"state": "committed"})  # a bug, simulated
+    missing = await seed_intent(ledger, tag=None)  # a stale intent, its blob never uploaded
+    mismatch = await seed_intent(ledger, tag="pending", state=BlobState.COMMITTED,
+                                 kind=BlobKind.CREATE)
+    in_flight = await seed_intent(ledger, tag="committed", age=10)  # between C3 and C4
+    orphans = {tag or "untagged": await orphan(ledger, tag or "untagged", tag)
+               for tag in ("pending", "deleting", "committed", None)}
+    uncommitted = f"{ledger.settings.blob_prefix}/uncommitted-blocks"
+    await leave_uncommitted(ledger, uncommitted)
+    ledger.clock = lambda: utcnow() + timedelta(hours=3)  # everything seeded is old now
+    seen: list[Finding] = []
+    report = await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
+    found = {(f.category, f.name) for f in seen}
+    assert ("missing_ready", lost.blob) in found
+    assert ("missing", missing) in found
+    assert ("mismatch", mismatch) in found
+    assert {("orphan", name) for name in orphans.values()} <= found
+    assert ("uncommitted", uncommitted) in found
+    assert clean.blob not in {f.name for f in seen}
+    assert (report.missing_ready, report.missing, report.orphan, report.uncommitted) == (
+        1, 1, 4, 1)
+    assert report.mismatch == 2  # the seeded mismatch and the old C3 intent
+    assert ("mismatch", in_flight) in found  # old now: the sweeper's to roll forward
+    assert report.exit_code == 2
+    assert not any(f.fixed for f in seen)
+
+    seen.clear()
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR, on_finding=seen.append)
+    assert {f.name for f in seen if f.fixed} == {orphans["pending"], orphans["deleting"]}
+    assert report.fixed == 2
+    left = await stored(ledger)
+    assert orphans["committed"] in left and orphans["untagged"] in left  # never touched
+    assert orphans["pending"] not in left and orphans["deleting"] not in left
+
+
+async def test_young_work_is_in_flight_not_a_finding(ledger: Ledger) -> None:
+    await ledger.create("fine.txt", b"fine")
+    await seed_intent(ledger, tag=None, age=5)  # C1 just happened
+    await seed_intent(ledger, tag="committed", age=5)  # between C3 and C4
+    report = await reconcile(ledger, fix=True, older_than=HOUR)
+    assert (report.total, report.in_flight, report.exit_code) == (0, 2, 0)
+    assert report.blobs == 2 and report.rows == 3
+
+
+async def test_fix_leaves_young_orphans(ledger: Ledger) -> None:
+    name = await orphan(ledger, "young", "pending")
+    report = await reconcile(ledger, fix=True, older_than=HOUR)
+    assert (report.orphan, report.fixed, report.exit_code) == (1, 0, 1)
+    assert name in await stored(ledger)
+
+
+async def test_order_is_code_point_order_on_both_sides(ledger: Ledger) -> None:
+    """Names whose order differs between code point and natural-language collations."""
+    prefix = ledger.settings.blob_prefix
+    names = [f"{prefix}/{n}" for n in ("Zeta", "alpha-1", "alpha.1", "alpha1", "alpha_1",
+                                        "alphA", "b")]
+    now = utcnow()
+    async with ledger.db.session() as session:
+        for i, name in enumerate(names):
+            session.add(DocumentRow(id=f"{i:032x}", name=f"doc{i}", status="ready",
+                                    blob_name=name, version=1, content_type="text/plain",
+                                    created_at=now, updated_at=now))
+            session.add(BlobRow(name=name, document_id=f"{i:032x}", kind="create",
+                                state="committed", content_type="text/plain",
+                                lease_until=now, created_at=now, changed_at=now))
+    for name in names:
+        await ledger.store.put(name, one(b"x"), tags={"state": "committed"})
+    report = await reconcile(ledger, fix=False, older_than=HOUR)
+    assert (report.total, report.blobs, report.rows) == (0, len(names), len(names))
+
+
+async def test_older_than_below_the_deadline_is_refused(ledger: Ledger) -> None:
+    name = await orphan(ledger, "kept", "pending")
+    with pytest.raises(ConfigError, match="upload deadline"):
+        await reconcile(ledger, fix=True, older_than=10)
+    assert name in await stored(ledger)
+    assert await rows(ledger) == {}
