@@ -8,6 +8,7 @@ client uses bounded retries and timeouts, so an unreachable endpoint fails in se
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 from azure.core.exceptions import AzureError, HttpResponseError
@@ -41,6 +42,7 @@ from blobledger.experiments.common import (
     http,
     service_client,
 )
+from blobledger.lifecycle_policy import STATES
 from blobledger.names import new_blob_name
 from blobledger.stores.azure import CREATE_ONLY as IF_NONE_MATCH_ANY
 from blobledger.stores.azure import AzureStore, tag_condition
@@ -89,7 +91,7 @@ async def azure_report(settings: Settings) -> Report:
                 await container.create_container()
                 created = True
             await _blob_checks(probes, report, emulator)
-            await _account_checks(service, report, emulator)
+            await _account_checks(service, report, emulator, settings.blob_prefix)
         except (AzureError, OSError) as exc:
             raise fatal(exc, f"container {name}") from None
     finally:
@@ -169,16 +171,18 @@ async def _blob_checks(probes: _Probes, report: Report, emulator: bool) -> None:
             report.add(GUARDED_TAGS, True, FAIL, f"answered {http(exc)}")
 
 
-async def _account_checks(service: BlobServiceClient, report: Report, emulator: bool) -> None:
+async def _account_checks(service: BlobServiceClient, report: Report, emulator: bool,
+                          prefix: str) -> None:
+    hierarchical = False
     try:
         info: dict[str, Any] = await service.get_account_information()
-        if info.get("is_hns_enabled"):
-            report.checks[:] = [
-                c if c.name != TAGS else type(c)(c.name, c.must, c.status, c.detail +
-                "; hierarchical namespace: index tags are a preview feature there")
-                for c in report.checks]
+        hierarchical = bool(info.get("is_hns_enabled"))
     except HttpResponseError:
-        pass  # account information needs account-level rights; it only adds a note
+        pass  # account information needs account-level rights; it only adds notes
+    if hierarchical:
+        report.checks[:] = [
+            replace(c, detail=c.detail + "; hierarchical namespace: index tags are a preview "
+                    "feature there") if c.name == TAGS else c for c in report.checks]
 
     try:
         properties = await service.get_service_properties()
@@ -194,8 +198,12 @@ async def _account_checks(service: BlobServiceClient, report: Report, emulator: 
 
     if emulator:
         report.add(LIFECYCLE, False, INFO, "n/a: the emulator has no lifecycle management")
+    elif hierarchical:
+        report.add(LIFECYCLE, False, INFO, "n/a: lifecycle blob index filters need a flat "
+                   "namespace; this account has a hierarchical one")
     else:
         report.add(LIFECYCLE, False, UNKNOWN,
-                   "unknown (needs management API): the account's lifecycle policy is not "
-                   "readable with data-plane credentials; compare it with the output of "
-                   "`blobledger lifecycle-policy`")
+                   "unknown (needs management API): the lifecycle policy is not readable with "
+                   "data-plane credentials; expect one rule per state "
+                   f"({' / '.join(STATES)}) as printed by `blobledger lifecycle-policy "
+                   f"--prefix {prefix} --days N`")

@@ -3,28 +3,28 @@
 One document is created normally. A second create runs in a child process
 (:mod:`blobledger.experiments.crash`) that is SIGKILLed by the ``create.after_upload``
 failpoint: its rows stay ``pending`` and its blob (tagged ``pending``) stays in the
-container. A sweep run with a clock past ``sweep_after`` then resolves it.
+container. One run of the project's :class:`~blobledger.sweeper.Sweeper`, with a clock past
+``sweep_after``, then resolves it: conditional delete, then the rows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import signal
 import sys
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import StoreError
 from blobledger.experiments.common import CaseResult, Context
-from blobledger.ledger import PENDING, Ledger
-from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.ledger import Ledger
+from blobledger.models import DocumentRow, DocumentStatus, utcnow
 from blobledger.stores.azure import AzureStore
+from blobledger.sweeper import Sweeper
 
 UPLOAD_DEADLINE = 60.0
 SWEEP_AFTER = 180.0
@@ -74,35 +74,10 @@ async def _crash_create(ctx: Context, settings: Settings) -> int:
     return -signal.SIGKILL
 
 
-async def simple_sweep(ledger: Ledger) -> int:
-    """The article's sweep: pending rows older than the cutoff lose their blob (only while
-    it is still tagged ``pending``), then the rows. Returns the number swept."""
-    cutoff = ledger.clock() - timedelta(seconds=ledger.settings.sweep_after)
-    async with ledger.db.session() as session:
-        stale = (await session.scalars(select(BlobRow).where(
-            BlobRow.state == BlobState.PENDING, BlobRow.created_at < cutoff,
-            BlobRow.lease_until < ledger.clock()))).all()
-    swept = 0
-    for row in stale:
-        await ledger.store.delete(row.name, if_tags=PENDING)
-        async with ledger.db.session() as session:
-            await session.execute(delete(BlobRow).where(
-                BlobRow.name == row.name, BlobRow.state == BlobState.PENDING))
-            await session.execute(delete(DocumentRow).where(
-                DocumentRow.id == row.document_id,
-                DocumentRow.status == DocumentStatus.PENDING))
-        swept += 1
-    return swept
-
-
 async def sweep(ledger: Ledger) -> tuple[int, str]:
-    """Sweep with the project's sweeper where it exists, else with :func:`simple_sweep`."""
-    try:
-        module: Any = importlib.import_module("blobledger.sweeper")
-    except ImportError:
-        return await simple_sweep(ledger), "simple sweep (blobledger.sweeper not installed)"
-    report = await module.Sweeper(ledger).run_once()
-    return int(report.swept), "blobledger.sweeper.Sweeper"
+    """One run of the project's sweeper; the number of stale intents it swept."""
+    report = await Sweeper(ledger).run_once()
+    return report.swept, "blobledger.sweeper.Sweeper"
 
 
 async def case_c(ctx: Context, result: CaseResult) -> None:
