@@ -1,0 +1,115 @@
+"""The process the crash tests kill: it opens a ledger on the given database and store,
+arms one failpoint and runs one operation. It is forked from a server that has already
+imported blobledger (``multiprocessing`` ``forkserver``), so a child costs a fork, not an
+interpreter start; it still dies by a real SIGKILL with no cleanup of any kind."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from blobledger import failpoints
+from blobledger.config import Settings
+from blobledger.db import Database
+from blobledger.ledger import Ledger
+from blobledger.models import utcnow
+from blobledger.stores import Store
+from blobledger.stores.azure import AzureStore
+from blobledger.stores.local import LocalStore
+
+CHUNK = 64 * 1024
+# Small limits so a payload of a few chunks is a staged upload on Azure (blocks, then
+# Put Block List): the crash points inside an upload then leave uncommitted blocks.
+AZURE_OPTIONS: dict[str, Any] = {"single_put_limit": CHUNK, "block_size": CHUNK}
+SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a ledger lives: a database URL and a store (a folder or an Azure container)."""
+
+    database_url: str
+    store: str  # "local" or "azure"
+    location: str  # the folder, or the container name
+    connection_string: str | None = None
+    azure_options: dict[str, Any] = field(default_factory=lambda: dict(AZURE_OPTIONS))
+
+    def open_store(self) -> Store:
+        if self.store == "local":
+            return LocalStore(self.location)
+        return AzureStore(self.location, connection_string=self.connection_string,
+                          **self.azure_options)
+
+    def ledger(self, *, clock_offset: float = 0.0, migrate: bool = False) -> Ledger:
+        store = self.open_store()
+        settings = Settings(database_url=self.database_url, store_url=store.url,
+                            upload_deadline=SETTINGS["upload_deadline"],
+                            sweep_after=SETTINGS["sweep_after"],
+                            delete_grace=SETTINGS["delete_grace"])
+        return Ledger(Database(self.database_url), store, settings,
+                      clock=shifted_clock(clock_offset), migrate=migrate)
+
+
+def shifted_clock(offset: float) -> Callable[[], datetime]:
+    def clock() -> datetime:
+        return utcnow() + timedelta(seconds=offset)
+
+    return clock
+
+
+def payload(seed: int, size: int = 4 * CHUNK) -> bytes:
+    """Deterministic bytes for a seed (the parent recomputes them to compare)."""
+    return random.Random(seed).randbytes(size)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def chunks(data: bytes) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), CHUNK):
+        yield data[start : start + CHUNK]
+        await asyncio.sleep(0)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One operation under one armed failpoint."""
+
+    target: Target
+    failpoints: str
+    op: str  # create | replace | delete | sweep
+    args: dict[str, Any] = field(default_factory=dict)
+    clock_offset: float = 0.0
+
+
+async def _run(job: Job) -> None:
+    failpoints.configure(job.failpoints)
+    args = job.args
+    async with job.target.ledger(clock_offset=job.clock_offset) as ledger:
+        if job.op == "create":
+            await ledger.create(args["name"], chunks(payload(args["seed"])),
+                                idempotency_key=args.get("key"))
+        elif job.op == "replace":
+            await ledger.replace(args["doc_id"], chunks(payload(args["seed"])),
+                                 expected_version=args["version"])
+        elif job.op == "delete":
+            await ledger.delete(args["doc_id"], expected_version=args["version"])
+        elif job.op == "sweep":
+            from blobledger.sweeper import Sweeper
+
+            await Sweeper(ledger).run_once()
+        else:
+            raise ValueError(f"unknown operation {job.op}")
+
+
+def main(job: Job) -> None:
+    """Entry point in the child: run the job; exit 0 if the failpoint was never reached."""
+    asyncio.run(_run(job))
+    os._exit(0)
