@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from blobledger.cli import fail
 from blobledger.config import from_env
 from blobledger.experiments import LETTERS, render_json, render_text, run_experiments
 
@@ -28,4 +29,7 @@ async def run(args: argparse.Namespace) -> int:
         print(json.dumps(render_json(results), indent=2))
     else:
         print(render_text(results), end="")
-    return 1 if any(result.error for result in results) else 0
+    failed = [f"{r.letter} ({r.error})" for r in results if r.error]
+    if failed:
+        return fail("experiments failed: " + "; ".join(failed))
+    return 0
