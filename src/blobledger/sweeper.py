@@ -512,3 +512,25 @@ async def _stat_or_error(stat: Callable[[str], Awaitable[T]], name: str) -> T | 
 
 def _rowcount(result: object) -> int:
     return int(getattr(result, "rowcount", 0))
+
+
+SWEEP_INTERVAL_ENV = "BLOBLEDGER_SWEEP_INTERVAL"
+
+
+def background_sweeper(
+    interval: float | None, *, batch: int = 256
+) -> Callable[[Ledger], Awaitable[None]] | None:
+    """A worker for ``serve`` sweeping every ``interval`` seconds (None or 0: no worker).
+
+    On SQLite, where one sweeper is allowed, an instance that finds the lock taken stays
+    idle and tries again each interval.
+    """
+    if not interval:
+        return None
+    period = interval
+
+    async def sweeper(ledger: Ledger) -> None:
+        await sweep_forever(ledger, interval=period, batch=batch, stop=asyncio.Event(),
+                            wait_for_lock=True)
+
+    return sweeper

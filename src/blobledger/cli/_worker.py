@@ -3,6 +3,7 @@ answer before any work starts, and database failures told in one line."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -10,6 +11,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.errors import StoreUnavailable
 from blobledger.ledger import Ledger
+
+#: how long the store may take to answer before a worker gives up (its SDK retries inside)
+PING_TIMEOUT = 10.0
 
 
 @asynccontextmanager
@@ -19,7 +23,12 @@ async def worker_ledger() -> AsyncIterator[Ledger]:
     ledger = Ledger.from_env(migrate=False)
     try:
         await ledger.db.ping()
-        await ledger.store.ping()
+        try:
+            async with asyncio.timeout(PING_TIMEOUT):
+                await ledger.store.ping()
+        except TimeoutError:
+            raise StoreUnavailable(f"store {ledger.store.url} unreachable: no answer within "
+                                   f"{PING_TIMEOUT:g}s") from None
         yield ledger
     except SQLAlchemyError as exc:
         lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
