@@ -32,7 +32,7 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob import BlobBlock, ContentSettings
-from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
 
 from blobledger import failpoints
 from blobledger.config import Settings
@@ -63,6 +63,11 @@ SINGLE_PUT_LIMIT = 8 * 1024 * 1024
 BLOCK_SIZE = 8 * 1024 * 1024
 BLOCKS_IN_FLIGHT = 4
 GET_CHUNK = 4 * 1024 * 1024
+# The SDK's default retry waits 15 s, 18 s and 24 s: far too long for a request path.
+RETRY_TOTAL = 3
+RETRY_INITIAL_BACKOFF = 0.5
+RETRY_INCREMENT_BASE = 2
+CONNECTION_TIMEOUT = 10
 BATCH_LIMIT = 256
 # If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
 CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
@@ -172,6 +177,7 @@ class AzureStore(Store):
         self.single_put_limit = single_put_limit
         self.block_size = block_size
         self._client_options = dict(client_options or {})
+        self._retry_total = int(self._client_options.pop("retry_total", RETRY_TOTAL))
         endpoint = connection_string or account_url or ""
         self.is_emulator = "devstoreaccount1" in endpoint or "UseDevelopmentStorage" in endpoint
         # Azurite ignores x-ms-if-tags on Set Blob Tags (measured): see docs/backends.md.
@@ -210,6 +216,12 @@ class AzureStore(Store):
                 "max_chunk_get_size": GET_CHUNK,
                 "max_single_put_size": self.single_put_limit,
                 "max_block_size": self.block_size,
+                "retry_policy": ExponentialRetry(
+                    initial_backoff=RETRY_INITIAL_BACKOFF,
+                    increment_base=RETRY_INCREMENT_BASE,
+                    retry_total=self._retry_total,
+                ),
+                "connection_timeout": CONNECTION_TIMEOUT,
                 **self._client_options,
             }
             try:
