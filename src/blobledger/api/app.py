@@ -29,6 +29,7 @@ from blobledger.stores import open_store
 log = logging.getLogger("blobledger.api")
 
 Worker = Callable[[Ledger], Awaitable[None]]
+BODY_TIMEOUT = 60.0
 
 
 def create_app(
@@ -36,8 +37,12 @@ def create_app(
     settings: Settings | None = None,
     *,
     workers: Sequence[Worker] = (),
+    body_timeout: float = BODY_TIMEOUT,
 ) -> FastAPI:
-    """The blobledger HTTP service over ``ledger`` (or one built from ``settings``/env)."""
+    """The blobledger HTTP service over ``ledger`` (or one built from ``settings``/env).
+
+    ``body_timeout``: seconds an upload may go without a byte before it is refused (408).
+    """
     settings = settings or (ledger.settings if ledger is not None else settings_from_env())
 
     @contextlib.asynccontextmanager
@@ -74,6 +79,7 @@ def create_app(
     )
     app.state.ledger = ledger
     app.state.settings = settings
+    app.state.body_timeout = body_timeout
     problems.install(app)
     app.include_router(documents.router)
     app.include_router(content.router)

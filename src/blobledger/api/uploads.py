@@ -9,11 +9,12 @@ fails the stream, so the ledger's failure path runs and nothing becomes visible.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from blobledger.api.multipart import FormReader, boundary_of
 from blobledger.api.problems import Problem
@@ -68,18 +69,30 @@ async def body_stream(
     request: Request, declared: int | None, limit: int, slack: int = 0
 ) -> AsyncIterator[bytes]:
     """The raw request body as it arrives, checked against its Content-Length and against
-    ``limit`` (plus ``slack`` for a form's own bytes)."""
+    ``limit`` (plus ``slack`` for a form's own bytes). A body that stalls for
+    ``app.state.body_timeout`` seconds (e.g. one shorter than its Content-Length, from a
+    client that keeps waiting) is a 408."""
+    idle = float(request.app.state.body_timeout)
     received = 0
-    try:
-        async for chunk in request.stream():
-            if not chunk:
-                continue
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                message = await request.receive()
+        except TimeoutError:
+            raise Problem(408, "body-timeout",
+                          f"no body bytes for {idle:g}s after {received}"
+                          + (f" of {declared} declared" if declared is not None else "")
+                          + " bytes") from None
+        if message["type"] == "http.disconnect":
+            raise UploadAborted("the client disconnected during the upload")
+        chunk = message.get("body", b"")
+        if chunk:
             received += len(chunk)
             if received > limit + slack:
                 raise UploadTooLarge(limit)
             yield chunk
-    except ClientDisconnect:
-        raise UploadAborted("the client disconnected during the upload") from None
+        if not message.get("more_body", False):
+            break
     if declared is not None and received < declared:
         raise Problem(400, "incomplete-body",
                       f"the body ended after {received} of its {declared} declared bytes")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from blobledger.api.app import Worker, create_app
+from blobledger.api.app import BODY_TIMEOUT, Worker, create_app
 from blobledger.cli import fail
 from blobledger.config import Settings, from_env
 from blobledger.ledger import Ledger
@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "BLOBLEDGER_* environment variables; with none, SQLite and local disk under ./var/.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
+    parser.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT, metavar="SECONDS",
+                        help="refuse an upload that sends no byte for this long (60)")
     parser.add_argument("--allow-unauthenticated", action="store_true",
                         help="bind a non-loopback address without BLOBLEDGER_API_TOKENS")
     parser.set_defaults(handler=run)
@@ -76,7 +78,8 @@ async def run(args: argparse.Namespace) -> int:
                     "(set tokens, bind 127.0.0.1, or pass --allow-unauthenticated)", 2)
     level = logging.getLogger().getEffectiveLevel()
     async with Ledger.from_env() as ledger:
-        app = create_app(ledger, settings, workers=background_workers(settings))
+        app = create_app(ledger, settings, workers=background_workers(settings),
+                         body_timeout=args.body_timeout)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, lifespan="on",
             log_level=min(level, logging.INFO), access_log=level <= logging.INFO,

@@ -85,12 +85,13 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
         await reader.aclose()
 
 
-@router.api_route(
-    "/documents/{doc_id}/content", methods=["GET", "HEAD"],
-    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {},
-               404: PROBLEM, 416: PROBLEM},
-    dependencies=[Depends(require("read"))],
-)
+@router.get("/documents/{doc_id}/content", operation_id="download",
+            responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {},
+                       404: PROBLEM, 416: PROBLEM},
+            response_class=StreamingResponse, dependencies=[Depends(require("read"))])
+@router.head("/documents/{doc_id}/content", operation_id="head_content",
+             responses={206: {}, 304: {}, 404: PROBLEM, 416: PROBLEM},
+             response_class=Response, dependencies=[Depends(require("read"))])
 async def download(
     request: Request,
     doc_id: str,

@@ -93,11 +93,11 @@ async def list_documents(
     return {"items": [d.to_json() for d in docs], "next_cursor": next_cursor}
 
 
-@router.api_route(
-    "/documents/{doc_id}", methods=["GET", "HEAD"],
-    responses={200: {"model": DocumentOut}, 304: {}, 404: PROBLEM},
-    dependencies=[Depends(require("read"))],
-)
+@router.get("/documents/{doc_id}", operation_id="show_document",
+            responses={200: {"model": DocumentOut}, 304: {}, 404: PROBLEM},
+            dependencies=[Depends(require("read"))])
+@router.head("/documents/{doc_id}", operation_id="head_document",
+             responses={304: {}, 404: PROBLEM}, dependencies=[Depends(require("read"))])
 async def show_document(
     request: Request,
     doc_id: str,
