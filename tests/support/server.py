@@ -85,11 +85,11 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path,
 
 
 @contextlib.contextmanager
-def running_server(azurite: Azurite, database_url: str, *args: str,
+def running_server(azurite: Azurite, database_url: str, *args: str, port: int | None = None,
                    **extra: str) -> Iterator[Server]:
-    """``blobledger serve [args]`` on a free loopback port, with extra environment, until the
-    block ends (then SIGTERM)."""
-    port = free_port()
+    """``blobledger serve [args]`` on a (free) loopback port, with extra environment, until
+    the block ends (then SIGTERM)."""
+    port = port or free_port()
     container = f"srv{uuid.uuid4().hex[:20]}"
     env = server_env(database_url, container, azurite, **extra)
     with tempfile.TemporaryDirectory(prefix="blobledger-serve-") as folder:

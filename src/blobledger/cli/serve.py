@@ -9,22 +9,12 @@ the port opens; a problem with any of them is one line and a non-zero exit. With
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import ipaddress
-import logging
-import signal
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable
 
-import uvicorn
-
-from blobledger.api.app import BODY_TIMEOUT, Worker, create_app
 from blobledger.cli import fail
 from blobledger.config import Settings, from_env
-from blobledger.ledger import Ledger
-
-#: what the HTTP parser accepts in the request line and headers (the app answers 431 below)
-MAX_HEAD_BYTES = 64 * 1024
+from blobledger.ledger import Ledger  # loaded by the package anyway
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,14 +24,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "BLOBLEDGER_* environment variables; with none, SQLite and local disk under ./var/.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
-    parser.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--body-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="refuse an upload that sends no byte for this long (60)")
     parser.add_argument("--allow-unauthenticated", action="store_true",
                         help="bind a non-loopback address without BLOBLEDGER_API_TOKENS")
     parser.set_defaults(handler=run)
 
 
-def background_workers(settings: Settings) -> list[Worker]:
+def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime (none yet)."""
     return []
 
@@ -55,41 +45,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, stopping gracefully on SIGINT/SIGTERM and then returning normally."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM)
-        for sig in signals:
-            loop.add_signal_handler(sig, self.handle_exit, sig, None)
-        try:
-            yield
-        finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-
-
 async def run(args: argparse.Namespace) -> int:
     settings = from_env()
     if not settings.api_tokens and not is_loopback(args.host) and not args.allow_unauthenticated:
         return fail(f"refusing to serve on {args.host} without BLOBLEDGER_API_TOKENS "
                     "(set tokens, bind 127.0.0.1, or pass --allow-unauthenticated)", 2)
-    level = logging.getLogger().getEffectiveLevel()
-    async with Ledger.from_env() as ledger:
-        app = create_app(ledger, settings, workers=background_workers(settings),
-                         body_timeout=args.body_timeout)
-        config = uvicorn.Config(
-            app, host=args.host, port=args.port, lifespan="on",
-            log_level=min(level, logging.INFO), access_log=level <= logging.INFO,
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES, server_header=False,
-        )
-        server = _Server(config)
-        print(f"blobledger: serving on http://{args.host}:{args.port} "
-              f"(database {ledger.db.engine.url.render_as_string(hide_password=True)}, "
-              f"store {ledger.store.url})", flush=True)
-        await server.serve()
-        if not server.started:
-            return fail(f"could not listen on {args.host}:{args.port}")
+    # the service's modules load only when it is started (the other commands stay quick)
+    from blobledger.api.app import create_app
+    from blobledger.api.server import bind, serve
+
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        return fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    with sock:
+        async with Ledger.from_env() as ledger:
+            app = create_app(ledger, settings, workers=background_workers(settings),
+                             body_timeout=args.body_timeout)
+            port = sock.getsockname()[1]
+            print(f"blobledger: serving on http://{args.host}:{port} "
+                  f"(database {ledger.db.engine.url.render_as_string(hide_password=True)}, "
+                  f"store {ledger.store.url})", flush=True)
+            if not await serve(app, sock):
+                return fail(f"the server on {args.host}:{port} did not start")
     return 0

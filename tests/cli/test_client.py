@@ -1,0 +1,174 @@
+"""``blobledger put/get/ls/rm`` as subprocesses against a real server (PostgreSQL + Azurite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.server import (
+    Server,
+    blobledger_command,
+    fresh_database,
+    running_server,
+)
+from tests.support.services import Azurite, free_port
+
+
+def cli(*args: str, url: str | None = None, check: bool = True,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
+    if url is not None:
+        env["BLOBLEDGER_URL"] = url
+    done = subprocess.run(blobledger_command(*args), env=env, cwd=cwd, capture_output=True,
+                          timeout=120)
+    if check:
+        assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+def one_error_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    """Assert the command failed with exactly one readable line, and return it."""
+    assert done.returncode != 0
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("blobledger: error: "), lines
+    return lines[0]
+
+
+def test_put_get_ls_rm(live_server: Server, tmp_path: Path) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    source = tmp_path / "report.pdf"
+    source.write_bytes(data)
+    put = cli("put", str(source), "--name", "cli/report.pdf", url=live_server.url)
+    assert put.stderr == b""  # no progress bar when stderr is not a terminal
+    doc = json.loads(put.stdout)
+    assert (doc["name"], doc["size"], doc["content_type"]) == ("cli/report.pdf", len(data),
+                                                               "application/pdf")
+
+    out = tmp_path / "copy.pdf"
+    cli("get", doc["id"], "-o", str(out), url=live_server.url)
+    assert out.read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
+    assert cli("get", doc["id"], url=live_server.url).stdout == data
+
+    for i in range(3):
+        (tmp_path / f"n{i}").write_bytes(b"%d" % i)
+        cli("put", str(tmp_path / f"n{i}"), "--name", f"cli/n{i}", url=live_server.url)
+    listed = cli("ls", "--prefix", "cli/", "--page-size", "1", url=live_server.url)
+    rows = [line.split("\t") for line in listed.stdout.decode().splitlines()]
+    assert [r[-1] for r in rows] == ["cli/n0", "cli/n1", "cli/n2", "cli/report.pdf"]
+    assert rows[-1][:3] == [doc["id"], "1", str(len(data))]
+    as_json = cli("ls", "--prefix", "cli/n", "--json", url=live_server.url)
+    assert [json.loads(line)["name"] for line in as_json.stdout.splitlines()] == [
+        "cli/n0", "cli/n1", "cli/n2"]
+
+    stale = cli("rm", doc["id"], "--if-match", "2", url=live_server.url, check=False)
+    assert "version 1, not 2" in one_error_line(stale)
+    cli("rm", doc["id"], "--if-match", "1", url=live_server.url)
+    gone = cli("get", doc["id"], "-o", str(tmp_path / "gone"), url=live_server.url,
+               check=False)
+    assert "(HTTP 404)" in one_error_line(gone)
+    assert not (tmp_path / "gone").exists()
+    taken = cli("put", str(tmp_path / "n0"), "--name", "cli/n0", url=live_server.url,
+                check=False)
+    assert "already exists (HTTP 409)" in one_error_line(taken)
+
+
+def test_errors_are_one_line(live_server: Server, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert "cannot read" in one_error_line(cli("put", str(tmp_path / "missing"),
+                                               url=live_server.url, check=False))
+    assert "cannot reach" in one_error_line(cli("ls", url=dead, check=False))
+    assert "--url" in one_error_line(cli("ls", "--url", "ftp://x", check=False))
+    (tmp_path / "f").write_bytes(b"x")
+    failed = cli("put", str(tmp_path / "f"), "--retries", "1", url=dead, check=False)
+    assert "failed after 2 attempts" in one_error_line(failed)
+    bad_name = cli("put", str(tmp_path / "f"), "--name", "../escape", url=live_server.url,
+                   check=False)
+    assert "(HTTP 400)" in one_error_line(bad_name)
+    created = json.loads(cli("put", str(tmp_path / "f"), "--name", "errs/f",
+                             url=live_server.url).stdout)
+    nowhere = cli("get", created["id"], "-o", str(tmp_path / "no" / "dir"),
+                  url=live_server.url, check=False)
+    assert "cannot write" in one_error_line(nowhere)
+
+
+def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None:
+    source = tmp_path / "tty.bin"
+    source.write_bytes(os.urandom(2 * 1024 * 1024))
+    controller, terminal = pty.openpty()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")},
+           "BLOBLEDGER_URL": live_server.url}
+    try:
+        done = subprocess.run(blobledger_command("put", str(source)), env=env,
+                              stdout=subprocess.PIPE, stderr=terminal, timeout=60)
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO once the terminal side is closed and drained
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+    assert done.returncode == 0
+    assert b"tty.bin [" in drawn and b"100%" in drawn and b"\r" in drawn
+    assert json.loads(done.stdout)["name"] == "tty.bin"
+
+
+def test_put_waits_for_an_attempt_in_progress(live_server: Server, tmp_path: Path) -> None:
+    source = tmp_path / "contended.txt"
+    source.write_bytes(b"the bytes of the retry")
+    key = "cli-contended-key"
+    # an earlier attempt under the same key: half its body sent, its connection still open
+    sock = socket.create_connection(("127.0.0.1", live_server.port), timeout=10)
+    sock.sendall(b"POST /documents?name=contended.txt HTTP/1.1\r\nHost: t\r\n"
+                 b"Idempotency-Key: " + key.encode() + b"\r\nContent-Length: 100\r\n\r\n"
+                 b"the first")
+    try:
+        time.sleep(0.5)
+        put = subprocess.Popen(
+            blobledger_command("put", str(source), "--idempotency-key", key,
+                               "--url", live_server.url),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(1.5)
+        assert put.poll() is None  # still retrying: the first attempt holds the key
+    finally:
+        sock.close()  # the first attempt fails; its intent is released
+    out, err = put.communicate(timeout=60)
+    assert put.returncode == 0, err.decode()
+    doc = json.loads(out)
+    fetched = httpx.get(f"{live_server.url}/documents/{doc['id']}/content")
+    assert fetched.content == b"the bytes of the retry"
+
+
+def test_put_retries_until_the_server_answers(azurite: Azurite, tmp_path: Path) -> None:
+    port = free_port()
+    source = tmp_path / "early.txt"
+    source.write_bytes(b"sent before the server was up")
+    put = subprocess.Popen(
+        blobledger_command("put", str(source), "--retries", "10",
+                           "--url", f"http://127.0.0.1:{port}"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)
+        assert put.poll() is None
+        with fresh_database() as url, running_server(azurite, url, port=port) as server:
+            out, err = put.communicate(timeout=60)
+            assert put.returncode == 0, err.decode()
+            listed = httpx.get(f"{server.url}/documents").json()["items"]
+            assert [d["id"] for d in listed] == [json.loads(out)["id"]]
+    finally:
+        if put.poll() is None:
+            put.kill()
+            put.wait()
+
