@@ -63,6 +63,8 @@ COMMITTED = {"state": BlobState.COMMITTED.value}
 DELETING = {"state": BlobState.DELETING.value}
 #: how long a claimed row belongs to the sweeper that claimed it
 SWEEP_LEASE = 300.0
+#: claimed batches worked at once by one sweeper
+PARALLEL = 4
 #: storage calls in flight at once for the per-blob steps (tags, stat)
 CONCURRENCY = 16
 T = TypeVar("T")
@@ -121,14 +123,16 @@ class Sweeper:
         owner: str | None = None,
         lease: float = SWEEP_LEASE,
         max_batches: int | None = None,
+        parallel: int = PARALLEL,
     ) -> None:
-        if batch < 1:
-            raise ValueError("batch must be at least 1")
+        if batch < 1 or parallel < 1:
+            raise ValueError("batch and parallel must be at least 1")
         self.ledger = ledger
         self.batch = batch
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.lease = lease
         self.max_batches = max_batches
+        self.parallel = parallel
         self._lock_fd: int | None = None
 
     # -- the one-sweeper rule on SQLite -----------------------------------------------------
@@ -186,21 +190,29 @@ class Sweeper:
         work: Callable[[_Claim, SweepReport], Awaitable[None]],
         report: SweepReport,
     ) -> None:
-        while self.max_batches is None or report.batches < self.max_batches:
-            claim = await self._claim(state)
-            if not claim.rows:
-                return
-            report.batches += 1
-            report.claimed += len(claim.rows)
-            try:
-                await work(claim, report)
-            except StoreUnavailable as exc:
-                report.errors += 1
-                report.aborted = str(exc)
-                log.warning("sweep stopped: %s (claimed rows are retried after the lease)", exc)
-                return
-            if len(claim.rows) < self.batch:
-                return
+        """Claim and work batches until none is left, ``parallel`` batches in flight (the
+        storage works on one batch while the next is prepared)."""
+
+        async def worker() -> None:
+            while report.aborted is None and (
+                    self.max_batches is None or report.batches < self.max_batches):
+                claim = await self._claim(state)
+                if not claim.rows:
+                    return
+                report.batches += 1
+                report.claimed += len(claim.rows)
+                try:
+                    await work(claim, report)
+                except StoreUnavailable as exc:
+                    report.errors += 1
+                    report.aborted = str(exc)
+                    log.warning("sweep stopped: %s (claimed rows are retried after the lease)",
+                                exc)
+                    return
+                if len(claim.rows) < self.batch:
+                    return
+
+        await asyncio.gather(*(worker() for _ in range(self.parallel)))
 
     async def _claim(self, state: BlobState) -> _Claim:
         """Claim up to ``batch`` claimable rows in ``state`` by moving their lease."""
@@ -220,15 +232,18 @@ class Sweeper:
             .with_for_update(skip_locked=True)  # rendered on PostgreSQL only
         )
         async with self.ledger.db.session() as session:
-            rows = [_Claimed(*row) for row in (await session.execute(query)).all()]
-            if rows:
-                await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name.in_([r.name for r in rows]), BlobRow.state == state,
-                           BlobRow.lease_until < now)
-                    .values(lease_until=lease_until)
-                    .execution_options(synchronize_session=False))
-        return _Claim(rows, lease_until)
+            candidates = [_Claimed(*row) for row in (await session.execute(query)).all()]
+            if not candidates:
+                return _Claim([], lease_until)
+            # The compare-and-set: only the rows whose lease this statement moved are ours.
+            won = set((await session.execute(
+                update(BlobRow)
+                .where(BlobRow.name.in_([r.name for r in candidates]), BlobRow.state == state,
+                       BlobRow.lease_until < now)
+                .values(lease_until=lease_until)
+                .returning(BlobRow.name)
+                .execution_options(synchronize_session=False))).scalars())
+        return _Claim([r for r in candidates if r.name in won], lease_until)
 
     # -- stale intents --------------------------------------------------------------------
     async def _sweep_batch(self, claim: _Claim, report: SweepReport) -> None:
@@ -247,7 +262,8 @@ class Sweeper:
                 log.warning("sweep: delete of %s failed: %s", row.name, outcome.error)
         await failpoints.hit("sweep.after_delete")
         if gone:
-            report.swept += await self._remove_intents(gone, claim.lease_until)
+            removed = await self._remove_intents(gone, claim.lease_until)
+            report.swept += removed  # not `+= await`: the load would precede the await
         if refused:
             await failpoints.hit("sweep.before_resolve")
             await self._resolve_refused(refused, claim.lease_until, report)

@@ -211,5 +211,5 @@ async def test_batches_loop_until_no_work_is_left(ledger: Ledger) -> None:
     for _ in range(7):
         await seed_intent(ledger, tag="pending")
     report = await Sweeper(ledger, batch=3).run_once()
-    assert (report.swept, report.batches) == (7, 3)
+    assert (report.swept, report.batches) == (7, 3), report
     assert await rows(ledger) == {}

@@ -22,7 +22,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command's name, only that subcommand's module is imported (a
+    worker need not load the HTTP service's dependencies)."""
     parser = argparse.ArgumentParser(
         prog="blobledger",
         description="Keep a database and an object store consistent through every crash.",
@@ -30,7 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    modules = sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+    wanted = command.replace("-", "_") if command else None
+    if wanted and any(m.name == wanted for m in modules):
+        modules = [m for m in modules if m.name == wanted]
+    for module in modules:
         if module.name.startswith("_"):
             continue
         loaded = importlib.import_module(f"{__name__}.{module.name}")
@@ -47,8 +53,13 @@ def fail(message: str, code: int = EXIT_ERROR) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    if command is not None and arguments.index(command) > 0 and arguments[
+            arguments.index(command) - 1] == "--log-level":
+        command = None  # a value, not the command: load every subcommand
+    parser = build_parser(command)
+    args = parser.parse_args(arguments)
     logging.basicConfig(level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     handler = args.handler

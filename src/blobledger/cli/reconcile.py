@@ -23,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--older-than", metavar="DURATION",
                         help="age an orphan must pass before --fix deletes it; not shorter "
                         "than the upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")
+    parser.add_argument("--no-blocks", action="store_true",
+                        help="skip the uncommitted-blocks check (one request per blob on Azure)")
     parser.add_argument("--prefix", help="blob-name prefix (default: BLOBLEDGER_BLOB_PREFIX/)")
     parser.set_defaults(handler=run)
 
@@ -43,6 +45,7 @@ async def run(args: argparse.Namespace) -> int:
                   flush=True)
 
         report = await reconcile(ledger, fix=args.fix, older_than=older_than,
-                                 prefix=args.prefix, on_finding=show)
+                                 prefix=args.prefix, on_finding=show,
+                                 blocks=not args.no_blocks)
         print(report.to_log(), flush=True)
         return report.exit_code

@@ -1,0 +1,93 @@
+"""Reconciling a container of 20,000 blobs (2,000 with --quick) against its table, run as
+``blobledger reconcile`` in a subprocess (its own timing and its peak RSS), against a bare
+``list_blobs(include=["tags"])`` of the same container. Targets: <= 1.3x the listing's
+time, < 100 MiB peak RSS. The uncommitted-blocks check is measured apart (see detail)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from bench.common import Context, Result
+from bench.sweep import seed
+from blobledger import Ledger
+from blobledger.config import Settings
+from blobledger.db import Database
+from blobledger.models import BlobState
+from blobledger.stores.azure import AzureStore
+
+TITLE = "reconcile: streaming merge vs a bare tagged listing, and its peak RSS"
+BLOBLEDGER = str(Path(sys.executable).with_name("blobledger"))
+
+
+def reconcile_process(env: dict[str, str], *args: str) -> tuple[float, float]:
+    """(seconds the reconcile reported, peak RSS in MiB) of one ``blobledger reconcile``."""
+    process = subprocess.Popen([BLOBLEDGER, "reconcile", "--json", *args], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=1800)
+    _, status, usage = os.wait4(process.pid, 0) if process.returncode is None else (
+        0, 0, None)
+    del status
+    if usage is None:  # communicate() reaped it: read the children's usage instead
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary = json.loads(out.decode().strip().splitlines()[-1])
+    if summary["exit_code"] != 0:
+        raise RuntimeError(f"reconcile found problems: {summary} {err.decode()[:300]}")
+    return float(summary["seconds"]), usage.ru_maxrss / 1024
+
+
+async def run(ctx: Context) -> list[Result]:
+    n = 2000 if ctx.quick else 20000
+    container = f"bench{uuid.uuid4().hex[:12]}"
+    store = AzureStore(container, connection_string=ctx.azurite.connection_string)
+    db = Database(ctx.postgres_url)
+    ledger = Ledger(db, store, Settings(database_url=ctx.postgres_url, store_url=store.url))
+    await ledger.connect()
+    try:
+        await seed(ledger, n, tag="committed", state=BlobState.COMMITTED, concurrency=48)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
+        env.update(BLOBLEDGER_DATABASE_URL=ctx.postgres_url,
+                   BLOBLEDGER_STORE_URL=store.url,
+                   BLOBLEDGER_AZURE_CONNECTION_STRING=ctx.azurite.connection_string)
+        client = store._client()
+
+        async def bare() -> float:
+            started = time.perf_counter()
+            count = 0
+            async for _ in client.list_blobs(include=["tags"]):
+                count += 1
+            assert count == n
+            return time.perf_counter() - started
+
+        merge: list[float] = []
+        listing: list[float] = []
+        rss: list[float] = []
+        for _ in range(ctx.repeats):
+            listing.append(await bare())
+            seconds, peak = await asyncio.to_thread(reconcile_process, env, "--no-blocks")
+            merge.append(seconds)
+            rss.append(peak)
+        blocks, blocks_rss = await asyncio.to_thread(reconcile_process, env)
+    finally:
+        await store._client().delete_container()
+        await ledger.close()
+    merge_s, listing_s = sorted(merge)[len(merge) // 2], sorted(listing)[len(listing) // 2]
+    return [
+        Result(case=f"reconcile {n} blobs", figure_name="reconcile merge seconds",
+               figure=merge_s, baseline_name="bare list_blobs(include=tags) seconds",
+               baseline=listing_s, unit="s", better="lower", target=1.3,
+               detail=f"with the uncommitted-blocks check {blocks:.2f}s "
+                      f"({blocks / listing_s:.1f}x, one block-list request per blob)"),
+        Result(case=f"reconcile {n} blobs peak RSS", figure_name="peak RSS MiB",
+               figure=max([*rss, blocks_rss]), baseline_name="limit MiB", baseline=100.0,
+               unit="MiB", better="lower", target=1.0,
+               detail="max over the runs, read with wait4 from the reconcile subprocess"),
+    ]

@@ -1,0 +1,113 @@
+"""Sweeping stale intents: the sweeper (claimed batches, Blob Batch deletes of 256) against
+the one-by-one loop (load the stale rows, delete each blob in turn, remove the rows), on the
+same seeded data (PostgreSQL + Azurite), interleaved. Target: >= 2.5x the loop's rate."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+from sqlalchemy import delete, insert, select
+
+from bench.common import Context, Result, interleaved
+from blobledger import Ledger
+from blobledger.config import Settings
+from blobledger.db import Database
+from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.names import new_blob_name, new_document_id
+from blobledger.stores.azure import AzureStore
+from blobledger.sweeper import Sweeper
+
+TITLE = "sweep of stale intents: sweeper vs one-by-one loop (PostgreSQL + Azurite)"
+PENDING = {"state": "pending"}
+
+
+async def _body(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def seed(
+    ledger: Ledger, n: int, *, tag: str = "pending", state: str = BlobState.PENDING,
+    age: float = 3 * 3600, concurrency: int = 32,
+) -> list[str]:
+    """``n`` creations ``age`` seconds old (rows in bulk, blobs uploaded concurrently)."""
+    then = utcnow() - timedelta(seconds=age)
+    names = [new_blob_name(ledger.settings.blob_prefix, "s.bin") for _ in range(n)]
+    docs = [new_document_id() for _ in range(n)]
+    status = DocumentStatus.PENDING if state == BlobState.PENDING else DocumentStatus.READY
+    async with ledger.db.session() as session:
+        for start in range(0, n, 5000):
+            part = slice(start, start + 5000)
+            await session.execute(insert(DocumentRow), [
+                {"id": d, "name": f"bench-{d}", "status": status, "blob_name": b,
+                 "version": 1, "content_type": "application/octet-stream",
+                 "created_at": then, "updated_at": then}
+                for d, b in zip(docs[part], names[part], strict=True)])
+            await session.execute(insert(BlobRow), [
+                {"name": b, "document_id": d, "kind": "create", "state": state,
+                 "content_type": "application/octet-stream", "lease_until": then,
+                 "created_at": then, "changed_at": then}
+                for d, b in zip(docs[part], names[part], strict=True)])
+    queue = iter(names)
+
+    async def upload() -> None:
+        for name in queue:
+            await ledger.store.put(name, _body(b"stale"), tags={"state": tag})
+
+    await asyncio.gather(*(upload() for _ in range(concurrency)))
+    return names
+
+
+async def one_by_one(ledger: Ledger) -> int:
+    """The loop the protocol replaces: every stale blob deleted in turn, then the rows."""
+    cutoff = ledger.clock() - timedelta(seconds=ledger.settings.sweep_after)
+    async with ledger.db.session() as session:
+        stale = (await session.execute(select(BlobRow.name, BlobRow.document_id).where(
+            BlobRow.state == BlobState.PENDING, BlobRow.changed_at < cutoff))).all()
+    for name, _ in stale:
+        await ledger.store.delete(name, if_tags=PENDING)
+    async with ledger.db.session() as session:
+        await session.execute(delete(BlobRow).where(BlobRow.name.in_([n for n, _ in stale])))
+        await session.execute(delete(DocumentRow).where(
+            DocumentRow.id.in_([d for _, d in stale])))
+    return len(stale)
+
+
+async def run(ctx: Context) -> list[Result]:
+    n = 300 if ctx.quick else 1500
+    container = f"bench{uuid.uuid4().hex[:12]}"
+    store = AzureStore(container, connection_string=ctx.azurite.connection_string)
+    db = Database(ctx.postgres_url)
+    ledger = Ledger(db, store, Settings(database_url=ctx.postgres_url, store_url=store.url))
+    await ledger.connect()
+    counts: dict[str, int] = {}
+    elapsed: dict[str, list[float]] = {"sweeper": [], "loop": []}
+
+    async def sweeper() -> None:
+        await seed(ledger, n)
+        started = time.perf_counter()
+        counts["sweeper"] = (await Sweeper(ledger).run_once()).swept
+        elapsed["sweeper"].append(time.perf_counter() - started)
+
+    async def loop() -> None:
+        await seed(ledger, n)
+        started = time.perf_counter()
+        counts["loop"] = await one_by_one(ledger)
+        elapsed["loop"].append(time.perf_counter() - started)
+
+    try:
+        await interleaved({"sweeper": sweeper, "loop": loop}, ctx.repeats)
+    finally:
+        await store._client().delete_container()
+        await ledger.close()
+    assert counts == {"sweeper": n, "loop": n}, counts
+    best = {k: statistics.median(v) for k, v in elapsed.items()}
+    return [Result(
+        case=f"sweep {n} stale intents", figure_name="sweeper intents/s",
+        figure=n / best["sweeper"], baseline_name="one-by-one loop intents/s",
+        baseline=n / best["loop"], unit="/s", better="higher", target=2.5,
+        detail=f"sweeper {best['sweeper']:.2f}s, loop {best['loop']:.2f}s (seeding not timed)")]
