@@ -251,3 +251,16 @@ async def test_service_endpoints(client: httpx.AsyncClient, ledger: Ledger) -> N
     problem(await client.get("/nowhere"), 404)
     problem(await client.patch("/documents"), 405)
     await assert_nothing_visible(ledger)
+
+
+async def test_if_match_compares_strongly(client: httpx.AsyncClient) -> None:
+    doc = (await client.post("/documents", params={"name": "w"}, content=b"1")).json()
+    url = f"/documents/{doc['id']}"
+    problem(await client.put(f"{url}/content", content=b"2", headers={"If-Match": 'W/"1"'}),
+            412, "precondition-failed")
+    listed = await client.put(f"{url}/content", content=b"2", headers={"If-Match": '"0", "1"'})
+    assert listed.status_code == 200 and listed.json()["version"] == 2
+    assert (await client.get(f"{url}/content", headers={"If-None-Match": 'W/"2"'})
+            ).status_code == 304
+    problem(await client.delete(url, headers={"If-Match": "garbage"}), 412,
+            "precondition-failed")

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from blobledger.api.problems import Problem
 
-_ETAG = re.compile(r'\s*(?:W/)?"([^"]*)"\s*|\s*([^",\s]+)\s*')
+_ETAG = re.compile(r'\s*(W/)?"([^"]*)"\s*|\s*([^",\s]+)\s*')
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _DIGEST_ITEM = re.compile(r"^\s*([A-Za-z0-9-]+)\s*=\s*:([A-Za-z0-9+/=]*):\s*$")
 
@@ -27,29 +27,30 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def etag_versions(value: str) -> list[int] | None:
+def etag_versions(value: str, *, weak: bool = False) -> list[int] | None:
     """The versions listed in an If-Match / If-None-Match value; None means ``*``.
 
-    Entities that are not versions of ours match nothing and are dropped.
+    Entities that are not versions of ours match nothing and are dropped; so are weak ones
+    (``W/"3"``) unless ``weak`` (If-None-Match compares weakly, If-Match strongly).
     """
     if value.strip() == "*":
         return None
     versions: list[int] = []
     for item in value.split(","):
         match = _ETAG.fullmatch(item)
-        if match is None:
+        if match is None or (match.group(1) and not weak):
             continue
-        text = match.group(1) if match.group(1) is not None else match.group(2)
+        text = match.group(2) if match.group(2) is not None else match.group(3)
         if text.isdigit() and len(text) <= 18:
             versions.append(int(text))
     return versions
 
 
-def matches(value: str | None, version: int) -> bool:
+def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
     """Whether a conditional header's entity list names ``version`` (``*`` names all)."""
     if value is None:
         return False
-    versions = etag_versions(value)
+    versions = etag_versions(value, weak=weak)
     return versions is None or version in versions
 
 

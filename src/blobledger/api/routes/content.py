@@ -68,7 +68,7 @@ def _headers(doc: Document) -> dict[str, str]:
 
 def _wanted(doc: Document, range_header: str | None, if_range: str | None) -> ByteRange | None:
     size = doc.size or 0
-    if if_range is not None and not matches(if_range, doc.version):
+    if if_range is not None and not matches(if_range, doc.version, weak=False):
         return None
     try:
         return parse_range(range_header, size)
