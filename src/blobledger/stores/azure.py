@@ -209,7 +209,12 @@ class AzureStore(Store):
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=64), trust_env=False
             )
-            transport = AioHttpTransport(session=self._session, session_owner=False)
+            # With a transport of our own, the clients' timeout options never reach it:
+            # the transport must carry them itself.
+            timeouts = {"connection_timeout": CONNECTION_TIMEOUT}
+            timeouts.update({key: self._client_options[key] for key in
+                             ("connection_timeout", "read_timeout") if key in self._client_options})
+            transport = AioHttpTransport(session=self._session, session_owner=False, **timeouts)
             options: dict[str, Any] = {
                 "transport": transport,
                 "max_single_get_size": GET_CHUNK,
