@@ -190,7 +190,7 @@ class Ledger:
                 update(BlobRow)
                 .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING)
                 .values(state=BlobState.COMMITTED, size=digests.size, sha256=digests.sha256,
-                        md5=digests.md5, changed_at=now))
+                        md5=digests.md5, changed_at=now, lease_until=now))
             doc = (await session.execute(
                 update(DocumentRow)
                 .where(DocumentRow.id == row.document_id,
@@ -291,12 +291,13 @@ class Ledger:
             await session.execute(
                 update(BlobRow).where(BlobRow.name == row.name).values(
                     state=BlobState.COMMITTED if won else BlobState.DELETING,
-                    size=digests.size, sha256=digests.sha256, md5=digests.md5, changed_at=now))
+                    size=digests.size, sha256=digests.sha256, md5=digests.md5, changed_at=now,
+                    lease_until=now))  # the upload's lease ends with it
             if won:
                 await session.execute(
                     update(BlobRow)
                     .where(BlobRow.name == old_blob, BlobRow.state == BlobState.COMMITTED)
-                    .values(state=BlobState.DELETING, changed_at=now))
+                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now))
         await failpoints.hit("replace.after_commit")
         current = await self.get(doc_id)  # NotFound if deleted meanwhile
         if not won:
@@ -322,7 +323,7 @@ class Ledger:
                 raise PreconditionFailed("document changed while it was being deleted")
             await session.execute(
                 update(BlobRow).where(BlobRow.name == doc.blob_name)
-                .values(state=BlobState.DELETING, changed_at=now))
+                .values(state=BlobState.DELETING, changed_at=now, lease_until=now))
         await failpoints.hit("delete.after_commit")
 
     # -- reads ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
 from azure.storage.blob.aio import BlobServiceClient
 
-from blobledger.errors import StoreUnavailable
+from blobledger.errors import BlobAlreadyExists, StoreUnavailable
 from blobledger.stores.azure import AzureStore
 from tests.conftest import new_container
 from tests.stores.contract import StoreContract, new_name, put
@@ -142,3 +142,24 @@ async def test_unreachable_endpoint_is_unavailable() -> None:
             await store.ping()
         with pytest.raises(StoreUnavailable):
             await put(store, new_name(), b"x")
+
+
+async def test_uncommitted_blocks_of_a_loser_and_of_a_crash_are_listed(azurite: Azurite) -> None:
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       single_put_limit=1024, block_size=1024)
+    await store.prepare()
+    async with store:
+        won, crashed = new_name(), new_name()
+        await put(store, won, b"w" * 3000)
+        with pytest.raises(BlobAlreadyExists):
+            await put(store, won, b"l" * 3000)  # the loser staged 3 blocks before its commit
+        raw = store._client().get_blob_client(crashed)
+        await raw.stage_block(base64.b64encode(b"0123456789abcdef0000000000000000").decode(),
+                              b"half an upload")
+        found = {u.name: u async for u in store.list_uncommitted()}
+        assert (found[won].committed, found[won].blocks) == (True, 3)
+        assert (found[crashed].committed, found[crashed].blocks) == (False, 1)
+        await store.discard_uncommitted(crashed)
+        await store.discard_uncommitted(won)  # a committed blob is never touched
+        assert [u.name async for u in store.list_uncommitted()] == [won]
+        assert await store.get_tags(won) == {"state": "pending"}

@@ -518,7 +518,7 @@ class AzureStore(Store):
                         name=props.name,
                         blocks=len(uncommitted),
                         size=sum(int(b.size or 0) for b in uncommitted),
-                        committed=bool(committed) or not _is_uncommitted_only(props),
+                        committed=bool(committed),
                         last_modified=props.last_modified,
                     )
 
@@ -533,10 +533,6 @@ class AzureStore(Store):
             return
         with map_errors(name), suppress(ResourceNotFoundError):
             await self._client().get_blob_client(name).delete_blob()
-
-
-def _is_uncommitted_only(props: Any) -> bool:
-    return not props.etag
 
 
 def _metadata(digests: Digests) -> dict[str, str]:
