@@ -64,8 +64,8 @@ def server_env(database_url: str, container: str, azurite: Azurite,
         BLOBLEDGER_DATABASE_URL=database_url,
         BLOBLEDGER_STORE_URL=f"azure://{container}",
         BLOBLEDGER_AZURE_CONNECTION_STRING=azurite.connection_string,
-        **extra,
     )
+    env.update(extra)  # may override the above (e.g. a file:// store)
     return env
 
 
