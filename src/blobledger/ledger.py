@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import datetime, timedelta
@@ -30,6 +31,7 @@ from blobledger.errors import (
     BlobLedgerError,
     BlobNotFound,
     ConditionNotMet,
+    ConfigError,
     Digests,
     IdempotencyConflict,
     IdempotencyInProgress,
@@ -59,6 +61,20 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PAGE = 500
 
 Clock = Callable[[], datetime]
+CLOCK_OFFSET_ENV = "BLOBLEDGER_CLOCK_OFFSET"
+
+
+def _offset_clock(text: str) -> Clock:
+    try:
+        offset = timedelta(seconds=float(text))
+    except ValueError:
+        raise ConfigError(f"{CLOCK_OFFSET_ENV} must be a number of seconds, not {text!r}") \
+            from None
+
+    def clock() -> datetime:
+        return utcnow() + offset
+
+    return clock
 
 
 class Ledger:
@@ -98,7 +114,11 @@ class Ledger:
 
     @classmethod
     def from_env(cls, *, clock: Clock = utcnow, migrate: bool = True) -> Ledger:
+        """A ledger configured by ``BLOBLEDGER_*``; ``BLOBLEDGER_CLOCK_OFFSET`` (seconds, for
+        tests: a process that lives hours ahead) shifts the default clock."""
         settings = settings_from_env()
+        if clock is utcnow and os.environ.get(CLOCK_OFFSET_ENV, "").strip():
+            clock = _offset_clock(os.environ[CLOCK_OFFSET_ENV])
         return cls(Database(settings.database_url), open_store(settings.store_url, settings),
                    settings, clock=clock, migrate=migrate)
 
