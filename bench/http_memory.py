@@ -106,7 +106,7 @@ async def run(ctx: Context) -> list[Result]:
 async def measure(ctx: Context, store: str, extra: dict[str, str], size: int, block: bytes,
                   expected: str) -> list[Result]:
     results = []
-    with running_server(ctx.azurite, ctx.postgres_url, **extra) as server:
+    with running_server(ctx.azurite, ctx.postgres_url, extra=extra) as server:
         pid = server.process.pid
         await round_trip(server, f"warm-up-{store}.bin", 32 * MIB, block, form=True)
         for form in (False, True):

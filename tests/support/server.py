@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,12 +86,12 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path,
 
 @contextlib.contextmanager
 def running_server(azurite: Azurite, database_url: str, *args: str, port: int | None = None,
-                   **extra: str) -> Iterator[Server]:
-    """``blobledger serve [args]`` on a (free) loopback port, with extra environment, until
-    the block ends (then SIGTERM)."""
+                   extra: Mapping[str, str] | None = None) -> Iterator[Server]:
+    """``blobledger serve [args]`` on a (free) loopback port, with ``extra`` environment,
+    until the block ends (then SIGTERM)."""
     port = port or free_port()
     container = f"srv{uuid.uuid4().hex[:20]}"
-    env = server_env(database_url, container, azurite, **extra)
+    env = server_env(database_url, container, azurite, **(extra or {}))
     with tempfile.TemporaryDirectory(prefix="blobledger-serve-") as folder:
         log = Path(folder) / "serve.log"
         with log.open("wb") as out:
@@ -99,7 +99,7 @@ def running_server(azurite: Azurite, database_url: str, *args: str, port: int | 
                 blobledger_command("serve", "--port", str(port), *args), env=env, cwd=folder,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         server = Server(f"http://127.0.0.1:{port}", port, env, database_url, container,
-                        process, log, dict(extra))
+                        process, log, dict(extra or {}))
         try:
             wait_until_ready(server.url, process, log)
             yield server
