@@ -57,11 +57,16 @@ def new_container() -> str:
     return f"t{uuid.uuid4().hex[:20]}"
 
 
-async def make_store(kind: str, tmp_path: Path, azurite: Azurite | None, **options: int) -> Store:
+async def make_store(
+    kind: str, tmp_path: Path, azurite: Azurite | None, *,
+    single_put_limit: int = 256 * 1024, block_size: int = 128 * 1024,
+) -> Store:
+    """A fresh store; Azure with small single-put and block sizes so staging is exercised."""
     if kind == "local":
         return LocalStore(tmp_path / "store")
     assert azurite is not None
-    store = AzureStore(new_container(), connection_string=azurite.connection_string, **options)
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       single_put_limit=single_put_limit, block_size=block_size)
     await store.prepare()
     return store
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from sqlalchemy import exists, select
 
 from blobledger import metrics
+from blobledger.aio import prefetch
 from blobledger.config import minimum_sweep_after
 from blobledger.durations import format_duration
 from blobledger.errors import BlobNotFound, ConditionNotMet, ConfigError, StoreError
@@ -38,6 +39,7 @@ from blobledger.stores.base import BlobInfo
 log = logging.getLogger("blobledger.reconciler")
 
 PAGE = 1000
+AHEAD = 256  # items each side may stream ahead of the merge
 #: findings kept in the report (the rest are counted, and streamed to ``on_finding``)
 SAMPLE = 100
 FIXABLE = (BlobState.PENDING.value, BlobState.DELETING.value)
@@ -145,8 +147,9 @@ class _Merge:
         return age > self.cutoff.get(row.state, 0.0)
 
     async def run(self, prefix: str, *, blocks: bool) -> ReconcileReport:
-        rows = _rows(self.ledger, prefix)
-        blobs = aiter(self.ledger.store.list(prefix, tags=True))
+        # Both sides stream ahead in the background, a page or so each, in bounded memory.
+        rows = prefetch(_rows(self.ledger, prefix), AHEAD)
+        blobs = prefetch(self.ledger.store.list(prefix, tags=True, checksums=False), AHEAD)
         row = await anext(rows, None)
         blob = await anext(blobs, None)
         while row is not None or blob is not None:
@@ -235,11 +238,30 @@ class _Merge:
             if age is not None and age <= deadline:
                 self.report.in_flight += 1
                 continue
+            fixed = False
+            if self.fix and age is not None and age > self.older_than:
+                fixed = await self.discard(info.name)
             self.found(Finding(
                 "uncommitted", info.name,
                 f"{info.blocks} uncommitted block(s), {info.size} bytes"
                 + (" beside a committed blob" if info.committed else ""),
-                age_seconds=age))
+                age_seconds=age, fixed=fixed))
+
+    async def discard(self, name: str) -> bool:
+        """Clear leftover uncommitted bytes (the store never touches a committed blob; on
+        Azure, blocks beside a committed blob stay until the service drops them)."""
+        try:
+            await self.ledger.store.discard_uncommitted(name)
+        except StoreError as exc:
+            self.report.errors += 1
+            log.warning("reconcile: discarding uncommitted bytes of %s failed: %s", name, exc)
+            return False
+        remaining = [u async for u in self.ledger.store.list_uncommitted(name)
+                     if u.name == name]
+        if remaining:
+            return False
+        self.report.fixed += 1
+        return True
 
 
 async def reconcile(

@@ -197,7 +197,7 @@ async def test_resume_of_an_expired_intent_with_blob_uploaded(ledger: Ledger) ->
     failpoints.configure("create.after_upload=raise")
     original = ledger._abandon
 
-    async def no_compensation(*args: object) -> None:
+    async def no_compensation(blob_name: str, doc_id: str, kind: object) -> None:
         return None
 
     ledger._abandon = no_compensation  # type: ignore[method-assign]

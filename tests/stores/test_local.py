@@ -15,7 +15,8 @@ from tests.stores.contract import PENDING, StoreContract, new_name, put
 class TestLocalStore(StoreContract):
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[LocalStore]:
-        async with LocalStore(tmp_path / "store") as store:
+        store = LocalStore(tmp_path / "store")
+        async with store:
             yield store
 
 

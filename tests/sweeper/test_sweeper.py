@@ -13,7 +13,7 @@ from blobledger import IdempotencyInProgress, Ledger, failpoints
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.models import BlobKind, BlobRow, BlobState, utcnow
-from blobledger.sweeper import Sweeper, sweep_forever
+from blobledger.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}
@@ -193,10 +193,10 @@ async def test_one_sweeper_per_sqlite_database(ledger: Ledger) -> None:
 @pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"], indirect=True)
 async def test_sweep_forever_runs_until_stopped(ledger: Ledger) -> None:
     stop = asyncio.Event()
-    reports = []
+    reports: list[SweepReport] = []
     await seed_intent(ledger, tag="pending")
 
-    def seen(report: object) -> None:
+    def seen(report: SweepReport) -> None:
         reports.append(report)
         if len(reports) == 2:
             stop.set()

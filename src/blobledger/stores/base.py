@@ -224,8 +224,11 @@ class Store(abc.ABC):
         """A ranged streaming read of ``length`` bytes from ``start`` (to the end if None)."""
 
     @abc.abstractmethod
-    def list(self, prefix: str = "", *, tags: bool = True) -> AsyncIterator[BlobInfo]:
-        """Committed blobs under ``prefix`` in lexical (code point) order, streamed."""
+    def list(
+        self, prefix: str = "", *, tags: bool = True, checksums: bool = True
+    ) -> AsyncIterator[BlobInfo]:
+        """Committed blobs under ``prefix`` in lexical (code point) order, streamed; without
+        ``tags`` or ``checksums`` those fields may be None (cheaper where they cost)."""
 
     @abc.abstractmethod
     def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:

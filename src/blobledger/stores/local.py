@@ -305,7 +305,9 @@ class LocalStore(Store):
             if full.startswith(prefix):
                 yield full, path
 
-    async def list(self, prefix: str = "", *, tags: bool = True) -> AsyncIterator[BlobInfo]:
+    async def list(
+        self, prefix: str = "", *, tags: bool = True, checksums: bool = True
+    ) -> AsyncIterator[BlobInfo]:
         iterator = self._list_sync(prefix)
 
         def next_batch() -> builtins.list[BlobInfo]:
