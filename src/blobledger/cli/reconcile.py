@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per finding, then the JSON summary")
     parser.add_argument("--fix", action="store_true",
-                        help="delete orphans tagged pending or deleting older than the cutoff")
+                        help="delete orphans tagged pending or deleting, and uncommitted "
+                        "bytes, older than the cutoff")
     parser.add_argument("--older-than", metavar="DURATION",
                         help="age an orphan must pass before --fix deletes it; not shorter "
                         "than the upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")
