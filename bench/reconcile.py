@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,20 +28,21 @@ BLOBLEDGER = str(Path(sys.executable).with_name("blobledger"))
 
 
 def reconcile_process(env: dict[str, str], *args: str) -> tuple[float, float]:
-    """(seconds the reconcile reported, peak RSS in MiB) of one ``blobledger reconcile``."""
-    process = subprocess.Popen([BLOBLEDGER, "reconcile", "--json", *args], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = process.communicate(timeout=1800)
-    _, status, usage = os.wait4(process.pid, 0) if process.returncode is None else (
-        0, 0, None)
-    del status
-    if usage is None:  # communicate() reaped it: read the children's usage instead
-        import resource
-
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    summary = json.loads(out.decode().strip().splitlines()[-1])
-    if summary["exit_code"] != 0:
-        raise RuntimeError(f"reconcile found problems: {summary} {err.decode()[:300]}")
+    """(seconds the reconcile reported, peak RSS in MiB) of one ``blobledger reconcile``,
+    the RSS read with wait4 for exactly that child."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen([BLOBLEDGER, "reconcile", "--json", *args], env=env,
+                                   stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        lines = out.read().decode().strip().splitlines()
+        if not lines:
+            raise RuntimeError(f"reconcile printed nothing: {err.read().decode()[:300]}")
+        summary = json.loads(lines[-1])
+        if summary["exit_code"] != 0:
+            raise RuntimeError(f"reconcile found problems: {summary}")
     return float(summary["seconds"]), usage.ru_maxrss / 1024
 
 

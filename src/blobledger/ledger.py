@@ -51,7 +51,7 @@ from blobledger.names import (
     new_document_id,
 )
 from blobledger.stores import Store, open_store
-from blobledger.stores.base import BlobReader, Hasher
+from blobledger.stores.base import BlobReader, Hasher, verify
 
 log = logging.getLogger("blobledger.ledger")
 
@@ -412,6 +412,9 @@ class Ledger:
             _limited(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
         try:
             async with asyncio.timeout(max(remaining, 0.001)):
+                if resumed and (done := await self._already_uploaded(row, stream)):
+                    verify(done, sha256, md5)
+                    return done
                 return await self.store.put(
                     row.name, stream, tags=PENDING, content_type=row.content_type,
                     expected_sha256=sha256, expected_md5=md5)
@@ -427,6 +430,21 @@ class Ledger:
                 raise IdempotencyConflict(
                     "idempotency key was used with different bytes") from None
             raise
+
+    async def _already_uploaded(
+        self, row: BlobRow, stream: AsyncIterable[bytes]
+    ) -> Digests | None:
+        """On a resumed intent whose dead attempt finished its upload: hash our bytes
+        instead of sending them again (which on Azure would leave a second set of blocks
+        uncommitted beside the blob). The create-only put still guards the other case."""
+        try:
+            info = await self.store.stat(row.name)
+        except BlobNotFound:
+            return None
+        digests = await self._digest(stream)
+        if info.sha256 != digests.sha256:
+            raise IdempotencyConflict("idempotency key was used with different bytes")
+        return digests
 
     async def _tag_committed(self, row: BlobRow) -> None:
         """C3/R3: tag the blob committed, conditioned on it still being pending."""

@@ -38,7 +38,7 @@ from blobledger.stores.base import BlobInfo
 
 log = logging.getLogger("blobledger.reconciler")
 
-PAGE = 1000
+PAGE = 500
 AHEAD = 256  # items each side may stream ahead of the merge
 #: findings kept in the report (the rest are counted, and streamed to ``on_finding``)
 SAMPLE = 100
