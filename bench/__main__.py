@@ -40,17 +40,19 @@ async def main_async(args: argparse.Namespace) -> int:
             return 2
         selected = {k: v for k, v in selected.items() if k in args.only}
     azurite = start_azurite()
-    pg = await create_database()
-    ctx = Context(azurite=azurite, postgres_url=pg, quick=args.quick,
+    ctx = Context(azurite=azurite, postgres_url="", quick=args.quick,
                   repeats=1 if args.quick else 3)
     results: list[Result] = []
     try:
         for name, module in selected.items():
             print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
-            results.extend(await module.run(ctx))
+            ctx.postgres_url = await create_database()  # each case on a database of its own
+            try:
+                results.extend(await module.run(ctx))
+            finally:
+                await drop_database(ctx.postgres_url)
     finally:
         azurite.stop()
-        await drop_database(pg)
     machine = f"{platform.node()} {platform.machine()} python {platform.python_version()}"
     if args.json:
         print(json.dumps({"machine": machine, "quick": args.quick, "notes": ctx.notes,
