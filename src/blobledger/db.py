@@ -16,6 +16,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -106,6 +107,12 @@ class Database:
         """A session in one transaction: committed on success, rolled back on error."""
         async with self._sessions() as session, session.begin():
             yield session
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A bare connection in one transaction, for prebuilt Core statements on hot paths."""
+        async with self.engine.begin() as conn:
+            yield conn
 
     async def ping(self) -> None:
         """Raise ConfigError if the database cannot be reached."""

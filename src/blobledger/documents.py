@@ -6,12 +6,27 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-from blobledger.models import DocumentRow, as_utc
+from blobledger.models import as_utc
 
 Data = bytes | bytearray | memoryview | IO[bytes] | AsyncIterable[bytes] | Iterable[bytes]
 READ_SIZE = 1024 * 1024
+
+
+class DocumentRecord(Protocol):
+    """What a document is read from: an ORM ``DocumentRow`` or a Core result row."""
+
+    id: str
+    name: str
+    status: str
+    blob_name: str
+    version: int
+    size: int | None
+    content_type: str
+    sha256: str | None
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -30,7 +45,7 @@ class Document:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: DocumentRow) -> Document:
+    def from_row(cls, row: DocumentRecord) -> Document:
         return cls(
             id=row.id,
             name=row.name,

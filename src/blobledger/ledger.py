@@ -17,11 +17,11 @@ import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from blobledger import failpoints
+from blobledger import failpoints, statements
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -171,15 +171,16 @@ class Ledger:
         doc_id, blob_name = new_document_id(), new_blob_name(self.settings.blob_prefix, name)
         lease = now + timedelta(seconds=self.settings.upload_deadline)
         try:
-            async with self.db.session() as session:  # C1
-                await session.execute(insert(DocumentRow).values(
-                    id=doc_id, name=name, status=DocumentStatus.PENDING, blob_name=blob_name,
-                    version=1, content_type=content_type, created_at=now, updated_at=now))
-                await session.execute(insert(BlobRow).values(
-                    name=blob_name, document_id=doc_id, kind=BlobKind.CREATE,
-                    state=BlobState.PENDING, content_type=content_type,
-                    idempotency_key=idempotency_key, lease_until=lease, created_at=now,
-                    changed_at=now))
+            async with self.db.transaction() as conn:  # C1
+                await conn.execute(statements.insert_document, dict(
+                    id=doc_id, name=name, status=DocumentStatus.PENDING.value,
+                    blob_name=blob_name, version=1, size=None, content_type=content_type,
+                    sha256=None, md5=None, created_at=now, updated_at=now))
+                await conn.execute(statements.insert_blob, dict(
+                    name=blob_name, document_id=doc_id, kind=BlobKind.CREATE.value,
+                    state=BlobState.PENDING.value, content_type=content_type, size=None,
+                    sha256=None, md5=None, idempotency_key=idempotency_key,
+                    lease_until=lease, created_at=now, changed_at=now))
         except DBIntegrityError:
             if idempotency_key is not None:
                 found = await self._existing_intent(idempotency_key, name, data)
@@ -205,26 +206,19 @@ class Ledger:
             await asyncio.shield(self._abandon(row.name, row.document_id, BlobKind.CREATE))
             raise
         now = self.clock()
-        async with self.db.session() as session:  # C4
-            await session.execute(
-                update(BlobRow)
-                .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING)
-                .values(state=BlobState.COMMITTED, size=digests.size, sha256=digests.sha256,
-                        md5=digests.md5, changed_at=now, lease_until=now))
-            doc = (await session.execute(
-                update(DocumentRow)
-                .where(DocumentRow.id == row.document_id,
-                       DocumentRow.status == DocumentStatus.PENDING,
-                       DocumentRow.blob_name == row.name)
-                .values(status=DocumentStatus.READY, size=digests.size, sha256=digests.sha256,
-                        md5=digests.md5, updated_at=now)
-                .returning(DocumentRow))).scalar_one_or_none()
-            if doc is None:  # the sweeper may have rolled the creation forward meanwhile
-                doc = await session.get(DocumentRow, row.document_id)
-            if doc is None or doc.status != DocumentStatus.READY or doc.blob_name != row.name:
+        values = dict(b_id=row.document_id, b_name=row.name, b_size=digests.size,
+                      b_sha256=digests.sha256, b_md5=digests.md5, b_now=now)
+        async with self.db.transaction() as conn:  # C4
+            await conn.execute(statements.commit_blob, values)
+            ready = (await conn.execute(statements.ready_document, values)).one_or_none()
+            if ready is None:  # the sweeper may have rolled the creation forward meanwhile
+                ready = (await conn.execute(select(statements.documents).where(
+                    statements.documents.c.id == row.document_id))).one_or_none()
+            if (ready is None or ready.status != DocumentStatus.READY
+                    or ready.blob_name != row.name):
                 raise UploadAborted("the upload's intent was resolved by the sweeper meanwhile")
         await failpoints.hit("create.after_commit")
-        return Document.from_row(doc)
+        return Document.from_row(ready)
 
     async def _existing_intent(
         self, key: str, name: str, data: Data
