@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import IO, Any, Protocol
 
+from blobledger.errors import UploadTooLarge
 from blobledger.models import as_utc
 
 Data = bytes | bytearray | memoryview | IO[bytes] | AsyncIterable[bytes] | Iterable[bytes]
@@ -92,3 +93,13 @@ async def as_stream(data: Data) -> AsyncIterator[bytes]:
             yield bytes(chunk)
         return
     raise TypeError(f"unsupported data type {type(data).__name__}")
+
+
+async def limit_size(data: AsyncIterable[bytes], limit: int) -> AsyncIterator[bytes]:
+    """``data``, raising UploadTooLarge as soon as it passes ``limit`` bytes."""
+    total = 0
+    async for chunk in data:
+        total += len(chunk)
+        if total > limit:
+            raise UploadTooLarge(limit)
+        yield chunk

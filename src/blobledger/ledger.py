@@ -25,7 +25,7 @@ from blobledger import failpoints, statements
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
-from blobledger.documents import Data, Document, as_stream
+from blobledger.documents import Data, Document, as_stream, limit_size
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobLedgerError,
@@ -41,9 +41,22 @@ from blobledger.errors import (
     PreconditionFailed,
     StoreError,
     UploadAborted,
-    UploadTooLarge,
 )
-from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.models import (
+    COMMITTED_TAG as COMMITTED,
+)
+from blobledger.models import (
+    PENDING_TAG as PENDING,
+)
+from blobledger.models import (
+    STATE_TAG,
+    BlobKind,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+    utcnow,
+)
 from blobledger.names import (
     check_content_type,
     check_document_name,
@@ -55,8 +68,6 @@ from blobledger.stores.base import BlobReader, Hasher, verify
 
 log = logging.getLogger("blobledger.ledger")
 
-PENDING = {"state": BlobState.PENDING.value}
-COMMITTED = {"state": BlobState.COMMITTED.value}
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PAGE = 500
 
@@ -403,7 +414,7 @@ class Ledger:
         """C2/R2: create-only put of the intent's blob, within the intent's deadline."""
         remaining = (row.lease_until - self.clock()).total_seconds()
         stream = failpoints.stream(
-            _limited(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
+            limit_size(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
         try:
             async with asyncio.timeout(max(remaining, 0.001)):
                 if resumed and (done := await self._already_uploaded(row, stream)):
@@ -447,7 +458,7 @@ class Ledger:
         try:
             await self.store.set_tags(row.name, COMMITTED, if_tags=PENDING)
         except ConditionNotMet:
-            if (await self.store.get_tags(row.name)).get("state") != COMMITTED["state"]:
+            if (await self.store.get_tags(row.name)).get(STATE_TAG) != BlobState.COMMITTED:
                 raise
 
     async def _abandon(self, blob_name: str, doc_id: str, kind: BlobKind) -> None:
@@ -484,7 +495,7 @@ class Ledger:
 
     async def _digest(self, data: Data) -> Digests:
         hasher = Hasher()
-        async for chunk in _limited(as_stream(data), self.settings.max_upload_bytes):
+        async for chunk in limit_size(as_stream(data), self.settings.max_upload_bytes):
             await hasher.update(chunk)
         return hasher.digests()
 
@@ -500,13 +511,6 @@ def _rowcount(result: object) -> int:
     return int(getattr(result, "rowcount", 0))
 
 
-async def _limited(data: AsyncIterable[bytes], limit: int) -> AsyncIterator[bytes]:
-    total = 0
-    async for chunk in data:
-        total += len(chunk)
-        if total > limit:
-            raise UploadTooLarge(limit)
-        yield chunk
 
 
 __all__ = ["BlobLedgerError", "Ledger"]

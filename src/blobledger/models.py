@@ -24,6 +24,20 @@ class BlobState(StrEnum):
     DELETING = "deleting"
 
 
+#: The blob index tag that mirrors a row's state: the one tag the protocol sets and tests.
+STATE_TAG = "state"
+
+
+def state_tag(state: BlobState) -> dict[str, str]:
+    """The tags (and tag condition) for a blob in ``state``: ``{"state": "<state>"}``."""
+    return {STATE_TAG: state.value}
+
+
+PENDING_TAG = state_tag(BlobState.PENDING)
+COMMITTED_TAG = state_tag(BlobState.COMMITTED)
+DELETING_TAG = state_tag(BlobState.DELETING)
+
+
 class BlobKind(StrEnum):
     CREATE = "create"
     REPLACE = "replace"

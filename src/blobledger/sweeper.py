@@ -54,13 +54,26 @@ from blobledger.errors import (
     SweeperBusy,
 )
 from blobledger.ledger import Ledger
-from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, DocumentStatus
+from blobledger.models import (
+    COMMITTED_TAG as COMMITTED,
+)
+from blobledger.models import (
+    DELETING_TAG as DELETING,
+)
+from blobledger.models import (
+    PENDING_TAG as PENDING,
+)
+from blobledger.models import (
+    STATE_TAG,
+    BlobKind,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+)
 
 log = logging.getLogger("blobledger.sweeper")
 
-PENDING = {"state": BlobState.PENDING.value}
-COMMITTED = {"state": BlobState.COMMITTED.value}
-DELETING = {"state": BlobState.DELETING.value}
 #: how long a claimed row belongs to the sweeper that claimed it
 SWEEP_LEASE = 300.0
 #: claimed batches worked at once by one sweeper
@@ -417,7 +430,7 @@ class Sweeper:
         try:
             if not store.enforces_tag_condition_on_set_tags:
                 # The backend ignores the condition (an emulator): check it first ourselves.
-                state = (await store.get_tags(name)).get("state")
+                state = (await store.get_tags(name)).get(STATE_TAG)
                 if state == BlobState.DELETING:
                     return "tagged"
                 if state != BlobState.COMMITTED:
@@ -428,7 +441,7 @@ class Sweeper:
             return "absent"
         except ConditionNotMet:
             try:
-                state = (await store.get_tags(name)).get("state")
+                state = (await store.get_tags(name)).get(STATE_TAG)
             except BlobNotFound:
                 return "absent"
             return "tagged" if state == BlobState.DELETING else "refused"

@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from blobledger.api.multipart import FormReader, boundary_of
 from blobledger.api.problems import Problem
+from blobledger.documents import limit_size
 from blobledger.errors import InvalidName, UploadAborted, UploadTooLarge
 from blobledger.names import check_document_name
 
@@ -98,15 +99,6 @@ async def body_stream(
                       f"the body ended after {received} of its {declared} declared bytes")
 
 
-async def limited(data: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    total = 0
-    async for chunk in data:
-        total += len(chunk)
-        if total > limit:
-            raise UploadTooLarge(limit)
-        yield chunk
-
-
 def check_filename(filename: str) -> str:
     try:
         return check_document_name(filename)
@@ -125,7 +117,7 @@ async def read_upload(request: Request, limit: int, *, named: bool) -> Upload:
             raise Problem(400, "missing-name",
                           "the document needs a name: ?name=… or a multipart 'name' field")
         raw = body_stream(request, declared, limit)
-        return Upload(query_name, content_type, limited(raw, limit))
+        return Upload(query_name, content_type, limit_size(raw, limit))
 
     form = FormReader(body_stream(request, declared, limit, MULTIPART_OVERHEAD), boundary)
     part = await form.until_file()
@@ -142,7 +134,7 @@ async def read_upload(request: Request, limit: int, *, named: bool) -> Upload:
         name = part.filename  # checked against the 'name' field that follows the file
 
     async def data() -> AsyncIterator[bytes]:
-        async for chunk in limited(form.file_data(), limit):
+        async for chunk in limit_size(form.file_data(), limit):
             yield chunk
         late = form.fields.get("name")
         if provisional and late is None:
