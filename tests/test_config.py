@@ -97,3 +97,12 @@ def test_content_types() -> None:
     for bad in ["text", "text/plain\r\nX: y", "a/b" + "c" * 300]:
         with pytest.raises(InvalidName):
             check_content_type(bad)
+
+
+def test_body_timeout() -> None:
+    assert from_env({}).body_timeout == 60
+    assert from_env({"BLOBLEDGER_BODY_TIMEOUT": "2m"}).body_timeout == 120
+    with pytest.raises(ConfigError, match="BLOBLEDGER_BODY_TIMEOUT"):
+        from_env({"BLOBLEDGER_BODY_TIMEOUT": "soon"})
+    with pytest.raises(ConfigError, match="BLOBLEDGER_BODY_TIMEOUT must be positive"):
+        from_env({"BLOBLEDGER_BODY_TIMEOUT": "0"})

@@ -12,6 +12,7 @@ BLOBLEDGER_MAX_UPLOAD_BYTES        largest accepted upload         5GiB
 BLOBLEDGER_UPLOAD_DEADLINE         an upload is aborted after      1h
 BLOBLEDGER_SWEEP_AFTER             pending rows older are stale    2h
 BLOBLEDGER_DELETE_GRACE            wait before deleting old blobs  5m
+BLOBLEDGER_BODY_TIMEOUT            an upload silent this long: 408 1m
 BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 =================================  ==============================  =========================
 
@@ -46,6 +47,7 @@ class Settings:
     upload_deadline: float = 3600.0
     sweep_after: float = 7200.0
     delete_grace: float = 300.0
+    body_timeout: float = 60.0
     api_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -54,6 +56,8 @@ class Settings:
             raise ConfigError("BLOBLEDGER_MAX_UPLOAD_BYTES must be positive")
         if self.upload_deadline <= 0:
             raise ConfigError("BLOBLEDGER_UPLOAD_DEADLINE must be positive")
+        if self.body_timeout <= 0:
+            raise ConfigError("BLOBLEDGER_BODY_TIMEOUT must be positive")
         if self.delete_grace < 0:
             raise ConfigError("BLOBLEDGER_DELETE_GRACE must not be negative")
         required = minimum_sweep_after(self.upload_deadline)
@@ -115,6 +119,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ("BLOBLEDGER_UPLOAD_DEADLINE", "upload_deadline"),
         ("BLOBLEDGER_SWEEP_AFTER", "sweep_after"),
         ("BLOBLEDGER_DELETE_GRACE", "delete_grace"),
+        ("BLOBLEDGER_BODY_TIMEOUT", "body_timeout"),
     ):
         if (v := get(key)) is not None:
             values[attr] = parse_duration(v, what=key)

@@ -29,7 +29,6 @@ from blobledger.stores import open_store
 log = logging.getLogger("blobledger.api")
 
 Worker = Callable[[Ledger], Awaitable[None]]
-BODY_TIMEOUT = 60.0
 
 
 def create_app(
@@ -37,11 +36,12 @@ def create_app(
     settings: Settings | None = None,
     *,
     workers: Sequence[Worker] = (),
-    body_timeout: float = BODY_TIMEOUT,
+    body_timeout: float | None = None,
 ) -> FastAPI:
     """The blobledger HTTP service over ``ledger`` (or one built from ``settings``/env).
 
-    ``body_timeout``: seconds an upload may go without a byte before it is refused (408).
+    ``body_timeout``: seconds an upload may go without a byte before it is refused (408);
+    ``settings.body_timeout`` (``BLOBLEDGER_BODY_TIMEOUT``) unless given.
     """
     settings = settings or (ledger.settings if ledger is not None else settings_from_env())
 
@@ -79,7 +79,7 @@ def create_app(
     )
     app.state.ledger = ledger
     app.state.settings = settings
-    app.state.body_timeout = body_timeout
+    app.state.body_timeout = settings.body_timeout if body_timeout is None else body_timeout
     problems.install(app)
     app.include_router(documents.router)
     app.include_router(content.router)

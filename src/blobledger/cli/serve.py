@@ -24,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "BLOBLEDGER_* environment variables; with none, SQLite and local disk under ./var/.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
-    parser.add_argument("--body-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="refuse an upload that sends no byte for this long (60)")
+    parser.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
+                        help="refuse an upload that sends no byte for this long "
+                        "(default: BLOBLEDGER_BODY_TIMEOUT, 60s)")
     parser.add_argument("--allow-unauthenticated", action="store_true",
                         help="bind a non-loopback address without BLOBLEDGER_API_TOKENS")
     parser.set_defaults(handler=run)
