@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select, update
@@ -72,6 +72,11 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PAGE = 500
 
 Clock = Callable[[], datetime]
+#: a name known only after the bytes have streamed (see ``Ledger.create``)
+NameSource = Callable[[], Awaitable[str]]
+#: the name of a pending document whose real name is not known yet: control characters are
+#: never part of a real name (``names.check_document_name``), so it cannot collide
+PLACEHOLDER = "\x01unnamed:"
 CLOCK_OFFSET_ENV = "BLOBLEDGER_CLOCK_OFFSET"
 
 
@@ -159,32 +164,46 @@ class Ledger:
     # -- create ---------------------------------------------------------------------------
     async def create(
         self,
-        name: str,
+        name: str | None,
         data: Data,
         *,
         content_type: str | None = None,
         idempotency_key: str | None = None,
         sha256: str | None = None,
         md5: str | None = None,
+        name_after_upload: NameSource | None = None,
     ) -> Document:
-        """Create a document; it becomes visible only once its bytes are committed."""
-        name = check_document_name(name)
+        """Create a document; it becomes visible only once its bytes are committed.
+
+        ``name=None`` with ``name_after_upload``: the name is known only once the bytes have
+        streamed (a form whose ``name`` field follows its file). The intent is then recorded
+        under a placeholder no real name can equal and renamed before C3, so a name that is
+        taken fails after the upload (its pending blob compensated) instead of before it.
+        """
+        if name is None and name_after_upload is None:
+            raise InvalidName("a document needs a name")
+        if name is not None:
+            name = check_document_name(name)
         content_type = check_content_type(content_type)
         if idempotency_key is not None and not _KEY.match(idempotency_key):
             raise InvalidName("idempotency key must be 1-255 visible ASCII characters")
+        rename = name_after_upload if name is None else None
         if idempotency_key is not None:
-            found = await self._existing_intent(idempotency_key, name, data)
+            found = await self._existing_intent(idempotency_key, name, data, rename)
             if isinstance(found, Document):
                 return found
             if found is not None:
-                return await self._finish_create(found, data, sha256, md5, resumed=True)
+                return await self._finish_create(found, data, sha256, md5, resumed=True,
+                                                 rename=rename)
         now = self.clock()
-        doc_id, blob_name = new_document_id(), new_blob_name(self.settings.blob_prefix, name)
+        doc_id = new_document_id()
+        blob_name = new_blob_name(self.settings.blob_prefix, name or "")
         lease = now + timedelta(seconds=self.settings.upload_deadline)
         try:
             async with self.db.transaction() as conn:  # C1
                 await conn.execute(statements.insert_document, dict(
-                    id=doc_id, name=name, status=DocumentStatus.PENDING.value,
+                    id=doc_id, name=name if name is not None else PLACEHOLDER + doc_id,
+                    status=DocumentStatus.PENDING.value,
                     blob_name=blob_name, version=1, size=None, content_type=content_type,
                     sha256=None, md5=None, created_at=now, updated_at=now))
                 await conn.execute(statements.insert_blob, dict(
@@ -194,23 +213,27 @@ class Ledger:
                     lease_until=lease, created_at=now, changed_at=now))
         except DBIntegrityError:
             if idempotency_key is not None:
-                found = await self._existing_intent(idempotency_key, name, data)
+                found = await self._existing_intent(idempotency_key, name, data, rename)
                 if isinstance(found, Document):
                     return found
                 if found is not None:
-                    return await self._finish_create(found, data, sha256, md5, resumed=True)
+                    return await self._finish_create(found, data, sha256, md5, resumed=True,
+                                                     rename=rename)
             raise NameTaken(f"a document named {name!r} already exists") from None
         await failpoints.hit("create.after_insert")
         row = BlobRow(name=blob_name, document_id=doc_id, content_type=content_type,
                       lease_until=lease)
-        return await self._finish_create(row, data, sha256, md5, resumed=False)
+        return await self._finish_create(row, data, sha256, md5, resumed=False, rename=rename)
 
     async def _finish_create(
-        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool
+        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool,
+        rename: NameSource | None = None,
     ) -> Document:
         try:
             digests = await self._upload(row, data, sha256, md5, resumed=resumed)  # C2
             await failpoints.hit("create.after_upload")
+            if rename is not None:
+                await self._rename(row, await rename())
             await self._tag_committed(row)  # C3
             await failpoints.hit("create.after_tag")
         except BaseException:
@@ -232,7 +255,7 @@ class Ledger:
         return Document.from_row(ready)
 
     async def _existing_intent(
-        self, key: str, name: str, data: Data
+        self, key: str, name: str | None, data: Data, rename: NameSource | None = None
     ) -> Document | BlobRow | None:
         """What an earlier attempt under ``key`` left: a finished document, an intent this
         attempt now owns (its lease renewed), or nothing."""
@@ -243,7 +266,7 @@ class Ledger:
             if row is None:
                 return None
             doc = await session.get(DocumentRow, row.document_id)
-            if doc is not None and doc.name != name:
+            if doc is not None and name is not None and doc.name != name:
                 raise IdempotencyConflict("idempotency key was used for a different name")
             if row.state == BlobState.PENDING:
                 if row.lease_until > now:
@@ -265,6 +288,8 @@ class Ledger:
             raise IdempotencyConflict("idempotency key was used with different bytes")
         if doc is None or doc.status != DocumentStatus.READY:
             raise IdempotencyConflict("the document created with this key has been deleted")
+        if rename is not None and check_document_name(await rename()) != doc.name:
+            raise IdempotencyConflict("idempotency key was used for a different name")
         return Document.from_row(doc)
 
     # -- replace --------------------------------------------------------------------------
@@ -450,6 +475,26 @@ class Ledger:
         if info.sha256 != digests.sha256:
             raise IdempotencyConflict("idempotency key was used with different bytes")
         return digests
+
+    async def _rename(self, row: BlobRow, name: str) -> None:
+        """Give a pending document recorded under a placeholder its real name (before C3)."""
+        name = check_document_name(name)
+        try:
+            async with self.db.session() as session:
+                doc = await session.get(DocumentRow, row.document_id)
+                if doc is None or doc.status != DocumentStatus.PENDING:
+                    raise UploadAborted("the upload's intent was resolved meanwhile")
+                if doc.name == name:
+                    return  # a resumed intent that was already renamed
+                if not doc.name.startswith(PLACEHOLDER):
+                    raise IdempotencyConflict("idempotency key was used for a different name")
+                await session.execute(
+                    update(DocumentRow)
+                    .where(DocumentRow.id == row.document_id,
+                           DocumentRow.status == DocumentStatus.PENDING)
+                    .values(name=name))
+        except DBIntegrityError:
+            raise NameTaken(f"a document named {name!r} already exists") from None
 
     async def _tag_committed(self, row: BlobRow) -> None:
         """C3/R3: tag the blob committed, conditioned on it still being pending."""

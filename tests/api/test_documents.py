@@ -9,8 +9,10 @@ import os
 from collections.abc import AsyncIterator
 
 import httpx
+from sqlalchemy import select
 
 from blobledger import Ledger
+from blobledger.models import DocumentRow
 from tests.api.conftest import assert_nothing_visible, leftovers, problem
 
 DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "blob",
@@ -264,3 +266,39 @@ async def test_if_match_compares_strongly(client: httpx.AsyncClient) -> None:
             ).status_code == 304
     problem(await client.delete(url, headers={"If-Match": "garbage"}), 412,
             "precondition-failed")
+
+
+async def test_form_with_the_name_after_the_file(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    """``curl -F file=@a -F name=b`` sends the file first: the name arrives after the bytes.
+    The intent is recorded under a placeholder and renamed before the blob is committed."""
+    boundary = "b0undary"
+
+    def form(name: bytes, data: bytes) -> bytes:
+        return (f"--{boundary}\r\n".encode()
+                + b'Content-Disposition: form-data; name="file"; filename="upload.bin"\r\n'
+                + b"Content-Type: text/plain\r\n\r\n" + data + b"\r\n"
+                + f"--{boundary}\r\n".encode()
+                + b'Content-Disposition: form-data; name="name"\r\n\r\n' + name + b"\r\n"
+                + f"--{boundary}--\r\n".encode())
+
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    created = await client.post("/documents", content=form(b"reports/late.txt", b"late name"),
+                                headers=headers)
+    assert created.status_code == 201, created.text
+    doc = created.json()
+    assert (doc["name"], doc["size"], doc["content_type"]) == ("reports/late.txt", 9,
+                                                                "text/plain")
+    listed = (await client.get("/documents")).json()["items"]
+    assert [d["name"] for d in listed] == ["reports/late.txt"]
+
+    # the same late name again: taken, found only after the bytes, compensated
+    taken = await client.post("/documents", content=form(b"reports/late.txt", b"other bytes"),
+                              headers=headers)
+    assert taken.status_code == 409, taken.text
+    assert taken.json()["type"] == "urn:blobledger:problem:name-taken"
+    async with ledger.db.session() as session:
+        names = (await session.execute(select(DocumentRow.name))).scalars().all()
+    assert names == ["reports/late.txt"]
+    assert len([i async for i in ledger.store.list()]) == 1

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import io
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from sqlalchemy import func, select
@@ -275,3 +275,28 @@ async def test_read_follows_a_replace_that_moved_the_blob(ledger: Ledger) -> Non
     assert await read(ledger, new.id) == b"new"
     async with ledger.db.session() as session:
         assert (await session.execute(select(func.count()).select_from(DocumentRow))).scalar() == 1
+
+
+async def test_name_known_only_after_the_upload(ledger: Ledger) -> None:
+    def later(name: str) -> Callable[[], Awaitable[str]]:
+        async def resolve() -> str:
+            return name
+        return resolve
+
+    doc = await ledger.create(None, b"named late", name_after_upload=later("late.txt"),
+                              idempotency_key="k-late")
+    assert (doc.name, doc.status) == ("late.txt", "ready")
+    assert await ledger.create(None, b"named late", name_after_upload=later("late.txt"),
+                               idempotency_key="k-late") == doc
+    with pytest.raises(IdempotencyConflict):
+        await ledger.create(None, b"named late", name_after_upload=later("other.txt"),
+                            idempotency_key="k-late")
+    with pytest.raises(NameTaken):  # found taken after the bytes: they are compensated
+        await ledger.create(None, b"second", name_after_upload=later("late.txt"))
+    with pytest.raises(InvalidName):
+        await ledger.create(None, b"third", name_after_upload=later("../escape"))
+    with pytest.raises(InvalidName):
+        await ledger.create(None, b"no name at all")
+    assert await blob_rows(ledger) == [(doc.blob, "create", "committed")]
+    assert await stored(ledger) == {doc.blob: "committed"}
+    assert [d.name async for d in ledger.list()] == ["late.txt"]

@@ -1,16 +1,18 @@
 """From an HTTP request to what the ledger takes: a name, a content type and a byte stream.
 
-A body is either ``multipart/form-data`` (a ``file`` field and a ``name`` field) or raw bytes
-with ``?name=`` and its own Content-Type. Bytes are handed to the ledger as they arrive. The
-size limit is checked from Content-Length before any byte is read, and again while
-streaming; a body that ends short of its Content-Length, or a client that disconnects,
-fails the stream, so the ledger's failure path runs and nothing becomes visible.
+A body is either ``multipart/form-data`` (a ``file`` field and a ``name`` field, in either
+order) or raw bytes with ``?name=`` and its own Content-Type. A ``name`` field that follows
+the file is handed to the ledger as a name known after the upload (``name_after_upload``).
+Bytes are handed to the ledger as they arrive. The size limit is checked from Content-Length
+before any byte is read, and again while streaming; a body that ends short of its
+Content-Length, or a client that disconnects, fails the stream, so the ledger's failure path
+runs and nothing becomes visible.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -31,6 +33,8 @@ class Upload:
     name: str | None
     content_type: str | None
     data: AsyncIterator[bytes]
+    #: for a form whose 'name' field follows the file: that name, once the file has streamed
+    late_name: Callable[[], Awaitable[str]] | None = None
 
 
 def query_param(request: Request, key: str) -> str | None:
@@ -127,21 +131,15 @@ async def read_upload(request: Request, limit: int, *, named: bool) -> Upload:
     if named and query_name is not None and early is not None and early != query_name:
         raise Problem(400, "invalid-input", "?name= and the form's 'name' field differ")
     name = query_name if query_name is not None else early
-    provisional = named and name is None
-    if provisional:
-        if not part.filename:
-            raise Problem(400, "missing-name", "the form has no 'name' field")
-        name = part.filename  # checked against the 'name' field that follows the file
+    deferred = named and name is None  # the 'name' field, if any, follows the file
 
-    async def data() -> AsyncIterator[bytes]:
-        async for chunk in limit_size(form.file_data(), limit):
-            yield chunk
+    async def late_name() -> str:
+        """The 'name' field that followed the file (read once the file has streamed)."""
         late = form.fields.get("name")
-        if provisional and late is None:
+        if late is None:
             raise Problem(400, "missing-name", "the form has no 'name' field")
-        if named and late is not None and late != name:
-            raise Problem(400, "name-after-file",
-                          "the 'name' field came after the file and differs from its "
-                          "filename: send the name field first (or use ?name=)")
+        return late
 
-    return Upload(name if named else None, part.content_type, data())
+    # a second 'name' field is refused by the form parser (a field may appear only once)
+    return Upload(name if named else None, part.content_type,
+                  limit_size(form.file_data(), limit), late_name if deferred else None)

@@ -71,9 +71,9 @@ async def create_document(
     ledger = ledger_of(request)
     sha256, md5 = expected_digests(repr_digest, content_md5)
     upload = await read_upload(request, settings_of(request).max_upload_bytes, named=True)
-    assert upload.name is not None
     doc = await ledger.create(upload.name, upload.data, content_type=upload.content_type,
-                              idempotency_key=idempotency_key, sha256=sha256, md5=md5)
+                              idempotency_key=idempotency_key, sha256=sha256, md5=md5,
+                              name_after_upload=upload.late_name)
     return document_response(doc, 201)
 
 
