@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tests.support.services import Azurite
+
+from blobledger import Ledger
+from blobledger.config import Settings
+from blobledger.db import Database
+from blobledger.stores.azure import AzureStore
 
 
 @dataclass
@@ -27,6 +34,22 @@ class Context:
     quick: bool = False
     repeats: int = 3
     notes: list[str] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def azure_ledger(ctx: Context) -> AsyncIterator[tuple[Ledger, AzureStore]]:
+    """A connected ledger on the case's PostgreSQL database and a fresh Azurite container,
+    which is deleted afterwards."""
+    store = AzureStore(f"bench{uuid.uuid4().hex[:12]}",
+                       connection_string=ctx.azurite.connection_string)
+    ledger = Ledger(Database(ctx.postgres_url), store,
+                    Settings(database_url=ctx.postgres_url, store_url=store.url))
+    await ledger.connect()
+    try:
+        yield ledger, store
+    finally:
+        await store._client().delete_container()
+        await ledger.close()
 
 
 @dataclass

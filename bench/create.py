@@ -18,10 +18,8 @@ from typing import cast
 
 from sqlalchemy import Column, MetaData, String, Table, insert
 
-from bench.common import Context, Result, interleaved
+from bench.common import Context, Result, azure_ledger, interleaved
 from blobledger import Ledger
-from blobledger.config import Settings
-from blobledger.db import Database
 from blobledger.stores.azure import AzureStore
 
 TITLE = "create throughput: ledger vs naive handler vs bare SDK upload (PostgreSQL + Azurite)"
@@ -96,18 +94,8 @@ async def measure(
 
 
 async def run(ctx: Context) -> list[Result]:
-    container = f"bench{uuid.uuid4().hex[:12]}"
-    store = AzureStore(container, connection_string=ctx.azurite.connection_string)
-    db = Database(ctx.postgres_url)
-    ledger = Ledger(db, store, Settings(database_url=ctx.postgres_url, store_url=store.url))
-    await ledger.connect()
-    async with db.engine.begin() as conn:
-        await conn.run_sync(naive_table.metadata.create_all)
-    try:
+    async with azure_ledger(ctx) as (ledger, _):
+        async with ledger.db.engine.begin() as conn:
+            await conn.run_sync(naive_table.metadata.create_all)
         return [await measure(ctx, ledger, size, concurrency, files)
                 for size, concurrency, files in plan(ctx.quick)]
-    finally:
-        async with db.engine.begin() as conn:
-            await conn.run_sync(naive_table.metadata.drop_all)
-        await store._client().delete_container()
-        await ledger.close()

@@ -12,16 +12,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from bench.common import Context, Result
+from bench.common import Context, Result, azure_ledger
 from bench.sweep import seed
-from blobledger import Ledger
-from blobledger.config import Settings
-from blobledger.db import Database
 from blobledger.models import BlobState
-from blobledger.stores.azure import AzureStore
 
 TITLE = "reconcile: streaming merge vs a bare tagged listing, and its peak RSS"
 BLOBLEDGER = str(Path(sys.executable).with_name("blobledger"))
@@ -65,12 +60,7 @@ def reconcile_process(env: dict[str, str], *args: str) -> tuple[float, float]:
 
 async def run(ctx: Context) -> list[Result]:
     n = 2000 if ctx.quick else 20000
-    container = f"bench{uuid.uuid4().hex[:12]}"
-    store = AzureStore(container, connection_string=ctx.azurite.connection_string)
-    db = Database(ctx.postgres_url)
-    ledger = Ledger(db, store, Settings(database_url=ctx.postgres_url, store_url=store.url))
-    await ledger.connect()
-    try:
+    async with azure_ledger(ctx) as (ledger, store):
         await seed(ledger, n, tag="committed", state=BlobState.COMMITTED, concurrency=48)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
         env.update(BLOBLEDGER_DATABASE_URL=ctx.postgres_url,
@@ -95,9 +85,6 @@ async def run(ctx: Context) -> list[Result]:
             merge.append(seconds)
             rss.append(peak)
         blocks, blocks_rss = await asyncio.to_thread(reconcile_process, env)
-    finally:
-        await store._client().delete_container()
-        await ledger.close()
     merge_s, listing_s = sorted(merge)[len(merge) // 2], sorted(listing)[len(listing) // 2]
     return [
         Result(case=f"reconcile {n} blobs", figure_name="reconcile merge seconds",

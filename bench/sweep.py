@@ -7,19 +7,15 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from sqlalchemy import delete, insert, select
 
-from bench.common import Context, Result, interleaved
+from bench.common import Context, Result, azure_ledger, interleaved
 from blobledger import Ledger
-from blobledger.config import Settings
-from blobledger.db import Database
 from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
 from blobledger.names import new_blob_name, new_document_id
-from blobledger.stores.azure import AzureStore
 from blobledger.sweeper import Sweeper
 
 TITLE = "sweep of stale intents: sweeper vs one-by-one loop (PostgreSQL + Azurite)"
@@ -79,31 +75,23 @@ async def one_by_one(ledger: Ledger) -> int:
 
 async def run(ctx: Context) -> list[Result]:
     n = 300 if ctx.quick else 1500
-    container = f"bench{uuid.uuid4().hex[:12]}"
-    store = AzureStore(container, connection_string=ctx.azurite.connection_string)
-    db = Database(ctx.postgres_url)
-    ledger = Ledger(db, store, Settings(database_url=ctx.postgres_url, store_url=store.url))
-    await ledger.connect()
     counts: dict[str, int] = {}
     elapsed: dict[str, list[float]] = {"sweeper": [], "loop": []}
+    async with azure_ledger(ctx) as (ledger, _):
 
-    async def sweeper() -> None:
-        await seed(ledger, n)
-        started = time.perf_counter()
-        counts["sweeper"] = (await Sweeper(ledger).run_once()).swept
-        elapsed["sweeper"].append(time.perf_counter() - started)
+        async def sweeper() -> None:
+            await seed(ledger, n)
+            started = time.perf_counter()
+            counts["sweeper"] = (await Sweeper(ledger).run_once()).swept
+            elapsed["sweeper"].append(time.perf_counter() - started)
 
-    async def loop() -> None:
-        await seed(ledger, n)
-        started = time.perf_counter()
-        counts["loop"] = await one_by_one(ledger)
-        elapsed["loop"].append(time.perf_counter() - started)
+        async def loop() -> None:
+            await seed(ledger, n)
+            started = time.perf_counter()
+            counts["loop"] = await one_by_one(ledger)
+            elapsed["loop"].append(time.perf_counter() - started)
 
-    try:
         await interleaved({"sweeper": sweeper, "loop": loop}, ctx.repeats)
-    finally:
-        await store._client().delete_container()
-        await ledger.close()
     assert counts == {"sweeper": n, "loop": n}, counts
     best = {k: statistics.median(v) for k, v in elapsed.items()}
     return [Result(
