@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import Request
-from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
 from blobledger.api.headers import etag, etag_versions
@@ -13,21 +10,6 @@ from blobledger.api.problems import Problem
 from blobledger.config import Settings
 from blobledger.documents import Document
 from blobledger.ledger import Ledger
-
-
-class DocumentOut(BaseModel):
-    """A ready document (the schema of every document body)."""
-
-    id: str
-    name: str
-    status: str
-    version: int
-    size: int | None
-    content_type: str
-    sha256: str | None
-    blob: str
-    created_at: datetime
-    updated_at: datetime
 
 
 def ledger_of(request: Request) -> Ledger:

@@ -24,7 +24,6 @@ from blobledger.api.headers import (
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
-    DocumentOut,
     document_response,
     expected_version,
     ledger_of,
@@ -130,7 +129,7 @@ async def download(
 
 @router.put(
     "/documents/{doc_id}/content", openapi_extra=REPLACE_BODY,
-    responses={200: {"model": DocumentOut}, 404: PROBLEM, 412: PROBLEM, 413: PROBLEM,
+    responses={200: {"model": Document}, 404: PROBLEM, 412: PROBLEM, 413: PROBLEM,
                428: PROBLEM},
     dependencies=[Depends(require("write"))],
 )

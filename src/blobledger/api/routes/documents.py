@@ -13,13 +13,13 @@ from blobledger.api.headers import etag, expected_digests, matches
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
-    DocumentOut,
     document_response,
     expected_version,
     ledger_of,
     settings_of,
 )
 from blobledger.api.uploads import query_param, read_upload
+from blobledger.documents import Document
 from blobledger.names import check_document_name
 
 router = APIRouter(tags=["documents"])
@@ -55,7 +55,7 @@ def _after(cursor: str) -> str:
 
 @router.post(
     "/documents", status_code=201, openapi_extra=CREATE_BODY,
-    responses={201: {"model": DocumentOut}, 400: PROBLEM, 409: PROBLEM, 413: PROBLEM,
+    responses={201: {"model": Document}, 400: PROBLEM, 409: PROBLEM, 413: PROBLEM,
                422: PROBLEM, 503: PROBLEM},
     dependencies=[Depends(require("write"))],
 )
@@ -94,7 +94,7 @@ async def list_documents(
 
 
 @router.get("/documents/{doc_id}", operation_id="show_document",
-            responses={200: {"model": DocumentOut}, 304: {}, 404: PROBLEM},
+            responses={200: {"model": Document}, 304: {}, 404: PROBLEM},
             dependencies=[Depends(require("read"))])
 @router.head("/documents/{doc_id}", operation_id="head_document",
              responses={304: {}, 404: PROBLEM}, dependencies=[Depends(require("read"))])
