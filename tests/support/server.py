@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,13 @@ from sqlalchemy import select
 from blobledger.db import Database
 from blobledger.models import BlobRow, DocumentRow
 from blobledger.stores.azure import AzureStore
-from tests.support.services import Azurite, create_database, drop_database, free_port
+from tests.support.services import (
+    Azurite,
+    create_database,
+    drop_database,
+    free_port,
+    terminate,
+)
 
 BLOBLEDGER = Path(sys.executable).parent / "blobledger"
 
@@ -47,14 +52,7 @@ class Server:
     extra: dict[str, str] = field(default_factory=dict)
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return int(self.process.returncode)
+        return terminate(self.process, 15)
 
 
 def server_env(database_url: str, container: str, azurite: Azurite,

@@ -56,6 +56,18 @@ def azurite_main() -> Path:
     return path
 
 
+def terminate(process: subprocess.Popen[bytes], grace: float) -> int:
+    """SIGTERM, ``grace`` seconds to exit, then SIGKILL; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    return int(process.returncode)
+
+
 @dataclass
 class Azurite:
     port: int
@@ -67,13 +79,7 @@ class Azurite:
         return connection_string(self.port)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        terminate(self.process, 10)
         shutil.rmtree(self.location, ignore_errors=True)
 
 
