@@ -2,7 +2,9 @@
 
     BlobLedgerError
     ├── ConfigError            configuration is missing, malformed or unsafe
-    ├── InvalidName            a document name (or blob name) is not acceptable
+    ├── DatabaseUnavailable    the database could not be reached or timed out (retry later)
+    ├── InvalidInput           an argument is not acceptable (a ValueError)
+    │   └── InvalidName        a document name (or blob name) is not acceptable
     ├── NameTaken              a live document already has that name
     ├── NotFound               no ready document with that id
     ├── PreconditionFailed     the expected version no longer matches
@@ -11,6 +13,7 @@
     ├── IntegrityError         bytes do not match the checksum they were sent with
     ├── UploadTooLarge         the body passed the configured maximum
     ├── UploadAborted          the upload ran past its deadline or its source failed
+    │   └── IntentLost         the upload's intent was taken over (swept or resumed) meanwhile
     ├── StoreUnavailable       the store could not be reached or answered 5xx (retry later)
     ├── SweeperBusy            another sweeper holds the SQLite database's sweep lock
     └── StoreError             a storage answer the caller can act on
@@ -35,7 +38,15 @@ class ConfigError(BlobLedgerError):
     """Raised when configuration is missing, malformed, unreachable or unsafe."""
 
 
-class InvalidName(BlobLedgerError, ValueError):
+class DatabaseUnavailable(BlobLedgerError):
+    """Raised when the database cannot be reached, refuses connections or times out."""
+
+
+class InvalidInput(BlobLedgerError, ValueError):
+    """Raised when an argument (a content type, a key, a range, a prefix) is not acceptable."""
+
+
+class InvalidName(InvalidInput):
     """Raised when a name is empty, too long, or holds control characters or traversal."""
 
 
@@ -77,6 +88,11 @@ class UploadTooLarge(BlobLedgerError):
 
 class UploadAborted(BlobLedgerError):
     """Raised when an upload passed its deadline or its byte source failed mid-stream."""
+
+
+class IntentLost(UploadAborted):
+    """Raised when a writer finds that its intent is no longer its own (a sweeper or a retry
+    took it over while it was paused); nothing of this attempt became visible. Retry."""
 
 
 class StoreUnavailable(BlobLedgerError):
