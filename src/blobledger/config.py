@@ -48,6 +48,7 @@ class Settings:
     sweep_after: float = 7200.0
     delete_grace: float = 300.0
     body_timeout: float = 60.0
+    idempotency_retention: float = 86400.0
     api_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -58,6 +59,8 @@ class Settings:
             raise ConfigError("BLOBLEDGER_UPLOAD_DEADLINE must be positive")
         if self.body_timeout <= 0:
             raise ConfigError("BLOBLEDGER_BODY_TIMEOUT must be positive")
+        if self.idempotency_retention <= 0:
+            raise ConfigError("BLOBLEDGER_IDEMPOTENCY_RETENTION must be positive")
         if self.delete_grace < 0:
             raise ConfigError("BLOBLEDGER_DELETE_GRACE must not be negative")
         required = minimum_sweep_after(self.upload_deadline)
@@ -72,9 +75,16 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+def sweep_margin(upload_deadline: float) -> float:
+    """The margin kept past an upload's deadline before its intent counts as dead: a
+    minute, or a tenth of the deadline if that is longer. The sweeper keeps at least this
+    (``sweep_after``); a retry waits this long past a dead attempt's lease."""
+    return max(SWEEP_MARGIN, upload_deadline * 0.1)
+
+
 def minimum_sweep_after(upload_deadline: float) -> float:
     """The smallest ``sweep_after`` allowed for an upload deadline."""
-    return upload_deadline + max(SWEEP_MARGIN, upload_deadline * 0.1)
+    return upload_deadline + sweep_margin(upload_deadline)
 
 
 def parse_tokens(text: str) -> dict[str, frozenset[str]]:
@@ -120,6 +130,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ("BLOBLEDGER_SWEEP_AFTER", "sweep_after"),
         ("BLOBLEDGER_DELETE_GRACE", "delete_grace"),
         ("BLOBLEDGER_BODY_TIMEOUT", "body_timeout"),
+        ("BLOBLEDGER_IDEMPOTENCY_RETENTION", "idempotency_retention"),
     ):
         if (v := get(key)) is not None:
             values[attr] = parse_duration(v, what=key)

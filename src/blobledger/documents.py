@@ -60,6 +60,14 @@ class Document:
             updated_at=as_utc(row.updated_at),
         )
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Document:
+        """The inverse of :meth:`to_json` (a response kept for an idempotency key)."""
+        values = dict(data)
+        for key in ("created_at", "updated_at"):
+            values[key] = datetime.fromisoformat(str(values[key]).replace("Z", "+00:00"))
+        return cls(**values)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["created_at"] = self.created_at.isoformat().replace("+00:00", "Z")

@@ -1,11 +1,18 @@
 """The ledger: create, replace, delete and read on the protocol (docs/protocol.md).
 
-Create is C1 (rows, pending), C2 (create-only upload, tagged pending), C3 (tag committed),
-C4 (rows committed/ready). Replace is R1 to R4; R5 is the deletion path's work. Delete is one
-transaction that hands the blob to the deletion path. No database connection is held while
-bytes stream. A compensating delete runs only on the failure path of a live process: it is
-an optimisation, the sweeper is the correctness argument. This module never deletes a blob
-that is not tagged ``pending``.
+Create is C1 (rows, pending), C2 (create-only upload, tagged pending), confirm (the intent is
+still this attempt's), C3 (tag committed), C4 (rows committed/ready). Replace is R1, R2,
+confirm, R3, R4; R5 is the deletion path's work. Delete is one transaction that hands the
+blob to the deletion path. Each step is a method of its own (``begin_create``, ``upload``,
+``confirm``, ``tag_committed``, ``commit_create``; ``begin_replace``, ``commit_replace``) and
+every change to the tables is a named compare-and-set in :mod:`blobledger.transitions`: a
+writer that was paused while a sweeper or a retry took its intent over loses every later
+step and does nothing further (``IntentLost``).
+
+No database connection is held while bytes stream. A compensating delete runs only on the
+failure path of a live process that still owns its intent: it is an optimisation, the
+sweeper is the correctness argument. This module never deletes a blob that is not tagged
+``pending``, and never one whose row another actor owns.
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from blobledger import failpoints, statements
+from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -35,8 +42,9 @@ from blobledger.errors import (
     Digests,
     IdempotencyConflict,
     IdempotencyInProgress,
+    IntentLost,
+    InvalidInput,
     InvalidName,
-    NameTaken,
     NotFound,
     PreconditionFailed,
     StoreError,
@@ -55,6 +63,7 @@ from blobledger.models import (
     BlobState,
     DocumentRow,
     DocumentStatus,
+    KeyState,
     utcnow,
 )
 from blobledger.names import (
@@ -65,32 +74,25 @@ from blobledger.names import (
 )
 from blobledger.stores import Store, open_store
 from blobledger.stores.base import BlobReader, Hasher, verify
+from blobledger.transitions import PLACEHOLDER, Intent, Transitions, new_token
 
 log = logging.getLogger("blobledger.ledger")
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PAGE = 500
 
-Clock = Callable[[], datetime]
 #: a name known only after the bytes have streamed (see ``Ledger.create``)
 NameSource = Callable[[], Awaitable[str]]
-#: the name of a pending document whose real name is not known yet: control characters are
-#: never part of a real name (``names.check_document_name``), so it cannot collide
-PLACEHOLDER = "\x01unnamed:"
 CLOCK_OFFSET_ENV = "BLOBLEDGER_CLOCK_OFFSET"
+LOST = "the upload was abandoned: its intent was taken over while this attempt was paused"
 
 
-def _offset_clock(text: str) -> Clock:
+def _offset(text: str) -> float:
     try:
-        offset = timedelta(seconds=float(text))
+        return float(text)
     except ValueError:
         raise ConfigError(f"{CLOCK_OFFSET_ENV} must be a number of seconds, not {text!r}") \
             from None
-
-    def clock() -> datetime:
-        return utcnow() + offset
-
-    return clock
 
 
 class Ledger:
@@ -102,13 +104,12 @@ class Ledger:
         store: Store,
         settings: Settings | None = None,
         *,
-        clock: Clock = utcnow,
+        clock_offset: float = 0.0,
         migrate: bool = True,
     ) -> None:
         self.db = db
         self.store = store
-        self.settings = settings or Settings()
-        self.clock = clock
+        self.transitions = Transitions(db, settings or Settings(), clock_offset)
         self._migrate = migrate
 
     # -- construction ---------------------------------------------------------------------
@@ -119,24 +120,23 @@ class Ledger:
         store_url: str,
         *,
         settings: Settings | None = None,
-        clock: Clock = utcnow,
+        clock_offset: float = 0.0,
         migrate: bool = True,
     ) -> Ledger:
         settings = (settings or settings_from_env()).with_(
             database_url=database_url, store_url=store_url
         )
         return cls(Database(database_url), open_store(store_url, settings), settings,
-                   clock=clock, migrate=migrate)
+                   clock_offset=clock_offset, migrate=migrate)
 
     @classmethod
-    def from_env(cls, *, clock: Clock = utcnow, migrate: bool = True) -> Ledger:
+    def from_env(cls, *, migrate: bool = True) -> Ledger:
         """A ledger configured by ``BLOBLEDGER_*``; ``BLOBLEDGER_CLOCK_OFFSET`` (seconds, for
-        tests: a process that lives hours ahead) shifts the default clock."""
+        tests: a process that lives hours ahead) shifts its view of the database's clock."""
         settings = settings_from_env()
-        if clock is utcnow and os.environ.get(CLOCK_OFFSET_ENV, "").strip():
-            clock = _offset_clock(os.environ[CLOCK_OFFSET_ENV])
+        offset = _offset(os.environ.get(CLOCK_OFFSET_ENV, "").strip() or "0")
         return cls(Database(settings.database_url), open_store(settings.store_url, settings),
-                   settings, clock=clock, migrate=migrate)
+                   settings, clock_offset=offset, migrate=migrate)
 
     async def connect(self) -> Ledger:
         """Reach the database (migrating it unless told not to) and prepare the store."""
@@ -161,6 +161,34 @@ class Ledger:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def settings(self) -> Settings:
+        return self.transitions.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.transitions.settings = settings
+
+    # -- time -----------------------------------------------------------------------------
+    @property
+    def clock_offset(self) -> float:
+        """Seconds added to the database's clock for this ledger's leases and ages."""
+        return self.transitions.offset
+
+    @clock_offset.setter
+    def clock_offset(self, seconds: float) -> None:
+        self.transitions.offset = float(seconds)
+
+    def clock(self) -> datetime:
+        """This process's own view of now (its clock plus the offset), for reports; leases
+        and ages are decided on the database's clock (:meth:`now`)."""
+        return utcnow() + timedelta(seconds=self.clock_offset)
+
+    async def now(self) -> datetime:
+        """The database's clock plus the offset (naive UTC)."""
+        value = await self.transitions.now()
+        return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
     # -- create ---------------------------------------------------------------------------
     async def create(
         self,
@@ -177,8 +205,13 @@ class Ledger:
 
         ``name=None`` with ``name_after_upload``: the name is known only once the bytes have
         streamed (a form whose ``name`` field follows its file). The intent is then recorded
-        under a placeholder no real name can equal and renamed before C3, so a name that is
-        taken fails after the upload (its pending blob compensated) instead of before it.
+        under a placeholder no real name can equal and renamed in the confirm step before
+        C3, so a name that is taken fails after the upload (its pending blob compensated)
+        instead of before it.
+
+        Under an ``idempotency_key``, a retry within the retention gets the first response
+        again (the same id, version and checksum), resumes the intent of an attempt that
+        died, or is told that the first attempt is still running.
         """
         if name is None and name_after_upload is None:
             raise InvalidName("a document needs a name")
@@ -186,111 +219,100 @@ class Ledger:
             name = check_document_name(name)
         content_type = check_content_type(content_type)
         if idempotency_key is not None and not _KEY.match(idempotency_key):
-            raise InvalidName("idempotency key must be 1-255 visible ASCII characters")
+            raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
         rename = name_after_upload if name is None else None
+        intent: Intent | None = None
         if idempotency_key is not None:
-            found = await self._existing_intent(idempotency_key, name, data, rename)
+            found = await self._by_key(idempotency_key, name, content_type, data, rename)
             if isinstance(found, Document):
                 return found
-            if found is not None:
-                return await self._finish_create(found, data, sha256, md5, resumed=True,
-                                                 rename=rename)
-        now = self.clock()
-        doc_id = new_document_id()
-        blob_name = new_blob_name(self.settings.blob_prefix, name or "")
-        lease = now + timedelta(seconds=self.settings.upload_deadline)
-        try:
-            async with self.db.transaction() as conn:  # C1
-                await conn.execute(statements.insert_document, dict(
-                    id=doc_id, name=name if name is not None else PLACEHOLDER + doc_id,
-                    status=DocumentStatus.PENDING.value,
-                    blob_name=blob_name, version=1, size=None, content_type=content_type,
-                    sha256=None, md5=None, created_at=now, updated_at=now))
-                await conn.execute(statements.insert_blob, dict(
-                    name=blob_name, document_id=doc_id, kind=BlobKind.CREATE.value,
-                    state=BlobState.PENDING.value, content_type=content_type, size=None,
-                    sha256=None, md5=None, idempotency_key=idempotency_key,
-                    lease_until=lease, created_at=now, changed_at=now))
-        except DBIntegrityError:
-            if idempotency_key is not None:
-                found = await self._existing_intent(idempotency_key, name, data, rename)
+            intent = found
+        resumed = intent is not None
+        if intent is None:
+            try:
+                intent = await self.begin_create(name, content_type, idempotency_key)
+            except DBIntegrityError:  # the key was reserved meanwhile: look again
+                assert idempotency_key is not None
+                found = await self._by_key(idempotency_key, name, content_type, data, rename)
                 if isinstance(found, Document):
                     return found
-                if found is not None:
-                    return await self._finish_create(found, data, sha256, md5, resumed=True,
-                                                     rename=rename)
-            raise NameTaken(f"a document named {name!r} already exists") from None
+                if found is None:
+                    raise IdempotencyInProgress(
+                        "an attempt with this idempotency key is running") from None
+                intent, resumed = found, True
+        return await self._finish_create(intent, data, sha256, md5, resumed=resumed,
+                                         rename=rename)
+
+    async def begin_create(
+        self, name: str | None, content_type: str, idempotency_key: str | None = None
+    ) -> Intent:
+        """C1: the pending document and blob row, this attempt's; NameTaken if the name is
+        taken (``None``: recorded under a placeholder until :meth:`confirm` names it)."""
+        doc_id = new_document_id()
+        placeholder = PLACEHOLDER + doc_id if name is None else None
+        intent = Intent(
+            blob_name=new_blob_name(self.settings.blob_prefix, name or ""),
+            document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
+            content_type=content_type, placeholder=placeholder,
+            deadline=_deadline(self.settings.upload_deadline))
+        await self.transitions.begin_create(intent, placeholder or name or "", idempotency_key)
         await failpoints.hit("create.after_insert")
-        row = BlobRow(name=blob_name, document_id=doc_id, content_type=content_type,
-                      lease_until=lease)
-        return await self._finish_create(row, data, sha256, md5, resumed=False, rename=rename)
+        return intent
 
     async def _finish_create(
-        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool,
-        rename: NameSource | None = None,
+        self, intent: Intent, data: Data, sha256: str | None, md5: str | None, *,
+        resumed: bool, rename: NameSource | None = None,
     ) -> Document:
         try:
-            digests = await self._upload(row, data, sha256, md5, resumed=resumed)  # C2
+            digests = await self.upload(intent, data, sha256, md5, resumed=resumed)  # C2
             await failpoints.hit("create.after_upload")
-            if rename is not None:
-                await self._rename(row, await rename())
-            await self._tag_committed(row)  # C3
+            await self.confirm(intent, check_document_name(await rename()) if rename else None)
+            await failpoints.hit("create.after_confirm")
+            await self.tag_committed(intent)  # C3
             await failpoints.hit("create.after_tag")
-        except BaseException:
-            await asyncio.shield(self._abandon(row.name, row.document_id, BlobKind.CREATE))
+        except BaseException as exc:
+            await self._fail(intent, exc)
             raise
-        now = self.clock()
-        values = dict(b_id=row.document_id, b_name=row.name, b_size=digests.size,
-                      b_sha256=digests.sha256, b_md5=digests.md5, b_now=now)
-        async with self.db.transaction() as conn:  # C4
-            await conn.execute(statements.commit_blob, values)
-            ready = (await conn.execute(statements.ready_document, values)).one_or_none()
-            if ready is None:  # the sweeper may have rolled the creation forward meanwhile
-                ready = (await conn.execute(select(statements.documents).where(
-                    statements.documents.c.id == row.document_id))).one_or_none()
-            if (ready is None or ready.status != DocumentStatus.READY
-                    or ready.blob_name != row.name):
-                raise UploadAborted("the upload's intent was resolved by the sweeper meanwhile")
+        doc = await self.commit_create(intent, digests)  # C4
         await failpoints.hit("create.after_commit")
-        return Document.from_row(ready)
+        return doc
 
-    async def _existing_intent(
-        self, key: str, name: str | None, data: Data, rename: NameSource | None = None
-    ) -> Document | BlobRow | None:
-        """What an earlier attempt under ``key`` left: a finished document, an intent this
-        attempt now owns (its lease renewed), or nothing."""
-        now = self.clock()
-        async with self.db.session() as session:
-            row = (await session.execute(
-                select(BlobRow).where(BlobRow.idempotency_key == key))).scalar_one_or_none()
-            if row is None:
-                return None
-            doc = await session.get(DocumentRow, row.document_id)
-            if doc is not None and name is not None and doc.name != name:
-                raise IdempotencyConflict("idempotency key was used for a different name")
-            if row.state == BlobState.PENDING:
-                if row.lease_until > now:
-                    raise IdempotencyInProgress("an attempt with this idempotency key is running")
-                claimed = await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING,
-                           BlobRow.lease_until == row.lease_until)
-                    .values(lease_until=now + timedelta(seconds=self.settings.upload_deadline),
-                            changed_at=now))
-                if _rowcount(claimed) != 1:
-                    raise IdempotencyInProgress("an attempt with this idempotency key is running")
-                return BlobRow(name=row.name, document_id=row.document_id,
-                               content_type=row.content_type,
-                               lease_until=now + timedelta(seconds=self.settings.upload_deadline))
-            recorded = row.sha256
-        digests = await self._digest(data)
-        if digests.sha256 != recorded:
-            raise IdempotencyConflict("idempotency key was used with different bytes")
-        if doc is None or doc.status != DocumentStatus.READY:
-            raise IdempotencyConflict("the document created with this key has been deleted")
-        if rename is not None and check_document_name(await rename()) != doc.name:
+    async def commit_create(self, intent: Intent, digests: Digests) -> Document:
+        """C4: the document ready, as written; if the sweeper rolled this creation forward
+        meanwhile (the writer was paused after C3), the document it made ready."""
+        doc = await self.transitions.commit_create(intent, digests)
+        if doc is None:
+            doc = await self.transitions.settled_create(intent)
+        if doc is None:
+            raise IntentLost(LOST)
+        return doc
+
+    async def _by_key(
+        self, key: str, name: str | None, content_type: str, data: Data,
+        rename: NameSource | None,
+    ) -> Document | Intent | None:
+        """What an earlier attempt under ``key`` left: its first response, an intent this
+        attempt has now taken over, or nothing."""
+        record = await self.transitions.find_key(key)
+        if record is None:
+            return None
+        if name is not None and record.name is not None and record.name != name:
             raise IdempotencyConflict("idempotency key was used for a different name")
-        return Document.from_row(doc)
+        if record.content_type != content_type:
+            raise IdempotencyConflict("idempotency key was used with a different content type")
+        if record.state == KeyState.PENDING:
+            intent = await self.transitions.take_over(record)
+            if intent is None:
+                raise IdempotencyInProgress("an attempt with this idempotency key is running")
+            intent.deadline = _deadline(self.settings.upload_deadline)
+            return intent
+        digests = await self._digest(data)
+        if digests.sha256 != record.sha256:
+            raise IdempotencyConflict("idempotency key was used with different bytes")
+        if rename is not None and check_document_name(await rename()) != record.name:
+            raise IdempotencyConflict("idempotency key was used for a different name")
+        assert record.response is not None
+        return record.response
 
     # -- replace --------------------------------------------------------------------------
     async def replace(
@@ -303,77 +325,67 @@ class Ledger:
         sha256: str | None = None,
         md5: str | None = None,
     ) -> Document:
-        """Point the document at new bytes if its version is still ``expected_version``."""
-        now = self.clock()
-        async with self.db.session() as session:  # R1
-            doc = await self._ready_row(session, doc_id)
-            if doc.version != expected_version:
-                raise PreconditionFailed(
-                    f"document is at version {doc.version}, not {expected_version}",
-                    current_version=doc.version)
-            content_type = check_content_type(content_type or doc.content_type)
-            old_blob = doc.blob_name
-            row = BlobRow(
-                name=new_blob_name(self.settings.blob_prefix, doc.name), document_id=doc_id,
-                kind=BlobKind.REPLACE, state=BlobState.PENDING, content_type=content_type,
-                lease_until=now + timedelta(seconds=self.settings.upload_deadline),
-                created_at=now, changed_at=now)
-            session.add(row)
-        await failpoints.hit("replace.after_insert")
+        """Point the document at new bytes if its version is still ``expected_version``;
+        returns the document as this replace wrote it."""
+        intent = await self.begin_replace(doc_id, expected_version, content_type)
         try:
-            digests = await self._upload(row, data, sha256, md5, resumed=False)  # R2
+            digests = await self.upload(intent, data, sha256, md5)  # R2
             await failpoints.hit("replace.after_upload")
-            await self._tag_committed(row)  # R3
+            await self.confirm(intent)
+            await failpoints.hit("replace.after_confirm")
+            await self.tag_committed(intent)  # R3
             await failpoints.hit("replace.after_tag")
-        except BaseException:
-            await asyncio.shield(self._abandon(row.name, doc_id, BlobKind.REPLACE))
+        except BaseException as exc:
+            await self._fail(intent, exc)
             raise
-        now = self.clock()
-        async with self.db.session() as session:  # R4
-            moved = await session.execute(
-                update(DocumentRow)
-                .where(DocumentRow.id == doc_id, DocumentRow.version == expected_version,
-                       DocumentRow.status == DocumentStatus.READY)
-                .values(blob_name=row.name, version=expected_version + 1, size=digests.size,
-                        sha256=digests.sha256, md5=digests.md5, content_type=content_type,
-                        updated_at=now))
-            won = _rowcount(moved) == 1
-            await session.execute(
-                update(BlobRow).where(BlobRow.name == row.name).values(
-                    state=BlobState.COMMITTED if won else BlobState.DELETING,
-                    size=digests.size, sha256=digests.sha256, md5=digests.md5, changed_at=now,
-                    lease_until=now))  # the upload's lease ends with it
-            if won:
-                await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name == old_blob, BlobRow.state == BlobState.COMMITTED)
-                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now))
+        doc = await self.commit_replace(intent, digests)  # R4
         await failpoints.hit("replace.after_commit")
-        current = await self.get(doc_id)  # NotFound if deleted meanwhile
-        if not won:
+        return doc
+
+    async def begin_replace(
+        self, doc_id: str, expected_version: int, content_type: str | None = None
+    ) -> Intent:
+        """R1: a pending blob row for the document, this attempt's (PreconditionFailed early
+        if the version already differs)."""
+        async with self.db.session() as session:
+            doc = await self._ready_row(session, doc_id)
+        if doc.version != expected_version:
             raise PreconditionFailed(
-                f"document is at version {current.version}, not {expected_version}",
-                current_version=current.version)
-        return current
+                f"document is at version {doc.version}, not {expected_version}",
+                current_version=doc.version)
+        intent = Intent(
+            blob_name=new_blob_name(self.settings.blob_prefix, doc.name), document_id=doc_id,
+            kind=BlobKind.REPLACE, attempt=new_token(),
+            content_type=check_content_type(content_type or doc.content_type),
+            expected_version=expected_version, old_blob=doc.blob_name,
+            deadline=_deadline(self.settings.upload_deadline))
+        await self.transitions.begin_replace(intent)
+        await failpoints.hit("replace.after_insert")
+        return intent
+
+    async def commit_replace(self, intent: Intent, digests: Digests) -> Document:
+        """R4: the document as this replace wrote it, or why not."""
+        outcome = await self.transitions.commit_replace(intent, digests)
+        if outcome.lost:
+            raise IntentLost(LOST)
+        if outcome.document is None:
+            if outcome.current_version is None:
+                raise NotFound(f"no document {intent.document_id!r}")
+            raise PreconditionFailed(
+                f"document is at version {outcome.current_version}, "
+                f"not {intent.expected_version}", current_version=outcome.current_version)
+        return outcome.document
 
     # -- delete ---------------------------------------------------------------------------
     async def delete(self, doc_id: str, *, expected_version: int | None = None) -> None:
         """Remove the document now; its blob goes to the deletion path."""
-        now = self.clock()
-        async with self.db.session() as session:
-            doc = await self._ready_row(session, doc_id)
-            if expected_version is not None and doc.version != expected_version:
-                raise PreconditionFailed(
-                    f"document is at version {doc.version}, not {expected_version}",
-                    current_version=doc.version)
-            gone = await session.execute(
-                delete(DocumentRow).where(DocumentRow.id == doc_id,
-                                          DocumentRow.version == doc.version))
-            if _rowcount(gone) != 1:
-                raise PreconditionFailed("document changed while it was being deleted")
-            await session.execute(
-                update(BlobRow).where(BlobRow.name == doc.blob_name)
-                .values(state=BlobState.DELETING, changed_at=now, lease_until=now))
+        doc = await self.get(doc_id)
+        if expected_version is not None and doc.version != expected_version:
+            raise PreconditionFailed(
+                f"document is at version {doc.version}, not {expected_version}",
+                current_version=doc.version)
+        if not await self.transitions.delete_document(doc_id, doc.version):
+            raise PreconditionFailed("document changed while it was being deleted")
         await failpoints.hit("delete.after_commit")
 
     # -- reads ----------------------------------------------------------------------------
@@ -433,27 +445,28 @@ class Ledger:
             after = batch[-1].name
 
     # -- steps shared by create and replace -----------------------------------------------
-    async def _upload(
-        self, row: BlobRow, data: Data, sha256: str | None, md5: str | None, *, resumed: bool
+    async def upload(
+        self, intent: Intent, data: Data, sha256: str | None = None, md5: str | None = None,
+        *, resumed: bool = False,
     ) -> Digests:
         """C2/R2: create-only put of the intent's blob, within the intent's deadline."""
-        remaining = (row.lease_until - self.clock()).total_seconds()
+        remaining = intent.deadline - asyncio.get_running_loop().time()
         stream = failpoints.stream(
             limit_size(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
         try:
             async with asyncio.timeout(max(remaining, 0.001)):
-                if resumed and (done := await self._already_uploaded(row, stream)):
+                if resumed and (done := await self._already_uploaded(intent, stream)):
                     verify(done, sha256, md5)
                     return done
                 return await self.store.put(
-                    row.name, stream, tags=PENDING, content_type=row.content_type,
+                    intent.blob_name, stream, tags=PENDING, content_type=intent.content_type,
                     expected_sha256=sha256, expected_md5=md5)
         except TimeoutError:
             raise UploadAborted("the upload ran past its deadline") from None
         except BlobAlreadyExists as exc:
             # A create-only put of our own name failed: either our own earlier attempt
             # won (a lost response, an SDK retry, a resumed intent) or the bytes differ.
-            info = await self.store.stat(row.name)
+            info = await self.store.stat(intent.blob_name)
             if exc.computed is not None and info.sha256 == exc.computed.sha256:
                 return exc.computed
             if resumed:
@@ -462,13 +475,13 @@ class Ledger:
             raise
 
     async def _already_uploaded(
-        self, row: BlobRow, stream: AsyncIterable[bytes]
+        self, intent: Intent, stream: AsyncIterable[bytes]
     ) -> Digests | None:
         """On a resumed intent whose dead attempt finished its upload: hash our bytes
         instead of sending them again (which on Azure would leave a second set of blocks
         uncommitted beside the blob). The create-only put still guards the other case."""
         try:
-            info = await self.store.stat(row.name)
+            info = await self.store.stat(intent.blob_name)
         except BlobNotFound:
             return None
         digests = await self._digest(stream)
@@ -476,67 +489,61 @@ class Ledger:
             raise IdempotencyConflict("idempotency key was used with different bytes")
         return digests
 
-    async def _rename(self, row: BlobRow, name: str) -> None:
-        """Give a pending document recorded under a placeholder its real name (before C3)."""
-        name = check_document_name(name)
-        try:
-            async with self.db.session() as session:
-                doc = await session.get(DocumentRow, row.document_id)
-                if doc is None or doc.status != DocumentStatus.PENDING:
-                    raise UploadAborted("the upload's intent was resolved meanwhile")
-                if doc.name == name:
-                    return  # a resumed intent that was already renamed
-                if not doc.name.startswith(PLACEHOLDER):
-                    raise IdempotencyConflict("idempotency key was used for a different name")
-                await session.execute(
-                    update(DocumentRow)
-                    .where(DocumentRow.id == row.document_id,
-                           DocumentRow.status == DocumentStatus.PENDING)
-                    .values(name=name))
-        except DBIntegrityError:
-            raise NameTaken(f"a document named {name!r} already exists") from None
-
-    async def _tag_committed(self, row: BlobRow) -> None:
-        """C3/R3: tag the blob committed, conditioned on it still being pending."""
-        if self.clock() >= row.lease_until:
-            raise UploadAborted("the upload ran past its deadline")
-        try:
-            await self.store.set_tags(row.name, COMMITTED, if_tags=PENDING)
-        except ConditionNotMet:
-            if (await self.store.get_tags(row.name)).get(STATE_TAG) != BlobState.COMMITTED:
-                raise
-
-    async def _abandon(self, blob_name: str, doc_id: str, kind: BlobKind) -> None:
-        """Live failure path: delete the pending blob, then the rows; else leave it all to
-        the sweeper (and release the lease so a retry may resume at once)."""
-        try:
-            await self.store.delete(blob_name, if_tags=PENDING)
-        except BaseException as exc:
-            log.warning("compensating delete of %s failed (%s); left to the sweeper",
-                        blob_name, type(exc).__name__)
-            await self._release(blob_name)
+    async def confirm(self, intent: Intent, name: str | None = None) -> None:
+        """Before C3/R3: compare-and-set that the intent is still this attempt's, extending
+        its lease (and naming a creation recorded under a placeholder). If it is not, a
+        blob whose row is gone is deleted (conditioned on ``pending``) and IntentLost
+        raised: a blob whose intent was swept must never be tagged committed."""
+        if await self.transitions.confirm(intent, rename=name):
             return
         try:
             async with self.db.session() as session:
-                await session.execute(delete(BlobRow).where(
-                    BlobRow.name == blob_name, BlobRow.state == BlobState.PENDING))
-                if kind == BlobKind.CREATE:
-                    await session.execute(delete(DocumentRow).where(
-                        DocumentRow.id == doc_id, DocumentRow.status == DocumentStatus.PENDING,
-                        DocumentRow.blob_name == blob_name))
-        except Exception as exc:
-            log.warning("removing abandoned rows of %s failed (%s); left to the sweeper",
-                        blob_name, type(exc).__name__)
+                row = await session.get(BlobRow, intent.blob_name)
+            if row is None:
+                await self.store.delete(intent.blob_name, if_tags=PENDING)
+        except (BlobLedgerError, OSError) as exc:
+            log.warning("removing the blob of lost intent %s failed (%s)", intent.blob_name,
+                        type(exc).__name__)
+        raise IntentLost(LOST)
 
-    async def _release(self, blob_name: str) -> None:
+    async def tag_committed(self, intent: Intent) -> None:
+        """C3/R3: tag the blob committed, conditioned on it still being pending."""
         try:
-            async with self.db.session() as session:
-                await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name == blob_name, BlobRow.state == BlobState.PENDING)
-                    .values(lease_until=self.clock()))
-        except Exception:
-            pass
+            await self.store.set_tags(intent.blob_name, COMMITTED, if_tags=PENDING)
+        except ConditionNotMet:
+            if (await self.store.get_tags(intent.blob_name)).get(STATE_TAG) != \
+                    BlobState.COMMITTED:
+                raise
+
+    async def _fail(self, intent: Intent, exc: BaseException) -> None:
+        """A live writer's failure path: compensate if the intent is still ours; if it is
+        not (a sweeper or a retry took it while this attempt was paused), say so."""
+        if isinstance(exc, IntentLost):
+            return
+        owned = await asyncio.shield(self.abandon(intent))
+        if owned is False and isinstance(exc, Exception):
+            raise IntentLost(LOST) from exc
+
+    async def abandon(self, intent: Intent) -> bool | None:
+        """Hand the intent to the deletion path if it is still this attempt's and delete its
+        blob conditioned on ``pending``; True if it was ours, False if not, None if the
+        database could not say (the sweeper resolves it)."""
+        try:
+            if not await self.transitions.abandon(intent):
+                return False
+        except Exception as exc:
+            log.warning("abandoning %s failed (%s); left to the sweeper", intent.blob_name,
+                        type(exc).__name__)
+            return None
+        try:
+            await self.store.delete(intent.blob_name, if_tags=PENDING)
+            await self.transitions.remove_abandoned(intent.blob_name)
+        except ConditionNotMet:
+            pass  # tagged committed already: the deletion path retags and deletes it
+        except Exception as exc:
+            log.warning("compensating delete of %s failed (%s); left to the deletion path",
+                        intent.blob_name, type(exc).__name__)
+        return True
 
     async def _digest(self, data: Data) -> Digests:
         hasher = Hasher()
@@ -552,10 +559,9 @@ class Ledger:
         return doc
 
 
-def _rowcount(result: object) -> int:
-    return int(getattr(result, "rowcount", 0))
-
-
+def _deadline(seconds: float) -> float:
+    """The loop-clock instant an upload started now must finish by."""
+    return asyncio.get_running_loop().time() + seconds
 
 
 __all__ = ["BlobLedgerError", "Ledger"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, DateTime, Index, Integer, String
+from sqlalchemy import BigInteger, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -76,13 +76,40 @@ class BlobRow(Base):
     size: Mapped[int | None] = mapped_column(BigInteger)
     sha256: Mapped[str | None] = mapped_column(String(64))
     md5: Mapped[str | None] = mapped_column(String(32))
-    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
-    # A row is owned by whoever holds an unexpired lease (an upload attempt or a sweeper).
+    # The owner of a row: an upload attempt or a sweeper's claim, by a token of its own.
+    # Every transition compares it (``transitions.py``); the lease says until when the
+    # owner may not be displaced. A row in ``committed`` has no owner (NULL).
+    attempt: Mapped[str | None] = mapped_column(String(32))
     lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
 
     __table_args__ = (Index("ix_blobs_state_changed", "state", "changed_at"),)
+
+
+class KeyState(StrEnum):
+    PENDING = "pending"  # the create under this key is in flight (its intent is ``blob_name``)
+    DONE = "done"  # the create finished; ``response`` is what it answered
+
+
+class IdempotencyKeyRow(Base):
+    """One idempotency key: the intent it started, then the first response, kept until
+    ``expires_at`` (the retention, counted from the response)."""
+
+    __tablename__ = "idempotency_keys"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, index=True)
+    document_id: Mapped[str] = mapped_column(String(32), nullable=False)
+    name: Mapped[str | None] = mapped_column(String(1024))
+    content_type: Mapped[str] = mapped_column(String(255), nullable=False)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    response: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+    __table_args__ = (Index("ix_idempotency_keys_state_expires", "state", "expires_at"),)
 
 
 def utcnow() -> datetime:

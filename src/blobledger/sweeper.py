@@ -14,9 +14,12 @@ One :meth:`Sweeper.run_once` does, in claimed batches until no claimable work is
    remove the row.
 
 Every step is idempotent: a crash anywhere leaves rows that a later run claims again once
-the sweeper's lease has expired. Claims set ``lease_until`` (a compare-and-set; on PostgreSQL
-``SELECT … FOR UPDATE SKIP LOCKED``), so sweepers never handle one row twice and a resuming
-upload and a sweeper never both own an intent. On SQLite only one sweeper runs at a time: it
+the sweeper's lease has expired. A claim replaces the row's owner token with its own and moves
+``lease_until`` (a compare-and-set in :mod:`blobledger.transitions`; on PostgreSQL
+``SELECT … FOR UPDATE SKIP LOCKED``), and every later step requires that token: sweepers
+never handle one row twice, and a writer that was paused past its lease loses every step it
+tries afterwards (it can no longer commit a blob the sweeper is deleting). Each run also
+forgets idempotency keys past their retention. On SQLite only one sweeper runs at a time: it
 holds ``flock`` on ``<database file>.sweep-lock``. Deletes go out through
 ``Store.delete_many`` (Blob Batch on Azure). Nothing here deletes a blob tagged
 ``committed``: a guard refusal is logged and counted, and the sweep goes on.
@@ -39,10 +42,8 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sqlalchemy import delete, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger import failpoints, metrics
@@ -50,6 +51,7 @@ from blobledger.errors import (
     BlobLedgerError,
     BlobNotFound,
     ConditionNotMet,
+    Digests,
     StoreUnavailable,
     SweeperBusy,
 )
@@ -66,10 +68,7 @@ from blobledger.models import (
 from blobledger.models import (
     STATE_TAG,
     BlobKind,
-    BlobRow,
     BlobState,
-    DocumentRow,
-    DocumentStatus,
 )
 
 log = logging.getLogger("blobledger.sweeper")
@@ -95,6 +94,7 @@ class SweepReport:
     absent: int = 0  # blobs already gone when their delete was due
     refused: int = 0  # the guard said no (logged); the row is left alone
     errors: int = 0  # steps that failed; the rows are retried after the lease
+    keys_expired: int = 0  # idempotency keys past their retention, forgotten
     batches: int = 0
     seconds: float = 0.0
     aborted: str | None = None  # why the run stopped early (store unreachable)
@@ -118,7 +118,7 @@ class _Claimed:
 @dataclass
 class _Claim:
     rows: list[_Claimed]
-    lease_until: datetime
+    token: str
     names: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -191,6 +191,7 @@ class Sweeper:
                 await self._drain(BlobState.PENDING, self._sweep_batch, report)
                 if report.aborted is None:
                     await self._drain(BlobState.DELETING, self._delete_batch, report)
+                report.keys_expired = await self.ledger.transitions.purge_keys()
         finally:
             report.seconds = time.perf_counter() - started
             metrics.record_sweep(report)
@@ -228,35 +229,12 @@ class Sweeper:
         await asyncio.gather(*(worker() for _ in range(self.parallel)))
 
     async def _claim(self, state: BlobState) -> _Claim:
-        """Claim up to ``batch`` claimable rows in ``state`` by moving their lease."""
-        now = self.ledger.clock()
+        """Claim up to ``batch`` claimable rows in ``state``: the claim's token replaces the
+        owner's, so a writer that was paused loses every later step on these rows."""
         settings = self.ledger.settings
         age = settings.sweep_after if state == BlobState.PENDING else settings.delete_grace
-        # A unique lease value per claim: later steps act only while the row still holds it.
-        lease_until = now + timedelta(seconds=self.lease,
-                                      microseconds=secrets.randbelow(1_000_000))
-        query = (
-            select(BlobRow.name, BlobRow.document_id, BlobRow.kind)
-            .where(BlobRow.state == state,
-                   BlobRow.changed_at < now - timedelta(seconds=age),
-                   BlobRow.lease_until < now)
-            .order_by(BlobRow.changed_at)
-            .limit(self.batch)
-            .with_for_update(skip_locked=True)  # rendered on PostgreSQL only
-        )
-        async with self.ledger.db.session() as session:
-            candidates = [_Claimed(*row) for row in (await session.execute(query)).all()]
-            if not candidates:
-                return _Claim([], lease_until)
-            # The compare-and-set: only the rows whose lease this statement moved are ours.
-            won = set((await session.execute(
-                update(BlobRow)
-                .where(BlobRow.name.in_([r.name for r in candidates]), BlobRow.state == state,
-                       BlobRow.lease_until < now)
-                .values(lease_until=lease_until)
-                .returning(BlobRow.name)
-                .execution_options(synchronize_session=False))).scalars())
-        return _Claim([r for r in candidates if r.name in won], lease_until)
+        token, rows = await self.ledger.transitions.claim(state, age, self.batch, self.lease)
+        return _Claim([_Claimed(r.name, r.document_id, r.kind) for r in rows], token)
 
     # -- stale intents --------------------------------------------------------------------
     async def _sweep_batch(self, claim: _Claim, report: SweepReport) -> None:
@@ -275,36 +253,18 @@ class Sweeper:
                 log.warning("sweep: delete of %s failed: %s", row.name, outcome.error)
         await failpoints.hit("sweep.after_delete")
         if gone:
-            removed = await self._remove_intents(gone, claim.lease_until)
+            removed = await self.ledger.transitions.remove_swept(
+                claim.token, [r.name for r in gone])
+            if removed != len(gone):
+                log.warning("sweep: %d intents changed owner before their rows were removed",
+                            len(gone) - removed)
             report.swept += removed  # not `+= await`: the load would precede the await
         if refused:
             await failpoints.hit("sweep.before_resolve")
-            await self._resolve_refused(refused, claim.lease_until, report)
-
-    async def _remove_intents(self, rows: Sequence[_Claimed], lease_until: datetime) -> int:
-        """Remove the rows of intents whose blob is gone; a creation's pending document too."""
-        async with self.ledger.db.session() as session:
-            removed = (await session.execute(
-                delete(BlobRow)
-                .where(BlobRow.name.in_([r.name for r in rows]),
-                       BlobRow.state == BlobState.PENDING, BlobRow.lease_until == lease_until)
-                .returning(BlobRow.name, BlobRow.document_id, BlobRow.kind)
-                .execution_options(synchronize_session=False))).all()
-            creations = [(name, doc) for name, doc, kind in removed if kind == BlobKind.CREATE]
-            if creations:
-                await session.execute(
-                    delete(DocumentRow)
-                    .where(DocumentRow.id.in_([doc for _, doc in creations]),
-                           DocumentRow.blob_name.in_([name for name, _ in creations]),
-                           DocumentRow.status == DocumentStatus.PENDING)
-                    .execution_options(synchronize_session=False))
-        if len(removed) != len(rows):
-            log.warning("sweep: %d intents changed owner before their rows were removed",
-                        len(rows) - len(removed))
-        return len(removed)
+            await self._resolve_refused(refused, claim.token, report)
 
     async def _resolve_refused(
-        self, rows: Sequence[_Claimed], lease_until: datetime, report: SweepReport
+        self, rows: Sequence[_Claimed], token: str, report: SweepReport
     ) -> None:
         """The blob is not tagged pending: roll a committed creation forward, hand a
         committed replacement to the deletion path, refuse anything else."""
@@ -324,73 +284,46 @@ class Sweeper:
         creations = [r for r in committed if r.kind == BlobKind.CREATE]
         replacements = [r.name for r in committed if r.kind != BlobKind.CREATE]
         if creations:
-            await self._roll_forward(creations, lease_until, report)
+            await self._roll_forward(creations, token, report)
         if replacements:
-            now = self.ledger.clock()
-            async with self.ledger.db.session() as session:
-                moved = await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name.in_(replacements), BlobRow.state == BlobState.PENDING,
-                           BlobRow.lease_until == lease_until)
-                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now)
-                    .execution_options(synchronize_session=False))
-            report.moved_to_deleting += _rowcount(moved)
+            moved = await self.ledger.transitions.hand_to_deletion(token, replacements)
+            report.moved_to_deleting += moved
 
     async def _roll_forward(
-        self, rows: Sequence[_Claimed], lease_until: datetime, report: SweepReport
+        self, rows: Sequence[_Claimed], token: str, report: SweepReport
     ) -> None:
-        """C4 on behalf of a writer that died after C3: the bytes are complete and committed."""
+        """C4 on behalf of a writer that stopped after C3: the bytes are complete and
+        committed (a writer that wakes later finds this document and returns it)."""
         infos = await _gather(CONCURRENCY, [_stat_or_error(self.ledger.store.stat, r.name)
                                             for r in rows])
-        now = self.ledger.clock()
-        async with self.ledger.db.session() as session:
-            for row, info in zip(rows, infos, strict=True):
-                if isinstance(info, BaseException) or info.sha256 is None or info.md5 is None:
-                    report.errors += 1
-                    log.warning("sweep: cannot roll %s forward: %s", row.name,
-                                info if isinstance(info, BaseException) else "no checksums")
-                    continue
-                done = await session.execute(
-                    update(BlobRow)
-                    .where(BlobRow.name == row.name, BlobRow.state == BlobState.PENDING,
-                           BlobRow.lease_until == lease_until)
-                    .values(state=BlobState.COMMITTED, size=info.size, sha256=info.sha256,
-                            md5=info.md5, changed_at=now, lease_until=now)
-                    .execution_options(synchronize_session=False))
-                if _rowcount(done) != 1:
-                    continue
-                ready = await session.execute(
-                    update(DocumentRow)
-                    .where(DocumentRow.id == row.document_id,
-                           DocumentRow.status == DocumentStatus.PENDING,
-                           DocumentRow.blob_name == row.name)
-                    .values(status=DocumentStatus.READY, size=info.size, sha256=info.sha256,
-                            md5=info.md5, updated_at=now)
-                    .execution_options(synchronize_session=False))
-                if _rowcount(ready) == 1:
-                    report.rolled_forward += 1
-                    continue
-                # No pending document points at it any more: nothing can; delete it.
-                await session.execute(
-                    update(BlobRow).where(BlobRow.name == row.name)
-                    .values(state=BlobState.DELETING, changed_at=now, lease_until=now)
-                    .execution_options(synchronize_session=False))
+        for row, info in zip(rows, infos, strict=True):
+            if isinstance(info, BaseException) or info.sha256 is None or info.md5 is None:
+                report.errors += 1
+                log.warning("sweep: cannot roll %s forward: %s", row.name,
+                            info if isinstance(info, BaseException) else "no checksums")
+                continue
+            outcome = await self.ledger.transitions.roll_forward(
+                token, row.name, Digests(size=info.size, md5=info.md5, sha256=info.sha256))
+            if outcome == "ready":
+                report.rolled_forward += 1
+            elif outcome == "deleting":
                 report.moved_to_deleting += 1
 
     # -- the deletion path ----------------------------------------------------------------
     async def _delete_batch(self, claim: _Claim, report: SweepReport) -> None:
         await failpoints.hit("deletion.after_claim")
-        async with self.ledger.db.session() as session:
-            pointed = set((await session.execute(
-                select(DocumentRow.blob_name).where(DocumentRow.blob_name.in_(claim.names))
-            )).scalars())
+        pointed = await self.ledger.transitions.pointed_at(claim.names)
         for name in sorted(pointed):
             report.refused += 1
             log.error("deletion guard: a document still points at %s; not deleted", name)
         candidates = [name for name in claim.names if name not in pointed]
         steps = await _gather(CONCURRENCY, [self._tag_deleting(name) for name in candidates])
         absent = [n for n, step in zip(candidates, steps, strict=True) if step == "absent"]
-        tagged = [n for n, step in zip(candidates, steps, strict=True) if step == "tagged"]
+        # An abandoned intent's blob may still be tagged pending: its row left ``pending``
+        # for ``deleting`` by compare-and-set, so no writer can commit it any more.
+        items = [(n, DELETING if step == "tagged" else PENDING)
+                 for n, step in zip(candidates, steps, strict=True)
+                 if step in ("tagged", "pending")]
         for name, step in zip(candidates, steps, strict=True):
             if step == "refused":
                 report.refused += 1
@@ -401,8 +334,8 @@ class Sweeper:
         report.absent += len(absent)
         await failpoints.hit("deletion.after_tag")
         done = list(absent)
-        if tagged:
-            outcomes = await self.ledger.store.delete_many([(n, DELETING) for n in tagged])
+        if items:
+            outcomes = await self.ledger.store.delete_many(items)
             for outcome in outcomes:
                 if outcome.error is None:
                     done.append(outcome.name)
@@ -416,16 +349,11 @@ class Sweeper:
                                 outcome.error)
         await failpoints.hit("deletion.after_delete")
         if done:
-            async with self.ledger.db.session() as session:
-                removed = await session.execute(
-                    delete(BlobRow)
-                    .where(BlobRow.name.in_(done), BlobRow.state == BlobState.DELETING,
-                           BlobRow.lease_until == claim.lease_until)
-                    .execution_options(synchronize_session=False))
-            report.deleted += _rowcount(removed)
+            report.deleted += await self.ledger.transitions.remove_deleted(claim.token, done)
 
     async def _tag_deleting(self, name: str) -> str:
-        """Tag ``deleting`` conditioned on ``committed``: tagged, absent, refused or error."""
+        """Tag ``deleting`` conditioned on ``committed``: tagged, absent, pending (an
+        abandoned upload's blob, deleted conditioned on that tag), refused or error."""
         store = self.ledger.store
         try:
             if not store.enforces_tag_condition_on_set_tags:
@@ -433,6 +361,8 @@ class Sweeper:
                 state = (await store.get_tags(name)).get(STATE_TAG)
                 if state == BlobState.DELETING:
                     return "tagged"
+                if state == BlobState.PENDING:
+                    return "pending"
                 if state != BlobState.COMMITTED:
                     return "refused"
             await store.set_tags(name, DELETING, if_tags=COMMITTED)
@@ -444,6 +374,8 @@ class Sweeper:
                 state = (await store.get_tags(name)).get(STATE_TAG)
             except BlobNotFound:
                 return "absent"
+            if state == BlobState.PENDING:
+                return "pending"
             return "tagged" if state == BlobState.DELETING else "refused"
         except StoreUnavailable:
             raise

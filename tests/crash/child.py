@@ -9,16 +9,14 @@ import asyncio
 import hashlib
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.ledger import Ledger
-from blobledger.models import utcnow
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
@@ -53,14 +51,7 @@ class Target:
                             sweep_after=SETTINGS["sweep_after"],
                             delete_grace=SETTINGS["delete_grace"])
         return Ledger(Database(self.database_url), store, settings,
-                      clock=shifted_clock(clock_offset), migrate=migrate)
-
-
-def shifted_clock(offset: float) -> Callable[[], datetime]:
-    def clock() -> datetime:
-        return utcnow() + timedelta(seconds=offset)
-
-    return clock
+                      clock_offset=clock_offset, migrate=migrate)
 
 
 def payload(seed: int, size: int = 4 * CHUNK) -> bytes:

@@ -10,11 +10,11 @@ import signal
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, is_dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 
+from blobledger.config import minimum_sweep_after
 from blobledger.invariants import InvariantReport, check
 from blobledger.ledger import Ledger
 from blobledger.models import BlobRow, DocumentRow
@@ -24,7 +24,7 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["tests.crash.child"])
 CHILD_TIMEOUT = 60.0
 #: clock offsets: past the upload deadline (a lease ran out) / past every cutoff
-LEASE_EXPIRED = SETTINGS["upload_deadline"] + 1
+LEASE_EXPIRED = minimum_sweep_after(SETTINGS["upload_deadline"]) + 1  # and the takeover margin
 PAST_CUTOFFS = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + 3600
 #: the resolution runs later still: past the lease a killed sweeper held on its claim
 RESOLVE_AT = 2 * PAST_CUTOFFS
@@ -120,10 +120,10 @@ async def settle(ledger: Ledger) -> list[str]:
     from blobledger.sweeper import Sweeper
 
     steps: list[str] = []
-    start = ledger.clock
+    start = ledger.clock_offset
     for n in range(4):
         # each pass a grace period later: rows a pass hands to the deletion path are due
-        ledger.clock = shifted(start, n * (ledger.settings.delete_grace + 1))
+        ledger.clock_offset = start + n * (ledger.settings.delete_grace + 1)
         did = summary(await Sweeper(ledger).run_once())
         did = [d for d in did if not d.startswith(("claimed", "batches"))]
         if not did:
@@ -139,9 +139,3 @@ async def settle(ledger: Ledger) -> list[str]:
                 or found.fixed < found.orphan), found.findings
     return steps
 
-
-def shifted(clock: Callable[[], datetime], seconds: float) -> Callable[[], datetime]:
-    def later() -> datetime:
-        return clock() + timedelta(seconds=seconds)
-
-    return later

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from blobledger import Ledger, StoreUnavailable
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.invariants import check
-from blobledger.models import utcnow
 from blobledger.stores.azure import AzureStore
 from blobledger.sweeper import Sweeper
 from tests.conftest import new_container
@@ -75,18 +73,14 @@ async def read(ledger: Ledger, doc_id: str) -> bytes:
 
 
 async def settle(ledger: Ledger) -> None:
-    real = ledger.clock
-
-    def later() -> datetime:
-        return utcnow() + timedelta(hours=1)
-
-    ledger.clock = later
+    real = ledger.clock_offset
+    ledger.clock_offset = 3600.0
     try:
         await Sweeper(ledger).run_once()
         report = await check(ledger, settled=True)
         assert report.ok, report.render()
     finally:
-        ledger.clock = real
+        ledger.clock_offset = real
 
 
 @pytest.mark.parametrize("status", [500, 503])

@@ -8,12 +8,10 @@ import asyncio
 import hashlib
 from collections import Counter
 from collections.abc import Coroutine
-from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from blobledger import Ledger, NameTaken, NotFound, PreconditionFailed
 from blobledger.invariants import check
-from blobledger.models import utcnow
 from blobledger.sweeper import Sweeper
 
 T = TypeVar("T")
@@ -26,24 +24,19 @@ ROUNDS = len(DELAYS)
 async def settle(ledger: Ledger) -> None:
     """Sweep with the clock past sweep_after and the grace; then the checker must be clean
     and every stored blob must belong to a ready document."""
-    real = ledger.clock
-    offset = timedelta(seconds=ledger.settings.sweep_after + ledger.settings.delete_grace + 60)
-
-    def later() -> datetime:
-        return utcnow() + offset
-
-    ledger.clock = later
+    real = ledger.clock_offset
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.delete_grace + 60
     try:
         for _ in range(3):
             await Sweeper(ledger).run_once()
-            offset += timedelta(seconds=ledger.settings.delete_grace + 1)
+            ledger.clock_offset += ledger.settings.delete_grace + 1
         report = await check(ledger, settled=True)
         assert report.ok, report.render()
         docs = [d async for d in ledger.list()]
         stored = {i.name async for i in ledger.store.list(ledger.settings.blob_prefix)}
         assert stored == {d.blob for d in docs}
     finally:
-        ledger.clock = real
+        ledger.clock_offset = real
 
 
 async def test_concurrent_creates_of_one_name_have_one_winner(ledger: Ledger) -> None:

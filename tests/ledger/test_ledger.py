@@ -184,33 +184,28 @@ async def test_resume_after_crash_between_upload_and_commit(ledger: Ledger) -> N
 
 async def test_resume_of_an_expired_intent_with_blob_uploaded(ledger: Ledger) -> None:
     """What a SIGKILL after C2 leaves (rows pending, blob tagged pending), resumed by key."""
-    from datetime import timedelta
-
-    from blobledger.models import utcnow
-
-    now = [utcnow()]
-    ledger.clock = lambda: now[0]
     doc_name, data = "crashed", b"uploaded before the crash"
     from blobledger import failpoints
 
     # Leave the state of a crash after the upload: skip compensation by failing it.
     failpoints.configure("create.after_upload=raise")
-    original = ledger._abandon
+    original = ledger.abandon
 
-    async def no_compensation(blob_name: str, doc_id: str, kind: object) -> None:
+    async def no_compensation(intent: object) -> bool | None:
         return None
 
-    ledger._abandon = no_compensation  # type: ignore[method-assign]
+    ledger.abandon = no_compensation  # type: ignore[method-assign]
     try:
         with pytest.raises(failpoints.FailpointError):
             await ledger.create(doc_name, data, idempotency_key="k-crash")
     finally:
         failpoints.configure("")
-        ledger._abandon = original  # type: ignore[method-assign]
+        ledger.abandon = original  # type: ignore[method-assign]
     assert [r[2] for r in await blob_rows(ledger)] == ["pending"]
     with pytest.raises(IdempotencyInProgress):  # the lease of the dead attempt still runs
         await ledger.create(doc_name, data, idempotency_key="k-crash")
-    now[0] += timedelta(seconds=ledger.settings.upload_deadline + 1)
+    # Past the dead attempt's lease and the sweeper's margin beyond it: a retry takes over.
+    ledger.clock_offset = ledger.settings.sweep_after + 1
     with pytest.raises(IdempotencyConflict):
         await ledger.create(doc_name, b"different bytes", idempotency_key="k-crash")
     # The conflicting retry gave the intent up (its compensation removed blob and rows).

@@ -24,7 +24,6 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -33,7 +32,6 @@ from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
-from blobledger.models import utcnow
 from blobledger.stores.azure import AzureStore
 from tests.support.faultproxy import FaultProxy
 from tests.support.server import blobledger_command, wait_until_ready
@@ -377,12 +375,8 @@ async def soak(azurite: Azurite, database_url: str, folder: Path, *, seconds: fl
         settings = Settings(database_url=database_url, store_url=store.url,
                             upload_deadline=UPLOAD_DEADLINE, sweep_after=SWEEP_AFTER,
                             delete_grace=DELETE_GRACE)
-        offset = timedelta(seconds=FINAL_OFFSET + 3 * (DELETE_GRACE + 1))
-
-        def clock() -> datetime:
-            return utcnow() + offset
-
-        async with Ledger(Database(database_url), store, settings, clock=clock,
+        offset = FINAL_OFFSET + 3 * (DELETE_GRACE + 1)
+        async with Ledger(Database(database_url), store, settings, clock_offset=offset,
                           migrate=False) as ledger:
             await verify(client, ledger, totals)
     finally:

@@ -8,8 +8,17 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from blobledger import Ledger
-from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, DocumentStatus
+from blobledger.models import (
+    BlobKind,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+    IdempotencyKeyRow,
+    KeyState,
+)
 from blobledger.names import new_blob_name, new_document_id
+from blobledger.transitions import new_token
 
 HOUR = 3600.0
 
@@ -33,7 +42,7 @@ async def seed_intent(
 ) -> str:
     """A blob row (and for a creation its pending document) ``age`` seconds old, with the
     blob tagged ``tag`` (None: never uploaded). Returns the blob name."""
-    now = ledger.clock()
+    now = await ledger.now()
     then = now - timedelta(seconds=age)
     name = new_blob_name(ledger.settings.blob_prefix, "seed.txt")
     doc_id = doc_id or new_document_id()
@@ -46,8 +55,12 @@ async def seed_intent(
             await session.flush()
         session.add(BlobRow(
             name=name, document_id=doc_id, kind=kind, state=state, content_type="text/plain",
-            idempotency_key=key, lease_until=now + timedelta(seconds=lease_in),
+            attempt=new_token(), lease_until=now + timedelta(seconds=lease_in),
             created_at=then, changed_at=then))
+        if key is not None:
+            session.add(IdempotencyKeyRow(
+                key=key, state=KeyState.PENDING, blob_name=name, document_id=doc_id,
+                content_type="text/plain", created_at=then))
     if tag is not None:
         await ledger.store.put(name, one(data), tags={"state": tag})
     return name

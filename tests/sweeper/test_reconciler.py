@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -49,7 +48,7 @@ async def test_every_category_and_the_fix(ledger: Ledger) -> None:
                for tag in ("pending", "deleting", "committed", None)}
     uncommitted = f"{ledger.settings.blob_prefix}/uncommitted-blocks"
     await leave_uncommitted(ledger, uncommitted)
-    ledger.clock = lambda: utcnow() + timedelta(hours=3)  # everything seeded is old now
+    ledger.clock_offset = 3 * HOUR  # everything seeded is old now
     seen: list[Finding] = []
     report = await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
     found = {(f.category, f.name) for f in seen}

@@ -21,7 +21,7 @@ PENDING = {"state": "pending"}
 
 def later(ledger: Ledger, seconds: float) -> None:
     """Move the ledger's clock ``seconds`` ahead of real time."""
-    ledger.clock = lambda: utcnow() + timedelta(seconds=seconds)
+    ledger.clock_offset = seconds
 
 
 async def read(ledger: Ledger, doc_id: str) -> bytes:
@@ -59,9 +59,10 @@ async def test_replacements_swept_or_handed_to_the_deletion_path(ledger: Ledger)
     committed = await seed_intent(ledger, tag="committed", kind=BlobKind.REPLACE,
                                   doc_id=doc.id)
     absent = await seed_intent(ledger, tag=None, kind=BlobKind.REPLACE, doc_id=doc.id)
-    frozen = utcnow()
-    ledger.clock = lambda: frozen  # the moved row is not past its grace within this run
+    grace = ledger.settings.delete_grace
+    ledger.settings = ledger.settings.with_(delete_grace=HOUR)  # not past it within this run
     report = await Sweeper(ledger).run_once()
+    ledger.settings = ledger.settings.with_(delete_grace=grace)
     assert (report.swept, report.moved_to_deleting, report.errors) == (2, 1, 0)
     assert await rows(ledger) == {doc.blob: "committed", committed: "deleting"}
     assert pending not in await stored(ledger) and absent not in await stored(ledger)
@@ -111,17 +112,19 @@ async def test_deletion_path_resumes_after_a_crash_at_any_step(ledger: Ledger) -
 
 async def test_deletion_guard_refuses_and_goes_on(ledger: Ledger) -> None:
     doc = await ledger.create("live.txt", b"live bytes")
-    not_committed = await seed_intent(ledger, tag="pending", state=BlobState.DELETING)
+    # An abandoned upload: its row left pending for deleting by compare-and-set, so no
+    # writer can commit it; its blob, still tagged pending, is deleted under that tag.
+    abandoned = await seed_intent(ledger, tag="pending", state=BlobState.DELETING)
     fine = await seed_intent(ledger, tag="committed", state=BlobState.DELETING)
     async with ledger.db.session() as session:  # a bug: the live document's row is deleting
         await session.execute(update(BlobRow).where(BlobRow.name == doc.blob).values(
             state=BlobState.DELETING, changed_at=utcnow() - timedelta(hours=1)))
     later(ledger, 2 * HOUR)
     report = await Sweeper(ledger).run_once()
-    assert (report.refused, report.deleted, report.errors) == (2, 1, 0)
-    assert await stored(ledger) == {doc.blob: "committed", not_committed: "pending"}
+    assert (report.refused, report.deleted, report.errors) == (1, 2, 0)
+    assert await stored(ledger) == {doc.blob: "committed"}
     assert await read(ledger, doc.id) == b"live bytes"
-    assert fine not in await rows(ledger)
+    assert fine not in await rows(ledger) and abandoned not in await rows(ledger)
 
 
 async def test_a_ready_blob_marked_stale_is_never_deleted(ledger: Ledger) -> None:
@@ -164,7 +167,8 @@ async def test_sweeper_claim_excludes_a_resuming_upload(ledger: Ledger) -> None:
     finally:
         failpoints.configure("")
     with pytest.raises(IdempotencyInProgress):  # the sweeper owns the intent now
-        await ledger.create("resume.txt", b"data", idempotency_key="resume-me")
+        await ledger.create("resume.txt", b"data", idempotency_key="resume-me",
+                            content_type="text/plain")
     later(ledger, 2 * HOUR)  # the sweeper's lease expired: a later run finishes the job
     assert (await Sweeper(ledger).run_once()).swept == 1
     assert await rows(ledger) == {}

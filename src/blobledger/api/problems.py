@@ -29,7 +29,8 @@ from blobledger.errors import (
     IdempotencyConflict,
     IdempotencyInProgress,
     IntegrityError,
-    InvalidName,
+    IntentLost,
+    InvalidInput,
     NameTaken,
     NotFound,
     PreconditionFailed,
@@ -78,7 +79,7 @@ class _Mapping:
 
 # The one mapping from blobledger errors to HTTP statuses (most specific class first).
 ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
-    (InvalidName, _Mapping(400, "invalid-input")),
+    (InvalidInput, _Mapping(400, "invalid-input")),
     (NameTaken, _Mapping(409, "name-taken")),
     (NotFound, _Mapping(404, "not-found")),
     (PreconditionFailed, _Mapping(412, "precondition-failed")),
@@ -86,6 +87,7 @@ ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
     (IdempotencyInProgress, _Mapping(409, "idempotency-in-progress", RETRY_AFTER_IN_PROGRESS)),
     (IntegrityError, _Mapping(400, "checksum-mismatch")),
     (UploadTooLarge, _Mapping(413, "upload-too-large")),
+    (IntentLost, _Mapping(503, "upload-abandoned", RETRY_AFTER_IN_PROGRESS)),
     (UploadAborted, _Mapping(408, "upload-aborted")),
     (StoreUnavailable, _Mapping(503, "store-unavailable", RETRY_AFTER_UNAVAILABLE)),
     (ConfigError, _Mapping(503, "unavailable", RETRY_AFTER_UNAVAILABLE)),

@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import sys
-from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 
@@ -22,7 +21,7 @@ from blobledger.db import Database
 from blobledger.errors import StoreError
 from blobledger.experiments.common import CaseResult, Context
 from blobledger.ledger import Ledger
-from blobledger.models import DocumentRow, DocumentStatus, utcnow
+from blobledger.models import DocumentRow, DocumentStatus
 from blobledger.stores.azure import AzureStore
 from blobledger.sweeper import Sweeper
 
@@ -94,11 +93,10 @@ async def case_c(ctx: Context, result: CaseResult) -> None:
     result.say(f"before sweep: rows={before['rows']} pending={before['pending']} "
                f"blobs={before['blobs']}")
 
-    def later() -> datetime:
-        return utcnow() + timedelta(seconds=SWEEP_AFTER + UPLOAD_DEADLINE + 1)
-
+    later = SWEEP_AFTER + UPLOAD_DEADLINE + 1  # the sweeper's clock: past every cutoff
     store = AzureStore.from_settings(ctx.container.container_name, settings)
-    async with Ledger(Database(database_url), store, settings, clock=later) as ledger:
+    async with Ledger(Database(database_url), store, settings,
+                      clock_offset=later) as ledger:
         swept, how = await sweep(ledger)
         after = await _counts(ledger, ctx)
     result.say(f"after sweep:  rows={after['rows']} blobs={after['blobs']} swept={swept}")

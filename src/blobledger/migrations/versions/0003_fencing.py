@@ -1,0 +1,84 @@
+"""fencing: an owner token on every blob row; idempotency keys in a table of their own
+
+``blobs.attempt`` holds the token of whoever owns a row (an upload attempt or a sweeper's
+claim); every transition compares it. Idempotency keys move from ``blobs.idempotency_key``
+to ``idempotency_keys``, which keeps the first response for the retention period: pending
+intents keep their key (state ``pending``), finished creations whose document still exists
+get their response back (a creation always answers version 1), with 24 hours to live from
+the upgrade.
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def _iso(value: datetime) -> str:
+    return value.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+def upgrade() -> None:
+    op.add_column("blobs", sa.Column("attempt", sa.String(32)))
+    keys = op.create_table(
+        "idempotency_keys",
+        sa.Column("key", sa.String(255), primary_key=True),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("blob_name", sa.String(1024), nullable=False),
+        sa.Column("document_id", sa.String(32), nullable=False),
+        sa.Column("name", sa.String(1024)),
+        sa.Column("content_type", sa.String(255), nullable=False),
+        sa.Column("sha256", sa.String(64)),
+        sa.Column("response", sa.Text),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("expires_at", sa.DateTime()),
+    )
+    op.create_index("ix_idempotency_keys_blob_name", "idempotency_keys", ["blob_name"])
+    op.create_index("ix_idempotency_keys_state_expires", "idempotency_keys",
+                    ["state", "expires_at"])
+    bind = op.get_bind()
+    now = datetime.now(UTC).replace(tzinfo=None)
+    rows = bind.execute(sa.text(
+        "SELECT b.idempotency_key, b.name, b.document_id, b.state, b.content_type, b.sha256, "
+        "b.size, b.kind, d.name, d.status, d.blob_name, d.created_at "
+        "FROM blobs b LEFT JOIN documents d ON d.id = b.document_id "
+        "WHERE b.idempotency_key IS NOT NULL")).all()
+    moved = []
+    for (key, blob, doc_id, state, ctype, sha, size, kind, doc_name, status, doc_blob,
+         created) in rows:
+        if state == "pending":
+            moved.append(dict(key=key, state="pending", blob_name=blob, document_id=doc_id,
+                              name=doc_name, content_type=ctype, sha256=None, response=None,
+                              created_at=now, expires_at=None))
+        elif (kind == "create" and state == "committed" and status == "ready"
+              and doc_blob == blob and doc_name is not None and sha):
+            when = created if isinstance(created, datetime) else now
+            response = dict(id=doc_id, name=doc_name, status="ready", version=1, size=size,
+                            content_type=ctype, sha256=sha, blob=blob,
+                            created_at=_iso(when), updated_at=_iso(when))
+            moved.append(dict(key=key, state="done", blob_name=blob, document_id=doc_id,
+                              name=doc_name, content_type=ctype, sha256=sha,
+                              response=json.dumps(response), created_at=now,
+                              expires_at=now + timedelta(hours=24)))
+    if moved:
+        op.bulk_insert(keys, moved)
+    with op.batch_alter_table("blobs") as batch:
+        batch.drop_constraint("uq_blobs_idempotency_key", type_="unique")
+        batch.drop_column("idempotency_key")
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("blobs") as batch:
+        batch.add_column(sa.Column("idempotency_key", sa.String(255)))
+        batch.create_unique_constraint("uq_blobs_idempotency_key", ["idempotency_key"])
+        batch.drop_column("attempt")
+    op.drop_table("idempotency_keys")

@@ -1,0 +1,473 @@
+"""Every change to ``documents``, ``blobs`` and ``idempotency_keys``: named, guarded steps.
+
+Each transition is a compare-and-set on what its actor last saw: a blob row's state and
+owner token (``attempt``: an upload attempt's, or a sweeper's claim), a document's status,
+blob and version. Each says whether it won; an actor that lost does nothing further. Nothing
+else in blobledger writes these tables. Times are the database's (:mod:`blobledger.clock`).
+
+Writers (``Ledger``): C1 :meth:`begin_create`, :meth:`take_over` (a retry resumes a dead
+attempt's intent), :meth:`confirm` (before C3/R3: the intent is still this attempt's, its
+lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, R1
+:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document`, and
+:meth:`abandon` (a live writer's failure path: its intent to the deletion path).
+
+Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
+:meth:`hand_to_deletion`, :meth:`remove_deleted`, :meth:`purge_keys`.
+
+Statements are built once (building one per call cost more CPU than the round trip).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError as DBIntegrityError
+
+from blobledger.clock import at
+from blobledger.config import Settings, sweep_margin
+from blobledger.db import Database
+from blobledger.documents import Document
+from blobledger.errors import Digests, NameTaken
+from blobledger.models import (
+    BlobKind,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+    IdempotencyKeyRow,
+    KeyState,
+)
+
+documents: Table = DocumentRow.__table__  # type: ignore[assignment]
+blobs: Table = BlobRow.__table__  # type: ignore[assignment]
+keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
+
+PENDING, COMMITTED, DELETING = (s.value for s in BlobState)
+#: the name of a pending document whose real name is not known yet: control characters are
+#: never part of a real name (``names.check_document_name``), so it cannot collide
+PLACEHOLDER = "\x01unnamed:"
+NOW = at("now_s")  # the database's clock plus the offset
+LEASE = at("lease_s")  # NOW plus the lease being granted
+CUTOFF = at("cutoff_s")  # NOW minus an age (a takeover margin, a sweep age)
+EXPIRES = at("expires_s")  # NOW plus the idempotency retention
+
+
+def new_token() -> str:
+    """An owner token: unique per attempt and per claim."""
+    return secrets.token_hex(16)
+
+
+# -- writers' statements ------------------------------------------------------------------
+_insert_document = insert(documents).values(
+    status=DocumentStatus.PENDING.value, version=1, created_at=NOW, updated_at=NOW)
+_insert_blob = insert(blobs).values(
+    state=PENDING, lease_until=LEASE, created_at=NOW, changed_at=NOW)
+_insert_key = insert(keys).values(state=KeyState.PENDING.value, created_at=NOW)
+_drop_expired_key = delete(keys).where(
+    keys.c.key == bindparam("k_key"), keys.c.state == KeyState.DONE.value,
+    keys.c.expires_at <= NOW)
+_mine = (blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+         blobs.c.attempt == bindparam("b_attempt"))
+_confirm = update(blobs).where(*_mine).values(lease_until=LEASE)
+_take_over = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+    blobs.c.attempt == bindparam("b_seen"), blobs.c.lease_until < CUTOFF,
+).values(attempt=bindparam("b_attempt"), lease_until=LEASE, changed_at=NOW)
+_rename = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.name == bindparam("d_placeholder"),
+).values(name=bindparam("d_name"))
+_commit_blob = update(blobs).where(*_mine).values(
+    state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+    md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+_ready_document = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.blob_name == bindparam("b_name"),
+).values(status=DocumentStatus.READY.value, size=bindparam("b_size"),
+         sha256=bindparam("b_sha256"), md5=bindparam("b_md5"), updated_at=NOW,
+         ).returning(*documents.c)
+_key_done = update(keys).where(
+    keys.c.blob_name == bindparam("b_name"), keys.c.state == KeyState.PENDING.value,
+).values(state=KeyState.DONE.value, name=bindparam("k_name"), sha256=bindparam("b_sha256"),
+         response=bindparam("k_response"), expires_at=EXPIRES)
+_point_document = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.READY.value,
+    documents.c.version == bindparam("d_version"),
+).values(blob_name=bindparam("b_name"), version=bindparam("d_version") + 1,
+         size=bindparam("b_size"), sha256=bindparam("b_sha256"), md5=bindparam("b_md5"),
+         content_type=bindparam("d_content_type"), updated_at=NOW,
+         ).returning(*documents.c)
+_to_deleting = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == COMMITTED,
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_abandon = update(blobs).where(*_mine).values(
+    state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_drop_pending_document = delete(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.blob_name == bindparam("b_name"))
+_drop_pending_key = delete(keys).where(
+    keys.c.blob_name == bindparam("b_name"), keys.c.state == KeyState.PENDING.value)
+_drop_abandoned = delete(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
+    blobs.c.attempt.is_(None))
+
+
+@dataclass
+class Intent:
+    """A pending blob row this process owns while ``attempt`` is still its token."""
+
+    blob_name: str
+    document_id: str
+    kind: BlobKind
+    attempt: str
+    content_type: str
+    expected_version: int | None = None  # a replacement's precondition
+    old_blob: str | None = None  # the blob a replacement moves away from
+    placeholder: str | None = None  # a creation recorded under a placeholder name
+    deadline: float = 0.0  # the event loop's clock: the upload must finish by then
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What an idempotency key holds: an intent in flight or the first response."""
+
+    key: str
+    state: str
+    blob_name: str
+    document_id: str
+    name: str | None
+    content_type: str
+    sha256: str | None
+    response: Document | None
+
+
+@dataclass(frozen=True)
+class ReplaceOutcome:
+    """R4: the document as written, or why not (``lost``: the intent was taken; else the
+    document moved on: ``current_version`` None if it is gone)."""
+
+    document: Document | None = None
+    lost: bool = False
+    current_version: int | None = None
+
+
+class Transitions:
+    """The named compare-and-set steps, on one database, for one ledger's settings."""
+
+    def __init__(self, db: Database, settings: Settings, offset: float = 0.0) -> None:
+        self.db = db
+        self.settings = settings
+        self.offset = offset
+
+    # -- time parameters ------------------------------------------------------------------
+    def times(self, *, lease: float | None = None, cutoff: float | None = None,
+              expires: float | None = None) -> dict[str, float]:
+        """Bound seconds for NOW, LEASE (now + lease), CUTOFF (now - cutoff), EXPIRES."""
+        values = {"now_s": self.offset}
+        if lease is not None:
+            values["lease_s"] = self.offset + lease
+        if cutoff is not None:
+            values["cutoff_s"] = self.offset - cutoff
+        if expires is not None:
+            values["expires_s"] = self.offset + expires
+        return values
+
+    @property
+    def takeover_margin(self) -> float:
+        """How long past its lease a retry waits before displacing an attempt: the margin
+        the sweeper keeps past the upload deadline (``config.sweep_margin``)."""
+        return sweep_margin(self.settings.upload_deadline)
+
+    async def now(self) -> Any:
+        async with self.db.transaction() as conn:
+            return (await conn.execute(select(NOW), self.times())).scalar_one()
+
+    # -- idempotency keys -----------------------------------------------------------------
+    async def find_key(self, key: str) -> KeyRecord | None:
+        """The key's record; a finished one past its retention counts as absent."""
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(
+                select(keys, (keys.c.expires_at > NOW).label("live"))
+                .where(keys.c.key == key), self.times())).one_or_none()
+        if row is None or (row.state == KeyState.DONE and not row.live):
+            return None
+        response = None
+        if row.response is not None:
+            response = Document.from_json(json.loads(row.response))
+        return KeyRecord(row.key, row.state, row.blob_name, row.document_id, row.name,
+                         row.content_type, row.sha256, response)
+
+    # -- C1 -------------------------------------------------------------------------------
+    async def begin_create(self, intent: Intent, name: str, key: str | None) -> None:
+        """C1: the pending document, its pending blob row (this attempt's, leased) and the
+        idempotency key's reservation, in one transaction. NameTaken if the name is taken;
+        the database's IntegrityError if the key is (the caller looks the key up again)."""
+        times = self.times(lease=self.settings.upload_deadline)
+        try:
+            async with self.db.transaction() as conn:
+                if key is not None:
+                    await conn.execute(_drop_expired_key, {"k_key": key, **times})
+                    await conn.execute(_insert_key, dict(
+                        key=key, blob_name=intent.blob_name, document_id=intent.document_id,
+                        name=None if intent.placeholder else name,
+                        content_type=intent.content_type, **times))
+                await conn.execute(_insert_document, dict(
+                    id=intent.document_id, name=name, blob_name=intent.blob_name,
+                    content_type=intent.content_type, **times))
+                await conn.execute(_insert_blob, dict(
+                    name=intent.blob_name, document_id=intent.document_id,
+                    kind=intent.kind.value, content_type=intent.content_type,
+                    attempt=intent.attempt, **times))
+        except DBIntegrityError as exc:
+            if key is not None and _names_key(exc):
+                raise
+            raise NameTaken(f"a document named {name!r} already exists") from None
+
+    async def take_over(self, record: KeyRecord) -> Intent | None:
+        """A retry displaces the attempt that holds ``record``'s intent, if that attempt's
+        lease expired more than the sweeper's margin ago; None if it is still owned."""
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(
+                select(blobs.c.attempt, blobs.c.content_type, documents.c.name)
+                .join(documents, documents.c.id == blobs.c.document_id, isouter=True)
+                .where(blobs.c.name == record.blob_name, blobs.c.state == PENDING)
+            )).one_or_none()
+            if row is None:
+                return None
+            attempt = new_token()
+            won = await conn.execute(_take_over, dict(
+                b_name=record.blob_name, b_seen=row.attempt, b_attempt=attempt,
+                **self.times(lease=self.settings.upload_deadline,
+                             cutoff=self.takeover_margin)))
+            if _count(won) != 1:
+                return None
+        placeholder = row.name if row.name and row.name.startswith(PLACEHOLDER) else None
+        return Intent(record.blob_name, record.document_id, BlobKind.CREATE, attempt,
+                      row.content_type, placeholder=placeholder)
+
+    # -- C3/R3 prelude --------------------------------------------------------------------
+    async def confirm(self, intent: Intent, rename: str | None = None) -> bool:
+        """The intent is still this attempt's: extend its lease (and give a creation recorded
+        under a placeholder its real name: NameTaken if that is taken). False if lost."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
+                      **self.times(lease=self.settings.upload_deadline))
+        try:
+            async with self.db.transaction() as conn:
+                if _count(await conn.execute(_confirm, params)) != 1:
+                    return False
+                if rename is not None and intent.placeholder is not None:
+                    await conn.execute(_rename, dict(
+                        d_id=intent.document_id, d_placeholder=intent.placeholder,
+                        d_name=rename))
+                    await conn.execute(update(keys).where(
+                        keys.c.blob_name == intent.blob_name,
+                        keys.c.state == KeyState.PENDING.value).values(name=rename))
+        except DBIntegrityError:
+            raise NameTaken(f"a document named {rename!r} already exists") from None
+        if rename is not None:
+            intent.placeholder = None
+        return True
+
+    # -- C4 -------------------------------------------------------------------------------
+    async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
+        """C4: blob row committed and document ready, only while the intent is this
+        attempt's; the key's first response recorded. None if the intent was lost."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
+                      b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
+                      **self.times(expires=self.settings.idempotency_retention))
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1:
+                return None
+            row = (await conn.execute(_ready_document, params)).one()
+            doc = Document.from_row(row)
+            await conn.execute(_key_done, dict(
+                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+        return doc
+
+    async def settled_create(self, intent: Intent) -> Document | None:
+        """After a lost C4: the document if the sweeper rolled this creation forward."""
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(select(documents).where(
+                documents.c.id == intent.document_id))).one_or_none()
+        if (row is None or row.status != DocumentStatus.READY
+                or row.blob_name != intent.blob_name or row.version != 1):
+            return None
+        return Document.from_row(row)
+
+    # -- R1, R4 ---------------------------------------------------------------------------
+    async def begin_replace(self, intent: Intent) -> None:
+        """R1: the replacement's pending blob row, this attempt's and leased."""
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=intent.document_id,
+                kind=intent.kind.value, content_type=intent.content_type,
+                attempt=intent.attempt, **self.times(lease=self.settings.upload_deadline)))
+
+    async def commit_replace(self, intent: Intent, digests: Digests) -> ReplaceOutcome:
+        """R4: the document points at the new blob and its version +1 only if the version
+        still matches and the intent is still this attempt's; the old blob to the deletion
+        path. A document that moved on sends the new blob to the deletion path instead."""
+        assert intent.expected_version is not None
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
+                      d_version=intent.expected_version, d_content_type=intent.content_type,
+                      b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
+                      **self.times())
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1:
+                return ReplaceOutcome(lost=True)
+            row = (await conn.execute(_point_document, params)).one_or_none()
+            if row is None:
+                await conn.execute(_to_deleting, params)
+                current = (await conn.execute(select(documents.c.version).where(
+                    documents.c.id == intent.document_id,
+                    documents.c.status == DocumentStatus.READY.value))).scalar_one_or_none()
+                return ReplaceOutcome(current_version=current)
+            await conn.execute(_to_deleting, dict(params, b_name=intent.old_blob))
+        return ReplaceOutcome(document=Document.from_row(row))
+
+    # -- delete ---------------------------------------------------------------------------
+    async def delete_document(self, doc_id: str, version: int) -> bool:
+        """Remove a ready document at ``version``; its blob to the deletion path."""
+        async with self.db.transaction() as conn:
+            blob = (await conn.execute(
+                delete(documents)
+                .where(documents.c.id == doc_id, documents.c.version == version,
+                       documents.c.status == DocumentStatus.READY.value)
+                .returning(documents.c.blob_name))).scalar_one_or_none()
+            if blob is None:
+                return False
+            await conn.execute(_to_deleting, dict(b_name=blob, **self.times()))
+        return True
+
+    # -- a live writer's failure path -----------------------------------------------------
+    async def abandon(self, intent: Intent) -> bool:
+        """The intent, while still this attempt's, to the deletion path (a creation's pending
+        document and key go with it). False if someone else owns it now."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
+                      d_id=intent.document_id, **self.times())
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_abandon, params)) != 1:
+                return False
+            if intent.kind == BlobKind.CREATE:
+                await conn.execute(_drop_pending_document, params)
+                await conn.execute(_drop_pending_key, params)
+        return True
+
+    async def remove_abandoned(self, blob_name: str) -> bool:
+        """An abandoned intent whose blob is gone: its row, unless a sweeper claimed it."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_drop_abandoned, {"b_name": blob_name})) == 1
+
+    # -- workers --------------------------------------------------------------------------
+    async def claim(self, state: BlobState, age: float, limit: int,
+                    lease: float) -> tuple[str, list[Row[Any]]]:
+        """Rows in ``state`` older than ``age`` whose lease has expired, up to ``limit``: the
+        claim's token and the rows it won (name, document_id, kind)."""
+        token = new_token()
+        times = self.times(lease=lease, cutoff=age)
+        query = (select(blobs.c.name).where(
+            blobs.c.state == state.value, blobs.c.changed_at < CUTOFF,
+            blobs.c.lease_until < NOW).order_by(blobs.c.changed_at).limit(limit)
+            .with_for_update(skip_locked=True))  # rendered on PostgreSQL only
+        async with self.db.transaction() as conn:
+            names = list((await conn.execute(query, times)).scalars())
+            if not names:
+                return token, []
+            won = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == state.value,
+                       blobs.c.lease_until < NOW)
+                .values(attempt=token, lease_until=LEASE)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
+                times)).all()
+        order = {name: i for i, name in enumerate(names)}
+        return token, sorted(won, key=lambda r: order[r.name])
+
+    async def remove_swept(self, token: str, names: Sequence[str]) -> int:
+        """Stale intents whose blob is gone: their rows (a creation's pending document and
+        key too), only while the claim is still ``token``'s."""
+        async with self.db.transaction() as conn:
+            removed = (await conn.execute(
+                delete(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind))).all()
+            creations = [(r.name, r.document_id) for r in removed
+                         if r.kind == BlobKind.CREATE]
+            if creations:
+                await conn.execute(delete(documents).where(
+                    documents.c.id.in_([doc for _, doc in creations]),
+                    documents.c.blob_name.in_([name for name, _ in creations]),
+                    documents.c.status == DocumentStatus.PENDING.value))
+            if removed:
+                await conn.execute(delete(keys).where(
+                    keys.c.blob_name.in_([r.name for r in removed]),
+                    keys.c.state == KeyState.PENDING.value))
+        return len(removed)
+
+    async def roll_forward(self, token: str, name: str, digests: Digests) -> str:
+        """C4 on behalf of a creation whose writer stopped after C3: ``ready``, ``deleting``
+        (no pending document points at it any more) or ``lost`` (the claim is not ours)."""
+        params = dict(b_name=name, b_attempt=token, b_size=digests.size,
+                      b_sha256=digests.sha256, b_md5=digests.md5,
+                      **self.times(expires=self.settings.idempotency_retention))
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1:
+                return "lost"
+            doc_id = (await conn.execute(select(blobs.c.document_id).where(
+                blobs.c.name == name))).scalar_one()
+            row = (await conn.execute(_ready_document, dict(params, d_id=doc_id))).one_or_none()
+            if row is None:
+                await conn.execute(_to_deleting, params)
+                return "deleting"
+            doc = Document.from_row(row)
+            await conn.execute(_key_done, dict(
+                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+        return "ready"
+
+    async def hand_to_deletion(self, token: str, names: Sequence[str]) -> int:
+        """Claimed pending rows whose blob is committed but which no document will point at
+        (a replacement whose writer stopped after R3): to ``deleting``."""
+        async with self.db.transaction() as conn:
+            moved = await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW),
+                self.times())
+        return _count(moved)
+
+    async def pointed_at(self, names: Sequence[str]) -> set[str]:
+        """Which of these blobs a document points at (the deletion path's guard)."""
+        async with self.db.transaction() as conn:
+            return set((await conn.execute(select(documents.c.blob_name).where(
+                documents.c.blob_name.in_(names)))).scalars())
+
+    async def remove_deleted(self, token: str, names: Sequence[str]) -> int:
+        """The deletion path's last step: rows whose blob is gone, while still claimed."""
+        async with self.db.transaction() as conn:
+            removed = await conn.execute(delete(blobs).where(
+                blobs.c.name.in_(names), blobs.c.state == DELETING, blobs.c.attempt == token))
+        return _count(removed)
+
+    async def purge_keys(self) -> int:
+        """Idempotency keys past their retention."""
+        async with self.db.transaction() as conn:
+            purged = await conn.execute(delete(keys).where(
+                keys.c.state == KeyState.DONE.value, keys.c.expires_at <= NOW), self.times())
+        return _count(purged)
+
+
+def _count(result: object) -> int:
+    return int(getattr(result, "rowcount", 0))
+
+
+def _names_key(exc: DBIntegrityError) -> bool:
+    text = str(exc.orig).lower()
+    return "idempotency_keys" in text or "pk_idempotency" in text
+

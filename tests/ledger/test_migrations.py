@@ -1,0 +1,84 @@
+"""A database of the previous release (revision 0002) upgrades in place: pending intents keep
+their idempotency key, finished creations answer retries with their first response, and the
+upgraded ledger works."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from blobledger import Ledger
+from blobledger.db import Database
+from blobledger.migrate import upgrade
+from blobledger.stores.local import LocalStore
+from tests.support.services import create_database, drop_database
+
+NOW = datetime(2026, 11, 30, 12, 0, 0)
+
+
+async def seed_previous_release(url: str, store: LocalStore) -> dict[str, str]:
+    """Rows as release 0.1.0 wrote them: a ready document created under a key, and a
+    pending intent under another key."""
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.run_sync(upgrade, "0002")
+    ready_blob = f"documents/{uuid.uuid4().hex}.txt"
+    pending_blob = f"documents/{uuid.uuid4().hex}.txt"
+
+    async def one() -> AsyncIterator[bytes]:
+        yield b"old release bytes"
+
+    digests = await store.put(ready_blob, one(), tags={"state": "committed"})
+    rows = [
+        ("d1", "ready.txt", "ready", ready_blob, "committed", "key-ready", digests.sha256,
+         digests.md5, digests.size),
+        ("d2", "\x01unnamed:d2", "pending", pending_blob, "pending", "key-pending", None,
+         None, None),
+    ]
+    async with db.engine.begin() as conn:
+        for doc, name, status, blob, state, key, sha, md5, size in rows:
+            await conn.execute(text(
+                "INSERT INTO documents (id, name, status, blob_name, version, size, "
+                "content_type, sha256, md5, created_at, updated_at) VALUES (:id, :name, "
+                ":status, :blob, 1, :size, 'text/plain', :sha, :md5, :now, :now)"),
+                dict(id=doc, name=name, status=status, blob=blob, size=size, sha=sha, md5=md5,
+                     now=NOW))
+            await conn.execute(text(
+                "INSERT INTO blobs (name, document_id, kind, state, content_type, size, "
+                "sha256, md5, idempotency_key, lease_until, created_at, changed_at) VALUES "
+                "(:blob, :id, 'create', :state, 'text/plain', :size, :sha, :md5, :key, "
+                ":lease, :now, :now)"),
+                dict(blob=blob, id=doc, state=state, size=size, sha=sha, md5=md5, key=key,
+                     lease=NOW + timedelta(hours=1), now=NOW))
+    await db.dispose()
+    return {"ready": ready_blob, "pending": pending_blob}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_from_the_previous_release(kind: str, tmp_path: Path) -> None:
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        blobs = await seed_previous_release(url, store)
+        async with Ledger(Database(url), store) as ledger:  # migrates to the head
+            async with ledger.db.engine.connect() as conn:
+                keys: dict[str, str] = dict((await conn.execute(text(
+                    "SELECT key, state FROM idempotency_keys"))).all())
+                columns = (await conn.execute(text("SELECT * FROM blobs"))).keys()
+            assert keys == {"key-ready": "done", "key-pending": "pending"}
+            assert "idempotency_key" not in columns and "attempt" in columns
+            again = await ledger.create("ready.txt", b"old release bytes",
+                                        idempotency_key="key-ready", content_type="text/plain")
+            assert (again.id, again.version, again.blob) == ("d1", 1, blobs["ready"])
+            fresh = await ledger.create("new.txt", b"new", idempotency_key="key-new")
+            assert await ledger.get(fresh.id) == fresh
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)
