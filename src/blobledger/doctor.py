@@ -169,9 +169,9 @@ async def store_report(store: Store) -> Report:
         report.add(LIFECYCLE, False, INFO, "n/a: this backend has no lifecycle management "
                    "(the sweeper is the cleanup)")
     finally:
-        for name in written:
+        for name in written:  # each conditioned on the ETag the doctor reads back
             with contextlib.suppress(StoreError):
-                await store.delete(name)
+                await store.delete(name, if_etag=(await store.stat(name)).etag)
         if isinstance(store, LocalStore):  # the probes' folder, if now empty
             with contextlib.suppress(OSError):
                 os.rmdir(store.root / "blobs" / PROBE_PREFIX)

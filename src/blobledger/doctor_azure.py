@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import replace
 from typing import Any
 
+from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob.aio import BlobClient, BlobServiceClient, ContainerClient
 
@@ -55,21 +56,23 @@ class _Probes:
 
     def __init__(self, container: ContainerClient) -> None:
         self.container = container
-        self.written: list[str] = []
+        self.written: dict[str, str] = {}  # probe name -> the ETag its upload returned
 
     async def upload(self, tags: dict[str, str] | None = None,
                      data: bytes = b"blobledger doctor probe") -> BlobClient:
         name = new_blob_name(PROBE_PREFIX, "probe.bin")
-        self.written.append(name)
         blob = self.container.get_blob_client(name)
-        await blob.upload_blob(data, tags=tags, **IF_NONE_MATCH_ANY)
+        answer = await blob.upload_blob(data, tags=tags, **IF_NONE_MATCH_ANY)
+        self.written[name] = str(answer["etag"])
         return blob
 
     async def remove_all(self) -> None:
-        for name in self.written:
+        """Delete the probes, each conditioned on the ETag of the doctor's own upload."""
+        for name, etag in self.written.items():
             with contextlib.suppress(AzureError):
                 await self.container.get_blob_client(name).delete_blob(
-                    delete_snapshots="include")
+                    delete_snapshots="include", etag=etag,
+                    match_condition=MatchConditions.IfNotModified)
 
 
 def _is_emulator(name: str, settings: Settings) -> bool:

@@ -13,7 +13,11 @@ bounded whatever the container holds. Findings:
 Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
 as ``in_flight``, not reported. Before an orphan or a missing ready blob is reported, the row
 is read again: the listing and the pages are not one snapshot. ``fix`` deletes only orphans
-tagged ``pending`` or ``deleting`` and older than ``older_than``, conditioned on that tag.
+tagged ``pending`` or ``deleting`` and older than ``older_than``, conditioned on that tag,
+and clears uncommitted bytes the store can clear without touching a committed blob.
+
+A name that a row still refers to is never cleaned as garbage: right before each delete or
+discard, the row is read again, and a name that has one (now) is left alone (``kept``).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class ReconcileReport:
     in_flight: int = 0
     fixed: int = 0
     refused: int = 0
+    kept: int = 0  # fixes skipped because a row refers to the name by the time of the fix
     errors: int = 0
     seconds: float = 0.0
     findings: list[Finding] = field(default_factory=list)
@@ -183,7 +188,17 @@ class _Merge:
         self.found(Finding("orphan", blob.name, f"blob without a row, tagged {tag!r}",
                            tag_state=tag, age_seconds=age, fixed=fixed))
 
+    async def still_unreferenced(self, name: str) -> bool:
+        """Re-read the row right before a destructive act: a name with a row is not garbage."""
+        if await _row_state(self.ledger, name) is None:
+            return True
+        self.report.kept += 1
+        log.info("reconcile: %s has a row now; left alone", name)
+        return False
+
     async def delete_orphan(self, name: str, tag: str) -> bool:
+        if not await self.still_unreferenced(name):
+            return False
         try:
             await self.ledger.store.delete(name, if_tags={"state": tag})
         except ConditionNotMet:
@@ -249,7 +264,10 @@ class _Merge:
 
     async def discard(self, name: str) -> bool:
         """Clear leftover uncommitted bytes (the store never touches a committed blob; on
-        Azure, blocks beside a committed blob stay until the service drops them)."""
+        Azure, blocks beside a committed blob stay until the service drops them). Bytes under
+        a name that a row refers to belong to that intent (a retry may resume it): kept."""
+        if not await self.still_unreferenced(name):
+            return False
         try:
             await self.ledger.store.discard_uncommitted(name)
         except StoreError as exc:

@@ -37,7 +37,7 @@ async def test_missing_blob_wrong_tag_and_wrong_checksum_break_i1(ledger: Ledger
     gone = await ledger.create("gone.txt", b"one")
     retagged = await ledger.create("retagged.txt", b"two")
     altered = await ledger.create("altered.txt", b"three")
-    await ledger.store.delete(gone.blob)
+    await ledger.store.delete(gone.blob, if_tags={"state": "committed"})
     await ledger.store.set_tags(retagged.blob, {"state": "pending"})
     async with ledger.db.session() as session:
         await session.execute(update(DocumentRow).where(DocumentRow.id == altered.id)
@@ -102,7 +102,7 @@ def test_cli_check_exit_status_and_json(tmp_path: Path) -> None:
               "async def main():\n"
               "    async with Ledger.from_env() as ledger:\n"
               "        doc = await ledger.create('a.txt', b'hello')\n"
-              "        await ledger.store.delete(doc.blob)\n"
+              "        await ledger.store.delete(doc.blob, if_tags={'state': 'committed'})\n"
               "asyncio.run(main())\n")
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
     broken = run("check", "--json")

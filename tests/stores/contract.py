@@ -143,7 +143,7 @@ class StoreContract:
         await put(store, name, b"x")
         assert await store.delete(name, if_tags=PENDING) is True
         assert await store.delete(name, if_tags=PENDING) is False
-        assert await store.delete(new_name()) is False
+        assert await store.delete(new_name(), if_tags=PENDING) is False
 
     async def test_set_tags_conditioned_on_current_tag(self, store: Store) -> None:
         name = new_name()
@@ -213,7 +213,7 @@ class StoreContract:
         with pytest.raises(InvalidName):
             await put(store, hostile, b"x")
         with pytest.raises(InvalidName):
-            await store.delete(hostile)
+            await store.delete(hostile, if_tags=PENDING)
         with pytest.raises(InvalidName):
             await store.stat(hostile)
 

@@ -6,9 +6,19 @@ from urllib.parse import unquote, urlsplit
 
 from blobledger.config import Settings
 from blobledger.errors import ConfigError
-from blobledger.stores.base import BlobInfo, BlobReader, DeleteOutcome, Store, UncommittedInfo
+from blobledger.stores.base import (
+    BlobInfo,
+    BlobReader,
+    Condition,
+    DeleteOutcome,
+    Store,
+    UncommittedInfo,
+)
 
-__all__ = ["BlobInfo", "BlobReader", "DeleteOutcome", "Store", "UncommittedInfo", "open_store"]
+__all__ = [
+    "BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store", "UncommittedInfo",
+    "open_store",
+]
 
 
 def open_store(url: str, settings: Settings | None = None) -> Store:

@@ -4,8 +4,13 @@ Create-only is set explicitly on every write (``If-None-Match: *`` via
 ``MatchConditions.IfMissing``), on single puts *and* on Put Block List: the SDK's implicit
 create-only vanishes when other access conditions are passed, so it is never relied upon.
 Staged uploads use block ids of one fixed length. 409 and 412 on a put both mean "exists".
-Deletes and tag updates carry ``x-ms-if-tags``. SDK errors become blobledger errors in
-:func:`map_errors` and nowhere else.
+Every Delete Blob carries a condition the service checks: ``x-ms-if-tags`` (or ``If-Match``
+for an ETag-conditioned delete, never both: Azurite evaluates ``If-Match`` and then skips the
+tag condition). Clearing a name that holds only uncommitted blocks uses a tag condition that
+no committed blob can satisfy (:data:`NO_COMMITTED_BLOB`), so a blob committed under that name
+in the meantime is refused by the service, not by an earlier check. Tag updates carry
+``x-ms-if-tags`` too. SDK errors become blobledger errors in :func:`map_errors` and nowhere
+else.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
     ByteReader,
+    Condition,
     DeleteOutcome,
     Hasher,
     Store,
@@ -78,6 +84,12 @@ BATCH_LIMIT = 256
 LIST_PAGE = 750
 # If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
 CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
+# A tag condition no blob can satisfy: the condition on the delete that clears a name holding
+# only uncommitted blocks. Measured on Azurite 3.37: x-ms-if-tags is not evaluated against a
+# name holding only uncommitted blocks (the delete goes through and clears them) and is
+# evaluated against a committed blob, tagged or not (412). If-None-Match: * does not do this
+# there (a committed blob is deleted under it), and If-Match always fails on such a name.
+NO_COMMITTED_BLOB = "\"state\" = 'pending' AND \"state\" = 'committed'"
 
 
 def tag_condition(tags: Tags | None) -> str | None:
@@ -140,6 +152,18 @@ def _first_line(exc: BaseException) -> str:
     return lines[0][:200] if lines else type(exc).__name__
 
 
+def _quoted(etag: str) -> str:
+    """ETags as HTTP quotes them: listings return them bare, properties quoted."""
+    return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def _delete_options(condition: Condition) -> dict[str, Any]:
+    """The Delete Blob condition: x-ms-if-tags, or If-Match on the ETag (one of them)."""
+    if condition.tags:
+        return {"if_tags_match_condition": tag_condition(condition.tags)}
+    return {"etag": _quoted(condition.etag or ""), "match_condition": MatchConditions.IfNotModified}
+
+
 def _info(props: Any, tags: Mapping[str, str] | None) -> BlobInfo:
     metadata = props.metadata or {}
     settings = props.content_settings
@@ -147,7 +171,7 @@ def _info(props: Any, tags: Mapping[str, str] | None) -> BlobInfo:
         name=props.name,
         size=int(props.size or 0),
         last_modified=props.last_modified,
-        etag=str(props.etag),
+        etag=_quoted(str(props.etag)),
         content_type=settings.content_type if settings else None,
         sha256=metadata.get("sha256"),
         md5=metadata.get("md5"),
@@ -401,12 +425,10 @@ class AzureStore(Store):
         return False
 
     async def _forget_blocks(self, name: str) -> None:
-        """Best effort: drop the blocks of a failed staged put if no blob was committed."""
-        try:
-            if await self._only_uncommitted(name):
-                await self.discard_uncommitted(name)
-        except BlobLedgerError:
-            pass
+        """Best effort: drop the blocks of a failed staged put. A blob committed under the
+        name meanwhile (another attempt of the same intent) is refused by the service."""
+        with suppress(BlobLedgerError):
+            await self.discard_uncommitted(name)
 
     # -- metadata -------------------------------------------------------------------------
     async def stat(self, name: str) -> BlobInfo:
@@ -427,27 +449,26 @@ class AzureStore(Store):
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
             )
 
-    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
+    async def _delete(self, name: str, condition: Condition) -> bool:
         check_blob_name(name)
         try:
             with map_errors(name):
                 await self._client().get_blob_client(name).delete_blob(
-                    delete_snapshots="include", if_tags_match_condition=tag_condition(if_tags)
+                    delete_snapshots="include", **_delete_options(condition)
                 )
         except BlobNotFound:
             return False
         return True
 
-    async def delete_many(self, items: Sequence[tuple[str, Tags | None]]) -> list[DeleteOutcome]:
-        """Blob Batch deletes, 256 per request, each with its own ``x-ms-if-tags``."""
+    async def _delete_many(self, items: Sequence[tuple[str, Condition]]) -> list[DeleteOutcome]:
+        """Blob Batch deletes, 256 per request, each with its own condition."""
         outcomes: list[DeleteOutcome] = []
         for start in range(0, len(items), BATCH_LIMIT):
             chunk = items[start : start + BATCH_LIMIT]
             for name, _ in chunk:
                 check_blob_name(name)
             requests = [
-                {"name": name, "if_tags_match_condition": tag_condition(cond),
-                 "delete_snapshots": "include"}
+                {"name": name, "delete_snapshots": "include", **_delete_options(cond)}
                 for name, cond in chunk
             ]
             with map_errors(self.container_name):
@@ -540,14 +561,15 @@ class AzureStore(Store):
     async def discard_uncommitted(self, name: str) -> None:
         """Delete a name that holds only uncommitted blocks (clears them).
 
-        A committed blob's leftover blocks cannot be dropped without re-committing it, which
+        The delete carries :data:`NO_COMMITTED_BLOB`: the service refuses it (412) if a
+        committed blob holds the name, also one committed after any check of ours. A
+        committed blob's leftover blocks cannot be dropped without re-committing it, which
         would rewrite its properties; the service discards them after seven days.
         """
         check_blob_name(name)
-        if not await self._only_uncommitted(name):
-            return
-        with map_errors(name), suppress(ResourceNotFoundError):
-            await self._client().get_blob_client(name).delete_blob()
+        with suppress(BlobNotFound, ConditionNotMet), map_errors(name):
+            await self._client().get_blob_client(name).delete_blob(
+                if_tags_match_condition=NO_COMMITTED_BLOB)
 
 
 def _metadata(digests: Digests) -> dict[str, str]:

@@ -6,6 +6,11 @@ Every method checks the blob name with :func:`blobledger.names.check_blob_name` 
 
 Errors (from :mod:`blobledger.errors`): ``BlobAlreadyExists``, ``BlobNotFound``,
 ``ConditionNotMet``, ``IntegrityError``, ``StoreUnavailable``. Nothing else escapes a store.
+
+No unconditional delete exists: :meth:`Store.delete` and :meth:`Store.delete_many` take a
+:class:`Condition` that the store itself enforces (the blob's tags, or its ETag), and refuse
+with ``ValueError`` to run without one. Backends implement :meth:`Store._delete`, which only
+ever receives a valid condition.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import overload
 
 from blobledger.errors import ConditionNotMet, Digests, IntegrityError, StoreError
 
@@ -47,6 +53,28 @@ class UncommittedInfo:
     size: int
     committed: bool  # whether a committed blob of the same name also exists
     last_modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What must hold, checked by the store itself, for a delete to go through: the blob's
+    tags include ``tags`` (equality), or its ETag is ``etag``. Exactly one of the two.
+
+    One at a time because a store may honour only one of them in a single request (Azurite
+    3.37 evaluates ``If-Match`` and then ignores ``x-ms-if-tags``).
+    """
+
+    tags: Tags | None = None
+    etag: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tags is not None and not isinstance(self.tags, Mapping):
+            raise TypeError(f"a tag condition is a mapping, not {type(self.tags).__name__}")
+        if bool(self.tags) == bool(self.etag):
+            raise ValueError(
+                "a delete needs exactly one storage-side condition: if_tags (non-empty) "
+                "or if_etag; an unconditional delete is never sent"
+            )
 
 
 @dataclass(frozen=True)
@@ -203,21 +231,44 @@ class Store(abc.ABC):
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
         """Replace the tags, only if the current tags satisfy ``if_tags`` (ConditionNotMet)."""
 
-    @abc.abstractmethod
-    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
-        """Delete if the tags satisfy ``if_tags``; True if deleted, False if already absent.
+    @overload
+    async def delete(self, name: str, *, if_tags: Tags) -> bool: ...
 
-        A blob whose tags do not match is refused with ConditionNotMet and survives.
+    @overload
+    async def delete(self, name: str, *, if_etag: str) -> bool: ...
+
+    async def delete(
+        self, name: str, *, if_tags: Tags | None = None, if_etag: str | None = None
+    ) -> bool:
+        """Delete if the store confirms the condition; True if deleted, False if absent.
+
+        Exactly one condition: ``if_tags`` (the blob's tags include these) or ``if_etag``
+        (the blob still has this ETag). A blob that does not match is refused with
+        ConditionNotMet and survives. Without a condition: ValueError, nothing is sent.
         """
+        return await self._delete(name, Condition(tags=if_tags, etag=if_etag))
 
-    async def delete_many(
-        self, items: Sequence[tuple[str, Tags | None]]
+    @abc.abstractmethod
+    async def _delete(self, name: str, condition: Condition) -> bool:
+        """The backend's conditional delete; the condition is always a valid one."""
+
+    async def delete_many(self, items: Sequence[tuple[str, Tags]]) -> list[DeleteOutcome]:
+        """Delete several blobs, each under its own tag condition; one outcome per item.
+
+        Every item needs a non-empty condition: one without refuses the whole call
+        (ValueError) before anything is deleted.
+        """
+        conditions = [(name, Condition(tags=tags)) for name, tags in items]
+        return await self._delete_many(conditions)
+
+    async def _delete_many(
+        self, items: Sequence[tuple[str, Condition]]
     ) -> list[DeleteOutcome]:
-        """Delete several blobs, each under its own tag condition; one outcome per item."""
+        """One by one unless the backend batches; every condition is a valid one."""
         outcomes = []
         for name, condition in items:
             try:
-                deleted = await self.delete(name, if_tags=condition)
+                deleted = await self._delete(name, condition)
                 outcomes.append(DeleteOutcome(name, deleted=deleted))
             except ConditionNotMet as exc:
                 outcomes.append(DeleteOutcome(name, error=exc))
@@ -240,7 +291,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def discard_uncommitted(self, name: str) -> None:
-        """Remove uncommitted bytes left under ``name``; a committed blob is never touched."""
+        """Remove uncommitted bytes left under ``name``; a committed blob is never touched,
+        not even one committed while this runs (the store enforces it, not a prior check)."""
 
     @abc.abstractmethod
     async def ping(self) -> None:

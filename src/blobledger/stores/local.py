@@ -11,6 +11,15 @@ Tags and checksums live in extended attributes set on the temp file *before* the
 they appear atomically with the name. Tag changes and conditional deletes hold ``flock`` on
 the blob and re-check the inode under the lock. Every path is built by :meth:`_path`, which
 accepts only names that passed ``check_blob_name``: traversal is impossible by construction.
+
+Blocking work runs in worker threads through :func:`_in_thread` only, which never lets a
+thread outlive the coroutine that started it: a cancelled caller (a client gone, a deadline)
+still waits for the thread's call to return before it unwinds. So a descriptor is closed,
+and its number reused by another upload, only after the last thread writing to it is done;
+without this a write stalled in a slow disk lands in whatever file next gets that number.
+
+Deletes are conditioned on the tags or the ETag (inode and modification time), checked
+under the blob's ``flock``.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
     ByteReader,
+    Condition,
     Hasher,
     Store,
     Tags,
@@ -80,6 +90,12 @@ def _read_json_xattr(target: int | str | Path, key: str) -> dict[str, str]:
 
 def _mtime(st: os.stat_result) -> datetime:
     return datetime.fromtimestamp(st.st_mtime, UTC)
+
+
+def _etag(st: os.stat_result) -> str:
+    """The inode and the modification time: another file under the name has another ETag
+    (tag changes touch only the ctime, as on Azure, where they leave the ETag alone)."""
+    return f'"{st.st_ino:x}-{st.st_mtime_ns:x}"'
 
 
 class LocalStore(Store):
@@ -122,7 +138,8 @@ class LocalStore(Store):
         final = self._path(name)
         temp = self._upload_path(name)
         hasher = Hasher()
-        fd = await _io(os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        fd = await _io(os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640,
+                       abandon=lambda opened: self._cleanup(opened, temp))
         try:
             reader = ByteReader(data)
             while chunk := await reader.read(WRITE_CHUNK):
@@ -139,7 +156,8 @@ class LocalStore(Store):
                 raise BlobAlreadyExists(name, digests) from exc
             return digests
         finally:
-            await asyncio.to_thread(self._cleanup, fd, temp)
+            # Every thread that used fd has returned (see _in_thread): closing it is safe.
+            await _in_thread(self._cleanup, fd, temp)
 
     @staticmethod
     def _write(fd: int, hasher: Hasher, chunk: bytes) -> None:
@@ -168,7 +186,7 @@ class LocalStore(Store):
     # -- metadata -------------------------------------------------------------------------
     async def stat(self, name: str) -> BlobInfo:
         path = self._path(name)
-        return await asyncio.to_thread(self._stat, name, path)
+        return await _in_thread(self._stat, name, path)
 
     def _stat(self, name: str, path: Path, fd: int | None = None) -> BlobInfo:
         target: int | Path = path if fd is None else fd
@@ -186,7 +204,7 @@ class LocalStore(Store):
             name=name,
             size=st.st_size,
             last_modified=_mtime(st),
-            etag=f'"{st.st_ino:x}-{st.st_mtime_ns:x}"',
+            etag=_etag(st),
             content_type=meta.get("content_type"),
             sha256=meta.get("sha256"),
             md5=meta.get("md5"),
@@ -216,30 +234,34 @@ class LocalStore(Store):
             os.close(fd)  # replaced between open and lock: cannot happen (write-once), retry
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
-        await asyncio.to_thread(self._set_tags, name, dict(tags), if_tags)
+        await _in_thread(self._set_tags, name, dict(tags), if_tags)
 
     def _set_tags(self, name: str, tags: dict[str, str], if_tags: Tags | None) -> None:
         fd = self._locked(name)
         try:
             if not tags_match(_read_json_xattr(fd, TAGS_XATTR), if_tags):
-                raise ConditionNotMet(name, _describe(if_tags))
+                raise ConditionNotMet(name, _describe(if_tags, None))
             os.setxattr(fd, TAGS_XATTR, json.dumps(tags).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
 
-    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
-        return await asyncio.to_thread(self._delete, name, if_tags)
+    async def _delete(self, name: str, condition: Condition) -> bool:
+        return await _in_thread(self._delete_sync, name, condition)
 
-    def _delete(self, name: str, if_tags: Tags | None) -> bool:
+    def _delete_sync(self, name: str, condition: Condition) -> bool:
         path = self._path(name)
         try:
             fd = self._locked(name)
         except BlobNotFound:
             return False
         try:
-            if not tags_match(_read_json_xattr(fd, TAGS_XATTR), if_tags):
-                raise ConditionNotMet(name, _describe(if_tags))
+            if condition.tags:
+                holds = tags_match(_read_json_xattr(fd, TAGS_XATTR), condition.tags)
+            else:
+                holds = _etag(os.fstat(fd)).strip('"') == (condition.etag or "").strip('"')
+            if not holds:
+                raise ConditionNotMet(name, _describe(condition.tags, condition.etag))
             os.unlink(path)
             _fsync_dir(path.parent)
             return True
@@ -250,11 +272,11 @@ class LocalStore(Store):
     async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
         path = self._path(name)
         try:
-            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+            fd = await _in_thread(os.open, path, os.O_RDONLY, abandon=os.close)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
             raise BlobNotFound(name) from exc
         try:
-            info = await asyncio.to_thread(self._stat, name, path, fd)
+            info = await _in_thread(self._stat, name, path, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -268,7 +290,7 @@ class LocalStore(Store):
         try:
             offset, remaining = start, length
             while remaining > 0:
-                chunk = await asyncio.to_thread(os.pread, fd, min(READ_CHUNK, remaining), offset)
+                chunk = await _in_thread(os.pread, fd, min(READ_CHUNK, remaining), offset)
                 if not chunk:
                     break
                 offset += len(chunk)
@@ -321,12 +343,12 @@ class LocalStore(Store):
                     break
             return batch
 
-        while batch := await asyncio.to_thread(next_batch):
+        while batch := await _in_thread(next_batch):
             for info in batch:
                 yield info if tags else BlobInfo(**{**info.__dict__, "tags": None})
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        found = await asyncio.to_thread(self._uncommitted_sync, prefix)
+        found = await _in_thread(self._uncommitted_sync, prefix)
         for info in found:
             yield info
 
@@ -364,23 +386,56 @@ class LocalStore(Store):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(entry.path)
 
-        await asyncio.to_thread(discard)
+        await _in_thread(discard)
 
     async def ping(self) -> None:
-        ok = await asyncio.to_thread(os.access, self._blobs, os.W_OK | os.X_OK)
+        ok = await _in_thread(os.access, self._blobs, os.W_OK | os.X_OK)
         if not ok:
             raise StoreUnavailable(f"store folder {self._blobs} is not writable")
 
 
-async def _io(func: Callable[..., T], *args: Any) -> T:
-    """Run blocking file work off the loop; its OS errors (not EEXIST) mean unavailable."""
+async def _in_thread(
+    func: Callable[..., T], *args: Any, abandon: Callable[[T], object] | None = None
+) -> T:
+    """Run ``func(*args)`` in a worker thread; return only once the call has returned.
+
+    A thread cannot be stopped. When the caller is cancelled meanwhile, the call goes on
+    (shielded) and this waits for it before re-raising the cancellation, so nothing the
+    call uses (a descriptor above all) is released while it still runs. ``abandon`` gets
+    a result that the cancelled caller will never see, e.g. a descriptor to close.
+    """
+    call = asyncio.ensure_future(asyncio.to_thread(func, *args))
     try:
-        return await asyncio.to_thread(func, *args)
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        await _settle(call)
+        failed = call.cancelled() or call.exception() is not None  # retrieves the error
+        if abandon is not None and not failed:
+            abandon(call.result())
+        raise
+
+
+async def _settle(call: asyncio.Future[Any]) -> None:
+    """Wait until ``call`` is done, through any number of further cancellations (the
+    caller re-raises its own cancellation afterwards)."""
+    while not call.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((call,))
+
+
+async def _io(
+    func: Callable[..., T], *args: Any, abandon: Callable[[T], object] | None = None
+) -> T:
+    """:func:`_in_thread` for file work whose OS errors (not EEXIST) mean unavailable."""
+    try:
+        return await _in_thread(func, *args, abandon=abandon)
     except FileExistsError:
         raise
     except OSError as exc:
         raise StoreUnavailable(f"local store I/O failed: {exc.strerror or exc}") from exc
 
 
-def _describe(condition: Tags | None) -> str:
-    return " and ".join(f"{k}={v}" for k, v in (condition or {}).items())
+def _describe(tags: Tags | None, etag: str | None) -> str:
+    if tags:
+        return " and ".join(f"{k}={v}" for k, v in tags.items())
+    return f"etag={etag}" if etag else ""
