@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -245,3 +245,81 @@ class StoreContract:
         with pytest.raises(BlobNotFound):
             await store.stat(name)
         await put(store, name, b"free")
+
+    # -- no unconditional delete ------------------------------------------------------------
+    async def test_a_delete_without_a_condition_is_refused(self, store: Store) -> None:
+        name = new_name()
+        await put(store, name, b"kept", state="committed")
+        etag = (await store.stat(name)).etag
+        refused: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.delete(name),  # type: ignore[call-overload]
+            lambda: store.delete(name, if_tags={}),
+            lambda: store.delete(name, if_tags=None),  # type: ignore[call-overload]
+            lambda: store.delete(name, if_etag=""),
+            lambda: store.delete(name, if_tags=COMMITTED, if_etag=etag),  # type: ignore[call-overload]
+            lambda: store.delete_many([(name, {})]),
+            lambda: store.delete_many([(new_name(), PENDING), (name, {})]),
+            lambda: store.delete_many([(name, None)]),  # type: ignore[list-item]
+        ]
+        for attempt in refused:
+            with pytest.raises(ValueError, match="condition"):
+                await attempt()
+        assert await read_all(store, name) == b"kept"
+
+    async def test_a_delete_on_pending_never_removes_a_committed_blob(self, store: Store) -> None:
+        """A retag to committed racing a delete conditioned on pending: either the delete
+        came first (the retag finds nothing) or the blob survives, tagged committed."""
+        names = [new_name() for _ in range(12)]
+        for name in names:
+            await put(store, name, b"racing")
+
+        async def retag(name: str) -> bool:
+            try:
+                await store.set_tags(name, COMMITTED, if_tags=PENDING)
+            except (BlobNotFound, ConditionNotMet):
+                return False
+            return True
+
+        async def delete(name: str) -> bool:
+            try:
+                return await store.delete(name, if_tags=PENDING)
+            except ConditionNotMet:
+                return False
+
+        for name in names:
+            retagged, deleted = await asyncio.gather(retag(name), delete(name))
+            assert retagged != deleted, name  # exactly one of them won
+            if retagged:
+                assert await store.get_tags(name) == COMMITTED
+                assert await read_all(store, name) == b"racing"
+                with pytest.raises(ConditionNotMet):
+                    await store.delete(name, if_tags=PENDING)
+            else:
+                with pytest.raises(BlobNotFound):
+                    await store.stat(name)
+
+    async def test_an_etag_conditioned_delete_spares_other_bytes(self, store: Store) -> None:
+        name = new_name()
+        await put(store, name, b"first bytes")
+        first = (await store.stat(name)).etag
+        listed = [i.etag async for i in store.list(name)]
+        assert listed == [first]  # the listing and stat agree on the ETag
+        assert await store.delete(name, if_tags=PENDING) is True
+        await put(store, name, b"other bytes under the same name")
+        second = (await store.stat(name)).etag
+        assert second != first
+        with pytest.raises(ConditionNotMet):
+            await store.delete(name, if_etag=first)
+        assert await read_all(store, name) == b"other bytes under the same name"
+        await store.set_tags(name, COMMITTED, if_tags=PENDING)  # a retag keeps the ETag
+        assert (await store.stat(name)).etag == second
+        assert await store.delete(name, if_etag=second) is True
+        assert await store.delete(name, if_etag=second) is False
+
+    async def test_clearing_uncommitted_bytes_spares_a_committed_blob(self, store: Store) -> None:
+        name = new_name()
+        await put(store, name, b"committed", state="committed")
+        await store.discard_uncommitted(name)
+        await store.discard_uncommitted(new_name())  # nothing there: fine
+        assert await read_all(store, name) == b"committed"
+        assert await store.get_tags(name) == COMMITTED

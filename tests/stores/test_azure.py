@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -11,12 +11,14 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
+from azure.storage.blob import BlobBlock
+from azure.storage.blob import BlobClient as SyncBlobClient
 from azure.storage.blob.aio import BlobServiceClient
 
-from blobledger.errors import BlobAlreadyExists, StoreUnavailable
-from blobledger.stores.azure import AzureStore
+from blobledger.errors import BlobAlreadyExists, IntegrityError, StoreUnavailable
+from blobledger.stores.azure import NO_COMMITTED_BLOB, AzureStore
 from tests.conftest import new_container
-from tests.stores.contract import StoreContract, new_name, put
+from tests.stores.contract import PENDING, StoreContract, new_name, put, read_all, stream
 from tests.support.services import Azurite
 
 
@@ -163,3 +165,62 @@ async def test_uncommitted_blocks_of_a_loser_and_of_a_crash_are_listed(azurite: 
         await store.discard_uncommitted(won)  # a committed blob is never touched
         assert [u.name async for u in store.list_uncommitted()] == [won]
         assert await store.get_tags(won) == {"state": "pending"}
+
+
+def commit_before_delete(azurite: Azurite, container: str, name: str, block_id: str
+                         ) -> Callable[[Any], None]:
+    """A request hook: right before the first DELETE of ``name`` is sent, another client
+    commits the block list under that name, tagged committed (a retry resuming a crashed
+    staged upload), so the commit lands after any check the store made before its delete."""
+    armed = [True]
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        if armed[0] and http.method == "DELETE" and urlsplit(http.url).path.endswith(name):
+            armed[0] = False
+            with SyncBlobClient.from_connection_string(
+                    azurite.connection_string, container, name) as blob:
+                blob.commit_block_list([BlobBlock(block_id=block_id)],
+                                       tags={"state": "committed"})
+
+    return hook
+
+
+async def test_clearing_blocks_never_deletes_a_blob_committed_meanwhile(azurite: Azurite) -> None:
+    container, name = new_container(), new_name()
+    block = base64.b64encode(b"0123456789abcdef0000000000000000").decode()
+    store = AzureStore(container, connection_string=azurite.connection_string,
+                       client_options={"raw_request_hook": commit_before_delete(
+                           azurite, container, name, block)})
+    await store.prepare()
+    async with store:
+        await store._client().get_blob_client(name).stage_block(block, b"resumed bytes")
+        await store.discard_uncommitted(name)  # the commit lands right before its DELETE
+        assert await store.get_tags(name) == {"state": "committed"}
+        assert await read_all(store, name) == b"resumed bytes"
+
+
+async def test_a_failed_staged_put_never_deletes_a_blob_committed_meanwhile(
+    azurite: Azurite,
+) -> None:
+    """A staged put that fails (here: its checksum) drops its blocks; a blob that another
+    attempt of the same intent committed meanwhile under the name is refused that delete."""
+    container, name = new_container(), new_name()
+    block = base64.b64encode(b"0123456789abcdef0000000000000000").decode()
+    store = AzureStore(container, connection_string=azurite.connection_string,
+                       single_put_limit=1024, block_size=1024,
+                       client_options={"raw_request_hook": commit_before_delete(
+                           azurite, container, name, block)})
+    await store.prepare()
+    async with store:
+        await store._client().get_blob_client(name).stage_block(block, b"the other attempt")
+        with pytest.raises(IntegrityError):
+            await store.put(name, stream(b"x" * 3000), tags=PENDING, expected_sha256="0" * 64)
+        assert await store.get_tags(name) == {"state": "committed"}
+        assert await read_all(store, name) == b"the other attempt"
+
+
+def test_no_committed_blob_condition_is_unsatisfiable() -> None:
+    """Both clauses name one key with two values: no blob's tags can meet it."""
+    assert NO_COMMITTED_BLOB.count("AND") == 1
+    assert NO_COMMITTED_BLOB.count('"state"') == 2

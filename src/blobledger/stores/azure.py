@@ -458,6 +458,11 @@ class AzureStore(Store):
                 )
         except BlobNotFound:
             return False
+        except ConditionNotMet:
+            # If-Match on an absent blob is a 412 (Azurite), not a 404: absent is absent.
+            if condition.etag and await self._only_uncommitted(name):
+                return False
+            raise
         return True
 
     async def _delete_many(self, items: Sequence[tuple[str, Condition]]) -> list[DeleteOutcome]:
