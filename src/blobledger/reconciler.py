@@ -269,10 +269,12 @@ class _Merge:
         if not await self.still_unreferenced(name):
             return False
         try:
-            await self.ledger.store.discard_uncommitted(name)
+            cleared = await self.ledger.store.discard_uncommitted(name)
         except StoreError as exc:
             self.report.errors += 1
             log.warning("reconcile: discarding uncommitted bytes of %s failed: %s", name, exc)
+            return False
+        if not cleared:  # nothing left, or a blob committed under the name refused it
             return False
         remaining = [u async for u in self.ledger.store.list_uncommitted(name)
                      if u.name == name]

@@ -39,12 +39,14 @@ async def seed_intent(
     key: str | None = None,
     state: str = BlobState.PENDING,
     doc_name: str | None = None,
+    name: str | None = None,
 ) -> str:
     """A blob row (and for a creation its pending document) ``age`` seconds old, with the
-    blob tagged ``tag`` (None: never uploaded). Returns the blob name."""
+    blob tagged ``tag`` (None: never uploaded), under ``name`` or a new one. Returns the blob
+    name."""
     now = await ledger.now()
     then = now - timedelta(seconds=age)
-    name = new_blob_name(ledger.settings.blob_prefix, "seed.txt")
+    name = name or new_blob_name(ledger.settings.blob_prefix, "seed.txt")
     doc_id = doc_id or new_document_id()
     async with ledger.db.session() as session:
         if kind == BlobKind.CREATE and state == BlobState.PENDING:

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
+from sqlalchemy import delete
 
 from blobledger import Ledger
+from blobledger.config import Settings
+from blobledger.db import Database
 from blobledger.errors import ConfigError
 from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
 from blobledger.reconciler import Finding, reconcile
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
+from tests.conftest import new_container
+from tests.stores.contract import read_all
+from tests.stores.test_azure import commit_before_delete
+from tests.support.services import Azurite
 from tests.sweeper.support import HOUR, one, rows, seed_intent, stored
 
 
@@ -118,3 +127,65 @@ async def test_older_than_below_the_deadline_is_refused(ledger: Ledger) -> None:
         await reconcile(ledger, fix=True, older_than=10)
     assert name in await stored(ledger)
     assert await rows(ledger) == {}
+
+
+@pytest.mark.parametrize("leftover", ["orphan", "uncommitted"])
+async def test_a_row_that_appears_before_the_fix_stops_it(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, leftover: str
+) -> None:
+    """A name that a row refers to is never cleaned as garbage: here the row appears after
+    the name was listed (a retry resuming its intent) and before the fix acts on it."""
+    name = f"{ledger.settings.blob_prefix}/appears-{leftover}"
+    if leftover == "orphan":
+        await ledger.store.put(name, one(b"pending bytes"), tags={"state": "pending"})
+    else:
+        await leave_uncommitted(ledger, name)
+    ledger.clock_offset = 3 * HOUR
+    method = "list" if leftover == "orphan" else "list_uncommitted"
+    listing = getattr(ledger.store, method)
+
+    def listed_then_row(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async def entries() -> AsyncIterator[Any]:
+            async for info in listing(*args, **kwargs):
+                if info.name == name and name not in await rows(ledger):
+                    await seed_intent(ledger, tag=None, name=name)
+                yield info
+        return entries()
+
+    monkeypatch.setattr(ledger.store, method, listed_then_row)
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR)
+    assert report.fixed == 0
+    if leftover == "orphan":
+        assert await stored(ledger) == {name: "pending"}
+    else:
+        assert report.kept == 1
+        assert [u.name async for u in listing(name)] == [name]
+
+
+async def test_fix_never_deletes_a_blob_committed_by_a_resumed_upload(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    """A crashed staged upload left blocks; a retry resumes the intent and commits them
+    right before the reconciler's delete would reach the service."""
+    container, name = new_container(), "documents/resumed.bin"
+    block = base64.b64encode(b"0" * 32).decode()
+    store = AzureStore(container, connection_string=azurite.connection_string,
+                       client_options={"raw_request_hook": commit_before_delete(
+                           azurite, container, name, block)})
+    await store.prepare()
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    settings = Settings(database_url=url, store_url=store.url, upload_deadline=60,
+                        sweep_after=180, delete_grace=0)
+    async with Ledger(Database(url), store, settings) as ledger:
+        await store._client().get_blob_client(name).stage_block(block, b"resumed bytes")
+        await seed_intent(ledger, tag=None, name=name)  # the intent the retry resumes
+        ledger.clock_offset = 3 * HOUR
+        report = await reconcile(ledger, fix=True, older_than=2 * HOUR)
+        assert (report.uncommitted, report.kept, report.fixed) == (1, 1, 0)
+        async with ledger.db.session() as session:  # say the sweeper removed the row
+            await session.execute(delete(DocumentRow))
+            await session.execute(delete(BlobRow))
+        report = await reconcile(ledger, fix=True, older_than=2 * HOUR)
+        assert report.fixed == 0  # the commit came first: the service refused the delete
+        assert await store.get_tags(name) == {"state": "committed"}
+        assert await read_all(store, name) == b"resumed bytes"

@@ -563,7 +563,7 @@ class AzureStore(Store):
                         last_modified=props.last_modified,
                     )
 
-    async def discard_uncommitted(self, name: str) -> None:
+    async def discard_uncommitted(self, name: str) -> bool:
         """Delete a name that holds only uncommitted blocks (clears them).
 
         The delete carries :data:`NO_COMMITTED_BLOB`: the service refuses it (412) if a
@@ -572,9 +572,13 @@ class AzureStore(Store):
         would rewrite its properties; the service discards them after seven days.
         """
         check_blob_name(name)
-        with suppress(BlobNotFound, ConditionNotMet), map_errors(name):
-            await self._client().get_blob_client(name).delete_blob(
-                if_tags_match_condition=NO_COMMITTED_BLOB)
+        try:
+            with map_errors(name):
+                await self._client().get_blob_client(name).delete_blob(
+                    if_tags_match_condition=NO_COMMITTED_BLOB)
+        except (BlobNotFound, ConditionNotMet):
+            return False  # nothing there, or a committed blob holds the name
+        return True
 
 
 def _metadata(digests: Digests) -> dict[str, str]:

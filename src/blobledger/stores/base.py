@@ -290,9 +290,11 @@ class Store(abc.ABC):
         """Names holding uncommitted bytes (empty where the backend never leaves any)."""
 
     @abc.abstractmethod
-    async def discard_uncommitted(self, name: str) -> None:
-        """Remove uncommitted bytes left under ``name``; a committed blob is never touched,
-        not even one committed while this runs (the store enforces it, not a prior check)."""
+    async def discard_uncommitted(self, name: str) -> bool:
+        """Remove uncommitted bytes left under ``name``; True if some were removed.
+
+        A committed blob is never touched, not even one committed while this runs (the
+        store enforces it, not a prior check)."""
 
     @abc.abstractmethod
     async def ping(self) -> None:

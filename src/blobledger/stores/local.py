@@ -376,17 +376,21 @@ class LocalStore(Store):
             )
         return result
 
-    async def discard_uncommitted(self, name: str) -> None:
+    async def discard_uncommitted(self, name: str) -> bool:
+        """Unlink the name's temp files under ``uploads/``; never a path under ``blobs/``."""
         check_blob_name(name)
         quoted = quote(name, safe="") + "."
 
-        def discard() -> None:
+        def discard() -> bool:
+            removed = False
             for entry in os.scandir(self._uploads):
                 if entry.name.startswith(quoted) and entry.name.endswith(".part"):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(entry.path)
+                        removed = True
+            return removed
 
-        await _in_thread(discard)
+        return await _in_thread(discard)
 
     async def ping(self) -> None:
         ok = await _in_thread(os.access, self._blobs, os.W_OK | os.X_OK)
