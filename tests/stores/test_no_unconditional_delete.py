@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -79,8 +79,13 @@ class RecordingStore(Store):
         self.calls.append(("discard_uncommitted", name, None, None))
         return await self.inner.discard_uncommitted(name)
 
-    async def put(self, name: str, data: AsyncIterator[bytes], **kwargs: Any) -> Digests:  # type: ignore[override]
-        return await self.inner.put(name, data, **kwargs)
+    async def put(
+        self, name: str, data: AsyncIterable[bytes], *, tags: Tags,
+        content_type: str | None = None, expected_sha256: str | None = None,
+        expected_md5: str | None = None,
+    ) -> Digests:
+        return await self.inner.put(name, data, tags=tags, content_type=content_type,
+                                    expected_sha256=expected_sha256, expected_md5=expected_md5)
 
     async def stat(self, name: str) -> BlobInfo:
         return await self.inner.stat(name)

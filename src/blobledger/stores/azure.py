@@ -360,9 +360,7 @@ class AzureStore(Store):
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
         except BaseException:
-            for task in in_flight:
-                task.cancel()
-            await asyncio.shield(self._forget_blocks(name))
+            await asyncio.shield(self._abandon_staging(name, in_flight))
             raise
         settings = ContentSettings(content_type=content_type)
         await failpoints.hit("put.before_commit")
@@ -423,6 +421,14 @@ class AzureStore(Store):
         except BlobNotFound:
             return True
         return False
+
+    async def _abandon_staging(self, name: str, in_flight: set[asyncio.Task[None]]) -> None:
+        """Stop the block uploads still in flight and wait until each has ended, so that
+        none is still sending from this process when the blocks are dropped."""
+        for task in in_flight:
+            task.cancel()
+        await asyncio.gather(*in_flight, return_exceptions=True)
+        await self._forget_blocks(name)
 
     async def _forget_blocks(self, name: str) -> None:
         """Best effort: drop the blocks of a failed staged put. A blob committed under the
