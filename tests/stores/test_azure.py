@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+from uuid import uuid4
 
 import pytest
 from azure.core import MatchConditions
@@ -224,3 +225,52 @@ def test_no_committed_blob_condition_is_unsatisfiable() -> None:
     """Both clauses name one key with two values: no blob's tags can meet it."""
     assert NO_COMMITTED_BLOB.count("AND") == 1
     assert NO_COMMITTED_BLOB.count('"state"') == 2
+
+
+async def test_what_azurite_honours_on_delete(azurite: Azurite) -> None:
+    """Pinned, measured on Azurite 3.37: why clearing uncommitted blocks uses
+    NO_COMMITTED_BLOB and why a delete takes one condition, never two."""
+    block = base64.b64encode(b"0123456789abcdef0000000000000000").decode()
+    async with BlobServiceClient.from_connection_string(azurite.connection_string) as service:
+        container = service.get_container_client(new_container())
+        await container.create_container()
+
+        async def uncommitted_only(name: str) -> Any:
+            blob = container.get_blob_client(name)
+            await blob.stage_block(block, b"left by a crash")
+            return blob
+
+        async def names() -> list[str]:
+            return [p.name async for p in container.list_blobs(include=["uncommittedblobs"])]
+
+        # a name holding only uncommitted blocks counts as absent for If-Match: always 412
+        blob = await uncommitted_only("u-if-match")
+        (etag,) = [p.etag async for p in container.list_blobs(include=["uncommittedblobs"])]
+        with pytest.raises(ResourceModifiedError):
+            await blob.delete_blob(etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified)
+        assert await names() == ["u-if-match"]
+        await blob.delete_blob(if_tags_match_condition=NO_COMMITTED_BLOB)
+        assert await names() == []  # x-ms-if-tags is not evaluated there: the blocks go
+
+        # against committed blobs, tagged or not, the same condition is evaluated: 412
+        for tags in (None, {"state": "pending"}, {"state": "committed"}):
+            blob = container.get_blob_client(f"c-{len(tags or {})}-{uuid4().hex}")
+            await blob.upload_blob(b"committed", tags=tags)
+            with pytest.raises(ResourceModifiedError):
+                await blob.delete_blob(if_tags_match_condition=NO_COMMITTED_BLOB)
+            assert await blob.exists()
+
+        # If-None-Match: * does not protect a committed blob on Azurite: it is deleted
+        blob = container.get_blob_client("c-if-none-match")
+        await blob.upload_blob(b"committed", tags={"state": "committed"})
+        await blob.delete_blob(match_condition=MatchConditions.IfMissing)
+        assert not await blob.exists()
+
+        # If-Match and x-ms-if-tags together: only If-Match is evaluated
+        blob = container.get_blob_client("c-both")
+        await blob.upload_blob(b"committed", tags={"state": "committed"})
+        etag = (await blob.get_blob_properties()).etag
+        await blob.delete_blob(etag=etag, match_condition=MatchConditions.IfNotModified,
+                               if_tags_match_condition="\"state\" = 'pending'")
+        assert not await blob.exists()
+        await container.delete_container()
