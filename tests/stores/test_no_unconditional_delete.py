@@ -12,7 +12,6 @@ import base64
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -24,7 +23,6 @@ from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.doctor import store_report
 from blobledger.errors import Digests
-from blobledger.models import utcnow
 from blobledger.reconciler import reconcile
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.base import (
@@ -184,7 +182,7 @@ async def test_every_delete_of_every_flow_carries_a_condition(
 
     await ledger.store.put(f"{prefix}/orphan", one(b"orphan"), tags={"state": "pending"})
     await leave_uncommitted(store.inner, f"{prefix}/leftover")
-    ledger.clock = lambda: utcnow() + timedelta(hours=3)
+    ledger.clock_offset = 3 * HOUR
     report = await reconcile(ledger, fix=True, older_than=2 * HOUR)
     assert report.fixed == 2
 
