@@ -18,16 +18,33 @@ from blobledger.db import Database
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
-from tests.support.services import Azurite, create_database, drop_database, start_azurite
+from blobledger.stores.s3 import S3Store
+from tests.support.services import (
+    Azurite,
+    MotoS3,
+    create_database,
+    drop_database,
+    start_azurite,
+    start_moto,
+)
 
 T = TypeVar("T")
 DATABASES = ["sqlite", "postgresql"]
 STORES = ["local", "azure"]
+#: every database with every store, and S3 (moto's server) on PostgreSQL
+BACKENDS = [f"{d}-{s}" for d in DATABASES for s in STORES] + ["postgresql-s3"]
 
 
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
     instance = start_azurite()
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoS3]:
+    instance = start_moto()
     yield instance
     instance.stop()
 
@@ -60,10 +77,19 @@ def new_container() -> str:
 async def make_store(
     kind: str, tmp_path: Path, azurite: Azurite | None, *,
     single_put_limit: int = 256 * 1024, block_size: int = 128 * 1024,
+    moto: MotoS3 | None = None,
 ) -> Store:
-    """A fresh store; Azure with small single-put and block sizes so staging is exercised."""
+    """A fresh store; Azure and S3 with small single-put limits so staged and multipart
+    uploads are exercised."""
     if kind == "local":
         return LocalStore(tmp_path / "store")
+    if kind == "s3":
+        assert moto is not None
+        s3 = S3Store(f"b{uuid.uuid4().hex[:20]}", endpoint_url=moto.endpoint_url,
+                     region="us-east-1", path_style=True, access_key=moto.access_key,
+                     secret_key=moto.secret_key, single_put_limit=single_put_limit)
+        await s3.prepare()
+        return s3
     assert azurite is not None
     store = AzureStore(new_container(), connection_string=azurite.connection_string,
                        single_put_limit=single_put_limit, block_size=block_size)
@@ -82,7 +108,7 @@ async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
     return pg_url
 
 
-@pytest.fixture(params=[f"{d}-{s}" for d in DATABASES for s in STORES])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -94,9 +120,10 @@ async def ledger(
     db_kind, store_kind = backend.split("-")
     pg = request.getfixturevalue("pg_url") if db_kind == "postgresql" else None
     az = request.getfixturevalue("azurite") if store_kind == "azure" else None
+    s3 = request.getfixturevalue("moto") if store_kind == "s3" else None
     url = await database_url(db_kind, tmp_path, pg)
     store = await make_store(store_kind, tmp_path, az, single_put_limit=256 * 1024,
-                             block_size=128 * 1024)
+                             block_size=128 * 1024, moto=s3)
     settings = Settings(database_url=url, store_url=store.url, upload_deadline=60,
                         sweep_after=180, delete_grace=0)
     async with Ledger(Database(url), store, settings) as instance:

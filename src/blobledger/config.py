@@ -42,6 +42,9 @@ class Settings:
     store_url: str = DEFAULT_STORE_URL
     azure_connection_string: str | None = None
     azure_account_url: str | None = None
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_path_style: bool = False
     blob_prefix: str = "documents"
     max_upload_bytes: int = 5 * 1024**3
     upload_deadline: float = 3600.0
@@ -121,6 +124,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         values["store_url"] = v
     values["azure_connection_string"] = get("BLOBLEDGER_AZURE_CONNECTION_STRING")
     values["azure_account_url"] = get("BLOBLEDGER_AZURE_ACCOUNT_URL")
+    values["s3_endpoint_url"] = get("BLOBLEDGER_S3_ENDPOINT_URL")
+    values["s3_region"] = get("BLOBLEDGER_S3_REGION") or get("AWS_REGION") \
+        or get("AWS_DEFAULT_REGION")
+    if (v := get("BLOBLEDGER_S3_ADDRESSING")) is not None:
+        if v not in ("path", "virtual", "auto"):
+            raise ConfigError("BLOBLEDGER_S3_ADDRESSING must be path, virtual or auto")
+        values["s3_path_style"] = v == "path"
     if (v := get("BLOBLEDGER_BLOB_PREFIX")) is not None:
         values["blob_prefix"] = v
     if (v := get("BLOBLEDGER_MAX_UPLOAD_BYTES")) is not None:

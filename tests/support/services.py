@@ -135,3 +135,44 @@ def temp_dir(prefix: str = "blobledger-") -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class MotoS3:
+    """moto's S3 server (``moto[server]``): real HTTP, conditional writes enforced one request
+    at a time (not atomically under concurrency: see tests/stores/test_s3.py)."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    access_key: str = "testing"
+    secret_key: str = "testing"
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        """What a blobledger process needs to reach it (``BLOBLEDGER_STORE_URL`` aside)."""
+        return {"BLOBLEDGER_S3_ENDPOINT_URL": self.endpoint_url,
+                "BLOBLEDGER_S3_ADDRESSING": "path", "AWS_ACCESS_KEY_ID": self.access_key,
+                "AWS_SECRET_ACCESS_KEY": self.secret_key, "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def stop(self) -> None:
+        terminate(self.process, 10)
+
+
+def start_moto() -> MotoS3:
+    """moto's server on a free loopback port (it keeps everything in memory)."""
+    import sys
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        wait_for_port(port)
+    except RuntimeError:
+        process.kill()
+        raise
+    return MotoS3(port, process)

@@ -22,7 +22,8 @@ __all__ = [
 
 
 def open_store(url: str, settings: Settings | None = None) -> Store:
-    """The backend for ``file:///path`` or ``azure://container``; ConfigError otherwise."""
+    """The backend for ``file:///path``, ``azure://container`` or ``s3://bucket[/prefix]``;
+    ConfigError otherwise."""
     settings = settings or Settings()
     parts = urlsplit(url)
     if parts.scheme == "file":
@@ -36,6 +37,13 @@ def open_store(url: str, settings: Settings | None = None) -> Store:
         from blobledger.stores.azure import AzureStore
 
         return AzureStore.from_settings(parts.netloc, settings)
+    if parts.scheme == "s3":
+        from blobledger.stores.s3 import S3Store
+
+        if not parts.netloc:
+            raise ConfigError(f"store URL {url!r} names no bucket (s3://bucket[/prefix])")
+        return S3Store.from_settings(parts.netloc, unquote(parts.path), settings)
     raise ConfigError(
-        f"unsupported store URL {url!r}: use file:///path or azure://<container>"
+        f"unsupported store URL {url!r}: use file:///path, azure://<container> or "
+        "s3://bucket[/prefix]"
     )

@@ -1,0 +1,543 @@
+"""The S3 backend (``s3://bucket[/prefix]``), on aiobotocore, for AWS and S3-compatible
+services (``BLOBLEDGER_S3_ENDPOINT_URL``).
+
+Create-only is ``If-None-Match: *`` on PutObject and on CompleteMultipartUpload. Bodies above
+the single-put limit stream as a multipart upload, one part in memory at a time; a failed or
+cancelled multipart upload is aborted. The ``state`` tag is an object tag; the SHA-256 and MD5
+are object tags too (``sha256``, ``md5``: a multipart upload learns them only at its end, and
+tags, unlike metadata, can be written after it), written with a single put and right after a
+multipart completion. A blob whose checksum tags a crash left unwritten has them computed from
+its bytes and written on its next :meth:`stat`. Checksum tags are never shown as tags.
+
+S3 has no delete (or tag update) conditioned on a tag. A delete here reads the tag and the
+ETag, compares the tag, then deletes with ``If-Match`` on that ETag: S3 itself refuses to
+delete other bytes than those checked, while the tag comparison rests on the database fence
+(the sweeper and the deletion path win the row's compare-and-set before they delete, so no
+writer can commit that blob afterwards). ``docs/backends.md`` has the table. botocore errors
+become blobledger errors in :func:`map_errors` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from blobledger import failpoints
+from blobledger.config import Settings
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    ConfigError,
+    Digests,
+    StoreError,
+    StoreUnavailable,
+)
+from blobledger.names import check_blob_name
+from blobledger.stores.base import (
+    BlobInfo,
+    BlobReader,
+    ByteReader,
+    DeleteOutcome,
+    Hasher,
+    Store,
+    Tags,
+    UncommittedInfo,
+    tags_match,
+    verify,
+)
+
+SINGLE_PUT_LIMIT = 8 * 1024 * 1024
+PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
+GET_CHUNK = 256 * 1024
+CONCURRENCY = 16  # per-object requests in flight (tags while listing, deletes in a batch)
+CHECKSUM_TAGS = ("sha256", "md5")
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60
+MAX_ATTEMPTS = 3
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None) or {}
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return int(status) if status is not None else None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
+    """The blobledger error for a botocore, HTTP or network error (the one mapping)."""
+    from botocore.exceptions import ClientError, NoCredentialsError
+
+    if isinstance(exc, NoCredentialsError):
+        return ConfigError("no AWS credentials found (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
+    if not isinstance(exc, ClientError):
+        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
+    status, code = _status(exc), _code(exc)
+    if code == "NoSuchBucket":
+        return StoreUnavailable(f"bucket for {name} does not exist")
+    if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return StoreError(f"storage refused the credentials for {name}: {code}")
+    if put and (status in (409, 412) or code in ("PreconditionFailed",
+                                                 "ConditionalRequestConflict")):
+        return BlobAlreadyExists(name)
+    if status == 404 or code in ("NoSuchKey", "NotFound", "NoSuchUpload"):
+        return BlobNotFound(name)
+    if status in (409, 412) or code == "PreconditionFailed":
+        return ConditionNotMet(name, code)
+    if status is not None and (status >= 500 or status in (408, 429)):
+        return StoreUnavailable(f"storage answered {status} for {name}")
+    return StoreError(f"storage answered {status} {code} for {name}")
+
+
+@contextmanager
+def map_errors(name: str, *, put: bool = False) -> Iterator[None]:
+    """Translate whatever botocore raises inside the block into a blobledger error."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except BlobLedgerError:
+        raise
+    except (ClientError, BotoCoreError, OSError, TimeoutError) as exc:
+        raise translate(exc, name, put=put) from exc
+
+
+def _tag_set(tags: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
+    return {"TagSet": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}
+
+
+def _tags_of(response: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
+
+
+def _visible(tags: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in tags.items() if k not in CHECKSUM_TAGS}
+
+
+def _md5_header(md5_hex: str) -> str:
+    return base64.b64encode(bytes.fromhex(md5_hex)).decode()
+
+
+class S3Store(Store):
+    """Objects in one bucket, under an optional key prefix."""
+
+    enforces_tag_condition_on_set_tags = False  # S3 has no conditional tag update
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style: bool = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        profile: str | None = None,
+        single_put_limit: int = SINGLE_PUT_LIMIT,
+        part_size: int = PART_SIZE,
+    ) -> None:
+        if not 3 <= len(bucket) <= 63:
+            raise ConfigError(f"S3 bucket name {bucket!r} must have 3-63 characters")
+        if part_size < 5 * 1024 * 1024:
+            raise ConfigError("the S3 part size must be at least 5 MiB")
+        self.bucket = bucket
+        self.root = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.url = f"s3://{bucket}" + (f"/{self.root.rstrip('/')}" if self.root else "")
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.path_style = path_style
+        self._credentials = (access_key, secret_key)
+        self.profile = profile
+        self.single_put_limit = single_put_limit
+        self.part_size = part_size
+        self._stack: AsyncExitStack | None = None
+        self._s3: Any = None
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_settings(cls, bucket: str, prefix: str, settings: Settings) -> S3Store:
+        return cls(bucket, prefix=prefix, endpoint_url=settings.s3_endpoint_url,
+                   region=settings.s3_region, path_style=settings.s3_path_style,
+                   profile=os.environ.get("AWS_PROFILE") or None)
+
+    # -- client ---------------------------------------------------------------------------
+    async def _client(self) -> Any:
+        if self._s3 is not None:
+            return self._s3
+        async with self._lock:
+            if self._s3 is None:
+                from aiobotocore.config import AioConfig
+                from aiobotocore.session import AioSession
+
+                session = AioSession(profile=self.profile)
+                access, secret = self._credentials
+                config = AioConfig(
+                    connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
+                    retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+                    s3={"addressing_style": "path" if self.path_style else "auto"},
+                    max_pool_connections=64,
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required")
+                stack = AsyncExitStack()
+                self._s3 = await stack.enter_async_context(session.create_client(
+                    "s3", endpoint_url=self.endpoint_url,
+                    region_name=self.region or session.get_config_variable("region")
+                    or "us-east-1",
+                    aws_access_key_id=access, aws_secret_access_key=secret, config=config))
+                self._stack = stack
+        return self._s3
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+        self._stack, self._s3 = None, None
+
+    def _key(self, name: str) -> str:
+        check_blob_name(name)
+        return self.root + name
+
+    async def prepare(self) -> None:
+        s3 = await self._client()
+        with map_errors(self.bucket):
+            try:
+                await s3.head_bucket(Bucket=self.bucket)
+                return
+            except Exception as exc:
+                if _status(exc) != 404:
+                    raise
+            region = self.region or "us-east-1"
+            extra = ({} if region == "us-east-1"
+                     else {"CreateBucketConfiguration": {"LocationConstraint": region}})
+            with contextlib.suppress(Exception):
+                await s3.create_bucket(Bucket=self.bucket, **extra)
+            await s3.head_bucket(Bucket=self.bucket)
+
+    async def ping(self) -> None:
+        s3 = await self._client()
+        with map_errors(self.bucket):
+            await s3.head_bucket(Bucket=self.bucket)
+
+    # -- put ------------------------------------------------------------------------------
+    async def put(
+        self,
+        name: str,
+        data: AsyncIterable[bytes],
+        *,
+        tags: Tags,
+        content_type: str | None = None,
+        expected_sha256: str | None = None,
+        expected_md5: str | None = None,
+    ) -> Digests:
+        key = self._key(name)
+        reader = ByteReader(data)
+        head = await reader.read(self.single_put_limit + 1)
+        if len(head) > self.single_put_limit:
+            reader.unread(head)
+            return await self._multipart(name, key, reader, tags, content_type,
+                                         expected_sha256, expected_md5)
+        hasher = Hasher()
+        await hasher.update(head)
+        digests = hasher.digests()
+        verify(digests, expected_sha256, expected_md5)
+        await failpoints.hit("put.before_commit")
+        s3 = await self._client()
+        with map_errors(name, put=True):
+            try:
+                await s3.put_object(
+                    Bucket=self.bucket, Key=key, Body=head, IfNoneMatch="*",
+                    ContentMD5=_md5_header(digests.md5), Tagging=self._tagging(tags, digests),
+                    ContentType=content_type or "application/octet-stream")
+            except Exception as exc:
+                if translate(exc, name, put=True).__class__ is BlobAlreadyExists:
+                    raise BlobAlreadyExists(name, digests) from exc
+                raise
+        return digests
+
+    @staticmethod
+    def _tagging(tags: Tags, digests: Digests | None) -> str:
+        values = dict(tags)
+        if digests is not None:
+            values.update(sha256=digests.sha256, md5=digests.md5)
+        return urlencode(sorted(values.items()), quote_via=quote)
+
+    async def _multipart(
+        self, name: str, key: str, reader: ByteReader, tags: Tags, content_type: str | None,
+        expected_sha256: str | None, expected_md5: str | None,
+    ) -> Digests:
+        s3 = await self._client()
+        with map_errors(name, put=True):
+            created = await s3.create_multipart_upload(
+                Bucket=self.bucket, Key=key, Tagging=self._tagging(tags, None),
+                ContentType=content_type or "application/octet-stream")
+        upload_id = created["UploadId"]
+        hasher = Hasher()
+        parts: list[dict[str, Any]] = []
+        try:
+            while chunk := await reader.read(self.part_size):
+                await hasher.update(chunk)
+                part_md5 = base64.b64encode(
+                    hashlib.md5(chunk, usedforsecurity=False).digest()).decode()
+                with map_errors(name):
+                    uploaded = await s3.upload_part(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id,
+                        PartNumber=len(parts) + 1, Body=chunk, ContentMD5=part_md5)
+                parts.append({"ETag": uploaded["ETag"], "PartNumber": len(parts) + 1})
+            digests = hasher.digests()
+            verify(digests, expected_sha256, expected_md5)
+            await failpoints.hit("put.before_commit")
+            with map_errors(name, put=True):
+                try:
+                    await s3.complete_multipart_upload(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id, IfNoneMatch="*",
+                        MultipartUpload={"Parts": parts})
+                except Exception as exc:
+                    if translate(exc, name, put=True).__class__ is BlobAlreadyExists:
+                        raise BlobAlreadyExists(name, digests) from exc
+                    raise
+        except BaseException:
+            await asyncio.shield(self._abort(key, upload_id))
+            raise
+        with map_errors(name):
+            await s3.put_object_tagging(Bucket=self.bucket, Key=key,
+                                        Tagging=_tag_set({**tags, "sha256": digests.sha256,
+                                                          "md5": digests.md5}))
+        return digests
+
+    async def _abort(self, key: str, upload_id: str) -> None:
+        with contextlib.suppress(Exception):
+            s3 = await self._client()
+            await s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    # -- metadata -------------------------------------------------------------------------
+    async def _all_tags(self, name: str) -> dict[str, str]:
+        s3 = await self._client()
+        with map_errors(name):
+            return _tags_of(await s3.get_object_tagging(Bucket=self.bucket,
+                                                        Key=self._key(name)))
+
+    async def stat(self, name: str) -> BlobInfo:
+        s3 = await self._client()
+        with map_errors(name):
+            head = await s3.head_object(Bucket=self.bucket, Key=self._key(name))
+        tags = await self._all_tags(name)
+        if not all(k in tags for k in CHECKSUM_TAGS):
+            tags = await self._repair_checksums(name, tags)
+        return BlobInfo(name=name, size=int(head["ContentLength"]),
+                        last_modified=head["LastModified"], etag=str(head["ETag"]),
+                        content_type=head.get("ContentType"), sha256=tags.get("sha256"),
+                        md5=tags.get("md5"), tags=_visible(tags))
+
+    async def _repair_checksums(self, name: str, tags: dict[str, str]) -> dict[str, str]:
+        """A multipart blob whose checksum tags a crash left unwritten: hash its bytes and
+        write them (the blob itself never changes: its tags only)."""
+        hasher = Hasher()
+        reader = await self.open(name)
+        try:
+            async for chunk in reader:
+                await hasher.update(chunk)
+        finally:
+            await reader.aclose()
+        digests = hasher.digests()
+        tags = {**tags, "sha256": digests.sha256, "md5": digests.md5}
+        s3 = await self._client()
+        with map_errors(name):
+            await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
+                                        Tagging=_tag_set(tags))
+        return tags
+
+    async def get_tags(self, name: str) -> dict[str, str]:
+        return _visible(await self._all_tags(name))
+
+    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        """Compare the current tags, then replace them (keeping the checksum tags): the
+        comparison is this client's, not the service's (``enforces_tag_condition_on_set_tags``
+        is False)."""
+        current = await self._all_tags(name)
+        if not tags_match(_visible(current), if_tags):
+            raise ConditionNotMet(name, f"tags are {_visible(current)}")
+        kept = {k: v for k, v in current.items() if k in CHECKSUM_TAGS}
+        s3 = await self._client()
+        with map_errors(name):
+            await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
+                                        Tagging=_tag_set({**kept, **tags}))
+
+    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
+        """Delete the blob if its tags satisfy ``if_tags``, conditioned on the ETag the check
+        saw (``If-Match``): the service refuses to delete other bytes; the tag comparison
+        rests on the database fence."""
+        s3 = await self._client()
+        key = self._key(name)
+        try:
+            with map_errors(name):
+                head = await s3.head_object(Bucket=self.bucket, Key=key)
+            tags = _visible(await self._all_tags(name))
+        except BlobNotFound:
+            return False
+        if not tags_match(tags, if_tags):
+            raise ConditionNotMet(name, f"tags are {tags}")
+        try:
+            with map_errors(name):
+                await s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=head["ETag"])
+        except BlobNotFound:
+            return False
+        return True
+
+    async def delete_many(
+        self, items: Sequence[tuple[str, Tags | None]]
+    ) -> list[DeleteOutcome]:
+        """Each delete on its own (conditioned as :meth:`delete`), ``CONCURRENCY`` at once."""
+        semaphore = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(name: str, condition: Tags | None) -> DeleteOutcome:
+            async with semaphore:
+                try:
+                    return DeleteOutcome(name, deleted=await self.delete(name,
+                                                                         if_tags=condition))
+                except StoreUnavailable:
+                    raise
+                except StoreError as exc:
+                    return DeleteOutcome(name, error=exc)
+
+        return list(await asyncio.gather(*(one(n, c) for n, c in items)))
+
+    # -- reads ----------------------------------------------------------------------------
+    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
+        s3 = await self._client()
+        key = self._key(name)
+        if length == 0:
+            with map_errors(name):
+                head = await s3.head_object(Bucket=self.bucket, Key=key)
+            info = BlobInfo(name=name, size=int(head["ContentLength"]),
+                            last_modified=head["LastModified"], etag=str(head["ETag"]),
+                            content_type=head.get("ContentType"))
+            return BlobReader(info, start, 0, _empty())
+        extra = {}
+        if start or length is not None:
+            end = "" if length is None else str(start + length - 1)
+            extra["Range"] = f"bytes={start}-{end}"
+        with map_errors(name):
+            response = await s3.get_object(Bucket=self.bucket, Key=key, **extra)
+        total = int(response["ContentLength"])
+        if "ContentRange" in response:
+            total = int(str(response["ContentRange"]).rsplit("/", 1)[1])
+        info = BlobInfo(name=name, size=total, last_modified=response["LastModified"],
+                        etag=str(response["ETag"]), content_type=response.get("ContentType"))
+        return BlobReader(info, start, int(response["ContentLength"]),
+                          self._chunks(name, response["Body"]))
+
+    @staticmethod
+    async def _chunks(name: str, body: Any) -> AsyncIterator[bytes]:
+        try:
+            while True:
+                with map_errors(name):
+                    chunk = await body.read(GET_CHUNK)
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            body.close()
+
+    async def list(
+        self, prefix: str = "", *, tags: bool = True, checksums: bool = True
+    ) -> AsyncIterator[BlobInfo]:
+        """ListObjectsV2 (UTF-8 byte order, which is code point order); tags and checksums
+        cost one GetObjectTagging per object, fetched ``CONCURRENCY`` at once per page."""
+        s3 = await self._client()
+        paginator = s3.get_paginator("list_objects_v2")
+        semaphore = asyncio.Semaphore(CONCURRENCY)
+
+        async def tagged(name: str) -> dict[str, str] | None:
+            async with semaphore:
+                try:
+                    return await self._all_tags(name)
+                except BlobNotFound:
+                    return None
+
+        with map_errors(self.bucket):
+            pages = paginator.paginate(Bucket=self.bucket, Prefix=self.root + prefix)
+            async for page in pages:
+                objects = [o for o in page.get("Contents", [])
+                           if str(o["Key"]).startswith(self.root)]
+                names = [str(o["Key"])[len(self.root):] for o in objects]
+                found: list[dict[str, str] | None] = [None] * len(objects)
+                if tags or checksums:
+                    found = list(await asyncio.gather(*(tagged(n) for n in names)))
+                for obj, name, all_tags in zip(objects, names, found, strict=True):
+                    if (tags or checksums) and all_tags is None:
+                        continue  # deleted since the page was listed
+                    all_tags = all_tags or {}
+                    yield BlobInfo(
+                        name=name, size=int(obj["Size"]), last_modified=obj["LastModified"],
+                        etag=str(obj["ETag"]),
+                        sha256=all_tags.get("sha256") if checksums else None,
+                        md5=all_tags.get("md5") if checksums else None,
+                        tags=_visible(all_tags) if tags else None)
+
+    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
+        """Incomplete multipart uploads, one entry per name (their parts and bytes)."""
+        s3 = await self._client()
+        paginator = s3.get_paginator("list_multipart_uploads")
+        by_key: dict[str, list[dict[str, Any]]] = {}
+        with map_errors(self.bucket):
+            async for page in paginator.paginate(Bucket=self.bucket,
+                                                 Prefix=self.root + prefix):
+                for upload in page.get("Uploads", []):
+                    by_key.setdefault(str(upload["Key"]), []).append(upload)
+        for key in sorted(by_key):
+            name = key[len(self.root):]
+            parts = size = 0
+            started: datetime | None = None
+            for upload in by_key[key]:
+                with map_errors(name):
+                    listed = await s3.list_parts(Bucket=self.bucket, Key=key,
+                                                 UploadId=upload["UploadId"])
+                parts += len(listed.get("Parts", []))
+                size += sum(int(p["Size"]) for p in listed.get("Parts", []))
+                initiated = upload.get("Initiated")
+                if isinstance(initiated, datetime):
+                    started = initiated if started is None else min(started, initiated)
+            try:
+                with map_errors(name):
+                    await s3.head_object(Bucket=self.bucket, Key=key)
+                committed = True
+            except BlobNotFound:
+                committed = False
+            yield UncommittedInfo(name=name, blocks=parts, size=size, committed=committed,
+                                  last_modified=started.astimezone(UTC) if started else None)
+
+    async def discard_uncommitted(self, name: str) -> None:
+        """Abort the incomplete multipart uploads under ``name``: an abort never touches a
+        completed object."""
+        s3 = await self._client()
+        key = self._key(name)
+        with map_errors(name):
+            listed = await s3.list_multipart_uploads(Bucket=self.bucket, Prefix=key)
+        for upload in listed.get("Uploads", []):
+            if upload["Key"] == key:
+                with contextlib.suppress(BlobNotFound), map_errors(name):
+                    await s3.abort_multipart_upload(Bucket=self.bucket, Key=key,
+                                                    UploadId=upload["UploadId"])
+
+
+async def _empty() -> AsyncIterator[bytes]:
+    return
+    yield b""  # pragma: no cover
