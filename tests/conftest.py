@@ -18,7 +18,6 @@ from blobledger.db import Database
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
-from blobledger.stores.s3 import S3Store
 from tests.support.services import (
     Azurite,
     MotoS3,
@@ -85,9 +84,7 @@ async def make_store(
         return LocalStore(tmp_path / "store")
     if kind == "s3":
         assert moto is not None
-        s3 = S3Store(f"b{uuid.uuid4().hex[:20]}", endpoint_url=moto.endpoint_url,
-                     region="us-east-1", path_style=True, access_key=moto.access_key,
-                     secret_key=moto.secret_key, single_put_limit=single_put_limit)
+        s3 = moto.store(single_put_limit=single_put_limit)
         await s3.prepare()
         return s3
     assert azurite is not None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ TAGS = "index tags supported"
 TAG_WRITE = "permission to write tags"
 GUARDED_DELETE = "tag-guarded delete enforced"
 GUARDED_TAGS = "tag-conditioned tag update enforced"
+ETAG_DELETE = "ETag-conditioned delete enforced"
 SOFT_DELETE = "soft delete"
 LIFECYCLE = "lifecycle rule (blobledger lifecycle-policy)"
 PENDING: Tags = {"state": "pending"}
@@ -105,6 +106,10 @@ async def run_doctor(settings: Settings) -> Report:
     store = open_store(settings.store_url, settings)
     try:
         await store.ping()
+        if settings.store_url.startswith("s3://"):
+            from blobledger.doctor_s3 import s3_extras
+
+            return await store_report(store, s3_extras(store))
         return await store_report(store)
     finally:
         await store.close()
@@ -114,8 +119,10 @@ async def _probe(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def store_report(store: Store) -> Report:
-    """The checks through the Store contract alone."""
+async def store_report(
+    store: Store, extras: Callable[[Report], Awaitable[None]] | None = None
+) -> Report:
+    """The checks through the Store contract, then the backend's own (``extras``)."""
     report = Report(store.url)
     written: list[str] = []
 
@@ -152,22 +159,38 @@ async def store_report(store: Store) -> Report:
                        "the condition state=pending")
         except ConditionNotMet:
             deleted = await store.delete(guarded, if_tags=COMMITTED)
-            report.add(GUARDED_DELETE, True, PASS if deleted else FAIL,
-                       "wrong tag refused (ConditionNotMet), matching tag deleted")
+            if store.capabilities.state_conditioned_delete:
+                report.add(GUARDED_DELETE, True, PASS if deleted else FAIL,
+                           "wrong tag refused (ConditionNotMet), matching tag deleted")
+            else:
+                report.add(GUARDED_DELETE, False, INFO if deleted else FAIL,
+                           "no tag-conditioned delete in this service: the store compares "
+                           "the tag first and deletes under the ETag it saw; the database "
+                           "fence guards the rest")
+        etagged = await put(PENDING)
+        try:
+            await store.delete(etagged, if_etag='"0000"')
+            report.add(ETAG_DELETE, True, FAIL, "a delete under a stale ETag was accepted")
+        except ConditionNotMet:
+            report.add(ETAG_DELETE, True, PASS, "stale ETag refused (ConditionNotMet)")
 
         try:
             await store.set_tags(first, PENDING, if_tags=NO_MATCH)
-            if store.enforces_tag_condition_on_set_tags:
-                report.add(GUARDED_TAGS, True, FAIL, "a tag update under a wrong condition "
-                           "was accepted")
-            else:
-                report.add(GUARDED_TAGS, True, GAP, "known gap of this backend: the condition "
-                           "is not enforced on tag updates")
+            report.add(GUARDED_TAGS, True, FAIL, "a tag update under a wrong condition "
+                       "was accepted")
         except ConditionNotMet:
-            report.add(GUARDED_TAGS, True, PASS, "wrong tag refused (ConditionNotMet)")
-        report.add(SOFT_DELETE, False, INFO, "n/a: this backend keeps no deleted copies")
-        report.add(LIFECYCLE, False, INFO, "n/a: this backend has no lifecycle management "
-                   "(the sweeper is the cleanup)")
+            if store.capabilities.state_conditioned_transition:
+                report.add(GUARDED_TAGS, True, PASS, "wrong tag refused (ConditionNotMet)")
+            else:
+                report.add(GUARDED_TAGS, True, GAP, "known gap of this backend: the service "
+                           "does not enforce the condition on tag updates (the store "
+                           "compares first; the database fence guards the rest)")
+        if extras is not None:
+            await extras(report)
+        else:
+            report.add(SOFT_DELETE, False, INFO, "n/a: this backend keeps no deleted copies")
+            report.add(LIFECYCLE, False, INFO, "n/a: this backend has no lifecycle "
+                       "management (the sweeper is the cleanup)")
     finally:
         for name in written:  # each conditioned on the ETag the doctor reads back
             with contextlib.suppress(StoreError):

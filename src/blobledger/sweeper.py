@@ -356,15 +356,6 @@ class Sweeper:
         abandoned upload's blob, deleted conditioned on that tag), refused or error."""
         store = self.ledger.store
         try:
-            if not store.enforces_tag_condition_on_set_tags:
-                # The backend ignores the condition (an emulator): check it first ourselves.
-                state = (await store.get_tags(name)).get(STATE_TAG)
-                if state == BlobState.DELETING:
-                    return "tagged"
-                if state == BlobState.PENDING:
-                    return "pending"
-                if state != BlobState.COMMITTED:
-                    return "refused"
             await store.set_tags(name, DELETING, if_tags=COMMITTED)
             return "tagged"
         except BlobNotFound:

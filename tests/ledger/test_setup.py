@@ -38,7 +38,8 @@ async def test_from_env_uses_the_environment(
 
 
 @pytest.mark.parametrize(("store_url", "message"), [
-    ("s3://bucket", "unsupported store URL"),
+    ("gs://bucket", "unsupported store URL"),
+    ("s3://", "names no bucket"),
     ("ftp://host/x", "unsupported store URL"),
     ("azure://ab", "3-63 characters"),
     ("azure://container", "needs BLOBLEDGER_AZURE_CONNECTION_STRING"),

@@ -90,8 +90,8 @@ async def test_every_store_write_carries_if_none_match(azurite: Azurite) -> None
 
 async def test_emulator_ignores_tag_condition_on_set_tags(azurite: Azurite) -> None:
     """A known Azurite gap, asserted rather than skipped: Set Blob Tags ignores x-ms-if-tags
-    (the real service enforces it). The store knows it is talking to the emulator and says so
-    through ``enforces_tag_condition_on_set_tags``."""
+    (the real service enforces it). The store knows it is talking to the emulator, says so
+    in its capabilities, and compares the tags itself before it asks."""
     store = AzureStore(new_container(), connection_string=azurite.connection_string)
     await store.prepare()
     async with store:
@@ -101,7 +101,7 @@ async def test_emulator_ignores_tag_condition_on_set_tags(azurite: Azurite) -> N
         await raw.set_blob_tags({"state": "deleting"},
                                 if_tags_match_condition="\"state\" = 'pending'")
         assert await store.get_tags(name) == {"state": "deleting"}  # the gap: not refused
-        assert store.enforces_tag_condition_on_set_tags is False
+        assert store.capabilities.state_conditioned_transition is False
 
 
 async def test_delete_guard_is_enforced_by_the_server(azurite: Azurite) -> None:

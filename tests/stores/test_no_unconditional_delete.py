@@ -51,8 +51,7 @@ class RecordingStore(Store):
 
     def __post_init__(self) -> None:
         self.url = self.inner.url
-        self.enforces_tag_condition_on_set_tags = self.inner.enforces_tag_condition_on_set_tags
-        self.batches_deletes = self.inner.batches_deletes
+        self.capabilities = self.inner.capabilities
 
     def _record(self, kind: str, name: str, tags: Tags | None, etag: str | None) -> None:
         self.calls.append((kind, name, dict(tags) if tags is not None else None, etag))

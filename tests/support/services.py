@@ -15,8 +15,14 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
+
+from blobledger.stores.base import Capabilities
+
+if TYPE_CHECKING:
+    from blobledger.stores.s3 import S3Store
 
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -137,6 +143,15 @@ def temp_dir(prefix: str = "blobledger-") -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+#: moto enforces If-None-Match one request at a time but not atomically: racing puts can both
+#: win (measured: 4 of 20 races of 20 MB puts had two winners). KNOWN EMULATOR GAP: the
+#: contract suite asserts the weaker property for it; real S3 has one winner. Blob names are
+#: unique per intent, so only a retry resuming its own dead attempt's intent ever races for a
+#: name, with bytes the checksum comparison settles.
+MOTO_CAPABILITIES = Capabilities(create_only=False, state_conditioned_delete=False,
+                                 state_conditioned_transition=False)
+
+
 @dataclass
 class MotoS3:
     """moto's S3 server (``moto[server]``): real HTTP, conditional writes enforced one request
@@ -156,6 +171,14 @@ class MotoS3:
         return {"BLOBLEDGER_S3_ENDPOINT_URL": self.endpoint_url,
                 "BLOBLEDGER_S3_ADDRESSING": "path", "AWS_ACCESS_KEY_ID": self.access_key,
                 "AWS_SECRET_ACCESS_KEY": self.secret_key, "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def store(self, **options: Any) -> S3Store:
+        """An S3 store on a fresh bucket of this server, with moto's capabilities."""
+        from blobledger.stores.s3 import S3Store
+
+        return S3Store(f"b{uuid.uuid4().hex[:20]}", endpoint_url=self.endpoint_url,
+                       region="us-east-1", path_style=True, access_key=self.access_key,
+                       secret_key=self.secret_key, capabilities=MOTO_CAPABILITIES, **options)
 
     def stop(self) -> None:
         terminate(self.process, 10)

@@ -20,6 +20,7 @@ from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
 from blobledger.reconciler import Finding, reconcile
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
+from blobledger.stores.s3 import S3Store
 from tests.conftest import new_container
 from tests.stores.contract import read_all
 from tests.stores.test_azure import commit_before_delete
@@ -33,6 +34,11 @@ async def leave_uncommitted(ledger: Ledger, name: str) -> None:
     if isinstance(store, AzureStore):
         block = base64.b64encode(b"0" * 32).decode()
         await store._client().get_blob_client(name).stage_block(block, b"lost bytes")
+    elif isinstance(store, S3Store):
+        s3 = await store._client()
+        started = await s3.create_multipart_upload(Bucket=store.bucket, Key=name)
+        await s3.upload_part(Bucket=store.bucket, Key=name, UploadId=started["UploadId"],
+                             PartNumber=1, Body=b"lost bytes")
     else:
         assert isinstance(store, LocalStore)
         part = Path(store.root) / "uploads" / f"{quote(name, safe='')}.{os.urandom(8).hex()}.part"

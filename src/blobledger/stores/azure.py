@@ -57,12 +57,14 @@ from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
     ByteReader,
+    Capabilities,
     Condition,
     DeleteOutcome,
     Hasher,
     Store,
     Tags,
     UncommittedInfo,
+    tags_match,
     verify,
 )
 
@@ -212,8 +214,8 @@ class AzureStore(Store):
         endpoint = connection_string or account_url or ""
         self.is_emulator = "devstoreaccount1" in endpoint or "UseDevelopmentStorage" in endpoint
         # Azurite ignores x-ms-if-tags on Set Blob Tags (measured): see docs/backends.md.
-        self.enforces_tag_condition_on_set_tags = not self.is_emulator
-        self.batches_deletes = True
+        self.capabilities = Capabilities(state_conditioned_transition=not self.is_emulator,
+                                         batch_delete=True)
         self._session: aiohttp.ClientSession | None = None
         self._service: BlobServiceClient | None = None
         self._container: ContainerClient | None = None
@@ -450,6 +452,10 @@ class AzureStore(Store):
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
         check_blob_name(name)
+        if if_tags and not self.capabilities.state_conditioned_transition:
+            current = await self.get_tags(name)  # the service ignores the condition
+            if not tags_match(current, if_tags):
+                raise ConditionNotMet(name, f"tags are {current}")
         with map_errors(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)

@@ -192,14 +192,33 @@ def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:
     return all(tags.get(key) == value for key, value in condition.items())
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What the storage service itself enforces, as opposed to what the store checks before
+    it asks. An emulator's gap is a capability it lacks; the conformance suite asserts each
+    one either way, never skips it.
+
+    ``create_only``: a put on a taken name is refused, atomically (one winner in a race).
+    ``state_conditioned_delete``: a delete whose ``state`` tag differs is refused.
+    ``state_conditioned_transition``: a retag whose current ``state`` differs is refused
+    (without it the store compares first: a visible mismatch is still refused, a change that
+    races the comparison is not; the protocol then rests on the database fence).
+    ``etag_conditioned_delete``: a delete whose ETag changed is refused.
+    ``batch_delete``: one request deletes many blobs, each under its own condition.
+    """
+
+    create_only: bool = True
+    state_conditioned_delete: bool = True
+    state_conditioned_transition: bool = True
+    etag_conditioned_delete: bool = True
+    batch_delete: bool = False
+
+
 class Store(abc.ABC):
-    """A write-once blob store with tag-guarded mutations."""
+    """A write-once blob store with state-guarded mutations."""
 
     url: str
-    #: whether set_tags enforces its condition on the server (False: known emulator gap)
-    enforces_tag_condition_on_set_tags: bool = True
-    #: whether delete_many sends one batch request with per-item tag conditions
-    batches_deletes: bool = False
+    capabilities: Capabilities = Capabilities()
 
     @abc.abstractmethod
     async def put(
@@ -229,7 +248,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
-        """Replace the tags, only if the current tags satisfy ``if_tags`` (ConditionNotMet)."""
+        """Replace the tags, only if the current tags satisfy ``if_tags`` (ConditionNotMet);
+        see ``capabilities.state_conditioned_transition`` for who enforces it."""
 
     @overload
     async def delete(self, name: str, *, if_tags: Tags) -> bool: ...

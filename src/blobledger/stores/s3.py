@@ -47,6 +47,8 @@ from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
     ByteReader,
+    Capabilities,
+    Condition,
     DeleteOutcome,
     Hasher,
     Store,
@@ -139,7 +141,9 @@ def _md5_header(md5_hex: str) -> str:
 class S3Store(Store):
     """Objects in one bucket, under an optional key prefix."""
 
-    enforces_tag_condition_on_set_tags = False  # S3 has no conditional tag update
+    #: S3 refuses overwrites and deletes of changed bytes; it has no tag conditions
+    SERVICE = Capabilities(state_conditioned_delete=False,
+                           state_conditioned_transition=False)
 
     def __init__(
         self,
@@ -154,7 +158,10 @@ class S3Store(Store):
         profile: str | None = None,
         single_put_limit: int = SINGLE_PUT_LIMIT,
         part_size: int = PART_SIZE,
+        capabilities: Capabilities | None = None,
     ) -> None:
+        """``capabilities``: what the service behind ``endpoint_url`` enforces, where it
+        is less than S3 (an emulator)."""
         if not 3 <= len(bucket) <= 63:
             raise ConfigError(f"S3 bucket name {bucket!r} must have 3-63 characters")
         if part_size < 5 * 1024 * 1024:
@@ -169,6 +176,7 @@ class S3Store(Store):
         self.profile = profile
         self.single_put_limit = single_put_limit
         self.part_size = part_size
+        self.capabilities = capabilities or self.SERVICE
         self._stack: AsyncExitStack | None = None
         self._s3: Any = None
         self._lock = asyncio.Lock()
@@ -369,8 +377,7 @@ class S3Store(Store):
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
         """Compare the current tags, then replace them (keeping the checksum tags): the
-        comparison is this client's, not the service's (``enforces_tag_condition_on_set_tags``
-        is False)."""
+        comparison is this client's, not the service's (S3 has no conditional tagging)."""
         current = await self._all_tags(name)
         if not tags_match(_visible(current), if_tags):
             raise ConditionNotMet(name, f"tags are {_visible(current)}")
@@ -380,38 +387,41 @@ class S3Store(Store):
             await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
                                         Tagging=_tag_set({**kept, **tags}))
 
-    async def delete(self, name: str, *, if_tags: Tags | None = None) -> bool:
-        """Delete the blob if its tags satisfy ``if_tags``, conditioned on the ETag the check
-        saw (``If-Match``): the service refuses to delete other bytes; the tag comparison
-        rests on the database fence."""
+    async def _delete(self, name: str, condition: Condition) -> bool:
+        """Delete under ``If-Match`` on an ETag: the given one, or, for a tag condition, the
+        one seen when the tags were compared. The service refuses to delete other bytes than
+        those checked; the tag comparison itself rests on the database fence."""
         s3 = await self._client()
         key = self._key(name)
+        etag = condition.etag
+        if condition.tags is not None:
+            try:
+                with map_errors(name):
+                    head = await s3.head_object(Bucket=self.bucket, Key=key)
+                tags = _visible(await self._all_tags(name))
+            except BlobNotFound:
+                return False
+            if not tags_match(tags, condition.tags):
+                raise ConditionNotMet(name, f"tags are {tags}")
+            etag = str(head["ETag"])
         try:
             with map_errors(name):
-                head = await s3.head_object(Bucket=self.bucket, Key=key)
-            tags = _visible(await self._all_tags(name))
-        except BlobNotFound:
-            return False
-        if not tags_match(tags, if_tags):
-            raise ConditionNotMet(name, f"tags are {tags}")
-        try:
-            with map_errors(name):
-                await s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=head["ETag"])
+                await s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
         except BlobNotFound:
             return False
         return True
 
-    async def delete_many(
-        self, items: Sequence[tuple[str, Tags | None]]
+    async def _delete_many(
+        self, items: Sequence[tuple[str, Condition]]
     ) -> list[DeleteOutcome]:
-        """Each delete on its own (conditioned as :meth:`delete`), ``CONCURRENCY`` at once."""
+        """Each delete on its own (conditioned as :meth:`_delete`), ``CONCURRENCY`` at once:
+        S3's DeleteObjects carries no per-object condition."""
         semaphore = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(name: str, condition: Tags | None) -> DeleteOutcome:
+        async def one(name: str, condition: Condition) -> DeleteOutcome:
             async with semaphore:
                 try:
-                    return DeleteOutcome(name, deleted=await self.delete(name,
-                                                                         if_tags=condition))
+                    return DeleteOutcome(name, deleted=await self._delete(name, condition))
                 except StoreUnavailable:
                     raise
                 except StoreError as exc:
@@ -524,18 +534,21 @@ class S3Store(Store):
             yield UncommittedInfo(name=name, blocks=parts, size=size, committed=committed,
                                   last_modified=started.astimezone(UTC) if started else None)
 
-    async def discard_uncommitted(self, name: str) -> None:
-        """Abort the incomplete multipart uploads under ``name``: an abort never touches a
-        completed object."""
+    async def discard_uncommitted(self, name: str) -> bool:
+        """Abort the incomplete multipart uploads under ``name``: the service never lets an
+        abort touch a completed object."""
         s3 = await self._client()
         key = self._key(name)
         with map_errors(name):
             listed = await s3.list_multipart_uploads(Bucket=self.bucket, Prefix=key)
+        removed = False
         for upload in listed.get("Uploads", []):
             if upload["Key"] == key:
                 with contextlib.suppress(BlobNotFound), map_errors(name):
                     await s3.abort_multipart_upload(Bucket=self.bucket, Key=key,
                                                     UploadId=upload["UploadId"])
+                    removed = True
+        return removed
 
 
 async def _empty() -> AsyncIterator[bytes]:
