@@ -11,6 +11,7 @@ from azure.storage.blob import BlobServiceClient
 from blobledger.config import Settings
 from blobledger.doctor import (
     CREATE_ONLY,
+    ETAG_DELETE,
     FAIL,
     GAP,
     GUARDED_DELETE,
@@ -81,7 +82,8 @@ async def test_doctor_on_local_disk_passes_through_the_store_contract(tmp_path: 
     report = await run_doctor(Settings(store_url=f"file://{root}"))
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
-                      GUARDED_TAGS: PASS, SOFT_DELETE: INFO, LIFECYCLE: INFO}
+                      ETAG_DELETE: PASS, GUARDED_TAGS: PASS, SOFT_DELETE: INFO,
+                      LIFECYCLE: INFO}
     assert report.failed == []
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "blobs", "uploads"]

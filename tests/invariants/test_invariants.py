@@ -113,5 +113,5 @@ def test_cli_check_exit_status_and_json(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "blobledger: error: unsupported store URL 'ftp://x': use file:///path or "
-        "azure://<container>"]
+        "blobledger: error: unsupported store URL 'ftp://x': use file:///path, "
+        "azure://<container> or s3://bucket[/prefix]"]
