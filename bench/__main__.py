@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.services import create_database, drop_database, start_azurite
+from tests.support.services import create_database, drop_database, start_azurite, start_moto
 
 from bench.common import Context, Result, table
 
@@ -40,8 +40,9 @@ async def main_async(args: argparse.Namespace) -> int:
             return 2
         selected = {k: v for k, v in selected.items() if k in args.only}
     azurite = start_azurite()
+    moto = start_moto()
     ctx = Context(azurite=azurite, postgres_url="", quick=args.quick,
-                  repeats=1 if args.quick else 3)
+                  repeats=1 if args.quick else 3, moto=moto)
     results: list[Result] = []
     try:
         for name, module in selected.items():
@@ -53,6 +54,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 await drop_database(ctx.postgres_url)
     finally:
         azurite.stop()
+        moto.stop()
     machine = f"{platform.node()} {platform.machine()} python {platform.python_version()}"
     if args.json:
         print(json.dumps({"machine": machine, "quick": args.quick, "notes": ctx.notes,

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tests.support.services import Azurite
+from tests.support.services import Azurite, MotoS3
 
 from blobledger import Ledger
 from blobledger.config import Settings
@@ -31,6 +31,7 @@ from blobledger.stores.azure import AzureStore
 class Context:
     azurite: Azurite
     postgres_url: str
+    moto: MotoS3 | None = None
     quick: bool = False
     repeats: int = 3
     notes: list[str] = field(default_factory=list)
@@ -49,6 +50,47 @@ async def azure_ledger(ctx: Context) -> AsyncIterator[tuple[Ledger, AzureStore]]
         yield ledger, store
     finally:
         await store._client().delete_container()
+        await ledger.close()
+
+
+#: the storage backends a case runs on, side by side (S3 on moto's server)
+BACKENDS = ("azure", "s3")
+
+
+@dataclass
+class Backend:
+    """A connected ledger on one storage backend, and a raw put on the same client for the
+    baselines (a naive handler, a bare upload)."""
+
+    kind: str
+    ledger: Ledger
+    raw_put: Callable[[str, bytes], Awaitable[object]]
+
+    @property
+    def label(self) -> str:
+        return {"azure": "Azurite", "s3": "S3 (moto)"}[self.kind]
+
+
+@asynccontextmanager
+async def backend_ledger(ctx: Context, kind: str) -> AsyncIterator[Backend]:
+    """A ledger on the case's PostgreSQL database and a fresh container (Azurite) or bucket
+    (moto's S3 server)."""
+    if kind == "azure":
+        async with azure_ledger(ctx) as (ledger, store):
+            client = store._client()
+            yield Backend(kind, ledger, lambda name, data: client.upload_blob(
+                name, data, max_concurrency=4))
+        return
+    assert ctx.moto is not None, "the S3 cases need moto's server"
+    s3 = ctx.moto.store()
+    ledger = Ledger(Database(ctx.postgres_url), s3,
+                    Settings(database_url=ctx.postgres_url, store_url=s3.url))
+    await ledger.connect()
+    try:
+        raw = await s3._client()
+        yield Backend(kind, ledger, lambda name, data: raw.put_object(
+            Bucket=s3.bucket, Key=name, Body=data))
+    finally:
         await ledger.close()
 
 
