@@ -16,7 +16,7 @@ soft delete                            no     service properties (on / off / unk
 lifecycle rule                         no     needs the management API: reported, not guessed
 =====================================  =====  ==============================================
 
-Azure stores are probed with the SDK directly (:mod:`blobledger.doctor_azure`), to report the
+Azure stores are probed with the SDK directly (:mod:`blobledger.stores.azure.doctor`), to report the
 service's own status codes; every other store through the :class:`~blobledger.stores.Store`
 contract, here. A failed must-have makes the command exit non-zero.
 """
@@ -100,14 +100,14 @@ class Report:
 async def run_doctor(settings: Settings) -> Report:
     """Probe the store named by ``settings.store_url``; never leaves a probe behind."""
     if settings.store_url.startswith("azure://"):
-        from blobledger.doctor_azure import azure_report
+        from blobledger.stores.azure.doctor import azure_report
 
         return await azure_report(settings)
     store = open_store(settings.store_url, settings)
     try:
         await store.ping()
         if settings.store_url.startswith("s3://"):
-            from blobledger.doctor_s3 import s3_extras
+            from blobledger.stores.s3.doctor import s3_extras
 
             return await store_report(store, s3_extras(store))
         return await store_report(store)

@@ -21,8 +21,9 @@
         ├── BlobNotFound       no committed blob of that name
         └── ConditionNotMet    a tag condition did not hold (the guard refused)
 
-Third-party errors are translated to these at one place per backend
-(``stores/azure.py: map_errors``); nothing above the store layer sees an SDK error.
+Third-party errors are translated to these at one place per backend (``map_errors`` in
+``stores/azure/store.py`` and ``stores/s3/store.py``); nothing above the store layer sees
+an SDK error.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ from urllib.parse import unquote, urlsplit
 
 from blobledger.config import from_env
 from blobledger.errors import ConfigError
-from blobledger.lifecycle_policy import NOTE, build_policy, parse_days
-from blobledger.lifecycle_policy_s3 import build_s3_policy
+from blobledger.lifecycle import parse_days
+from blobledger.stores.azure.lifecycle import NOTE, build_policy
+from blobledger.stores.s3.lifecycle import build_s3_policy
 
 NOTE_S3 = ("this configuration is a fallback for what the sweeper missed, never the cleanup: "
            "run `blobledger sweep`; apply it with `aws s3api put-bucket-lifecycle-"

@@ -15,22 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from blobledger.errors import ConfigError
+from blobledger.lifecycle import STATES
 from blobledger.names import check_prefix
 
 MAX_PREFIXES = 10
 MAX_TAG_CONDITIONS = 10
-STATES = ("pending", "deleting")
 NOTE = ("this rule is a fallback for what the sweeper missed, never the cleanup: run "
         "`blobledger sweep`; blob index filters need a flat-namespace account")
 _CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
-
-
-def parse_days(text: object) -> int:
-    """Whole days, at least 1; ConfigError otherwise."""
-    value = str(text).strip()
-    if not re.fullmatch(r"\d+", value) or int(value) < 1:
-        raise ConfigError(f"--days {value!r}: the lifecycle policy takes whole days, at least 1")
-    return int(value)
 
 
 def build_policy(

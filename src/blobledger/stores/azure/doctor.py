@@ -43,7 +43,7 @@ from blobledger.experiments.common import (
     http,
     service_client,
 )
-from blobledger.lifecycle_policy import STATES
+from blobledger.lifecycle import STATES
 from blobledger.names import new_blob_name
 from blobledger.stores.azure import CREATE_ONLY as IF_NONE_MATCH_ANY
 from blobledger.stores.azure import AzureStore, tag_condition

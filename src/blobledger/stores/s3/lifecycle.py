@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from blobledger.errors import ConfigError
-from blobledger.lifecycle_policy import STATES
+from blobledger.lifecycle import STATES
 from blobledger.names import check_prefix
 
 MAX_RULES = 1000
