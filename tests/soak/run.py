@@ -1,6 +1,7 @@
 """The soak: several ``blobledger serve`` processes and two ``blobledger sweep`` loops on
-PostgreSQL + Azurite, storage reached through the fault proxy, a client doing creates,
-replaces, deletes and reads, and service processes SIGKILLed (and restarted) at random.
+PostgreSQL + Azurite (or moto's S3 server), storage reached through the fault proxy, a
+client doing creates, replaces, deletes and reads, and service processes SIGKILLed (and
+restarted) at random.
 
 The client remembers the SHA-256 of every acknowledged write. An unacknowledged write (the
 process died, the answer was lost) is remembered as *possible*; a later read or a refused
@@ -23,6 +24,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +35,10 @@ from blobledger.db import Database
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 from blobledger.stores.azure import AzureStore
+from blobledger.stores.base import Store
 from tests.support.faultproxy import FaultProxy
 from tests.support.server import blobledger_command, wait_until_ready
-from tests.support.services import Azurite, connection_string, free_port
+from tests.support.services import Azurite, MotoS3, connection_string, free_port
 
 FAULTS = ("status:503", "status:500", "reset_request", "reset_response", "slow:0.3",
           "lost_response")
@@ -43,6 +46,40 @@ UPLOAD_DEADLINE = 10  # seconds: an intent a killed process left is leased this 
 SWEEP_AFTER = 75  # the least the configuration allows for that deadline, plus a margin
 DELETE_GRACE = 1
 FINAL_OFFSET = SWEEP_AFTER + 600  # the final sweep's clock: past every cutoff
+
+
+@dataclass
+class Storage:
+    """Where the soak's blobs live: the real server's port (the fault proxy's upstream), the
+    environment that points a process at it through the proxy, and the store, direct."""
+
+    kind: str
+    port: int
+    url: str
+    env_through: Callable[[int], dict[str, str]]
+    direct: Callable[[], Store]
+
+
+def azure_storage(azurite: Azurite) -> Storage:
+    container = f"soak{uuid.uuid4().hex[:16]}"
+    return Storage(
+        "azure", azurite.port, f"azure://{container}",
+        lambda port: {"BLOBLEDGER_AZURE_CONNECTION_STRING": connection_string(port)},
+        lambda: AzureStore(container, connection_string=azurite.connection_string))
+
+
+def s3_storage(moto: MotoS3) -> Storage:
+    bucket = f"soak{uuid.uuid4().hex[:16]}"
+
+    def through(port: int) -> dict[str, str]:
+        return {**moto.environment(), "BLOBLEDGER_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+
+    def direct() -> Store:
+        store = moto.store()
+        store.bucket, store.url = bucket, f"s3://{bucket}"
+        return store
+
+    return Storage("s3", moto.port, f"s3://{bucket}", through, direct)
 
 
 @dataclass
@@ -86,14 +123,14 @@ class Totals:
 class Services:
     """The serve and sweep processes, their environment and their logs."""
 
-    def __init__(self, folder: Path, database_url: str, container: str, proxy_port: int,
+    def __init__(self, folder: Path, database_url: str, storage: Storage, proxy_port: int,
                  servers: int) -> None:
         self.folder = folder
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
         self.env.update(
             BLOBLEDGER_DATABASE_URL=database_url,
-            BLOBLEDGER_STORE_URL=f"azure://{container}",
-            BLOBLEDGER_AZURE_CONNECTION_STRING=connection_string(proxy_port),
+            BLOBLEDGER_STORE_URL=storage.url,
+            **storage.env_through(proxy_port),
             BLOBLEDGER_UPLOAD_DEADLINE=f"{UPLOAD_DEADLINE}s",
             BLOBLEDGER_SWEEP_AFTER=f"{SWEEP_AFTER}s",
             BLOBLEDGER_DELETE_GRACE=f"{DELETE_GRACE}s",
@@ -341,14 +378,13 @@ async def verify(client: Client, ledger: Ledger, totals: Totals) -> None:
                           f"document and lacks {len(expected - stored)}")
 
 
-async def soak(azurite: Azurite, database_url: str, folder: Path, *, seconds: float,
+async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: float,
                servers: int = 3, workers: int = 6, fault_rate: float = 0.03, seed: int = 1,
                kill_every: tuple[float, float] = (3.0, 7.0)) -> Totals:
     """Run the soak for ``seconds`` and verify; the totals (violations inside)."""
     totals = Totals()
-    container = f"soak{uuid.uuid4().hex[:16]}"
-    proxy = FaultProxy(azurite.port, random_actions=FAULTS, rate=0.0, seed=seed).start()
-    services = Services(folder, database_url, container, proxy.port, servers)
+    proxy = FaultProxy(storage.port, random_actions=FAULTS, rate=0.0, seed=seed).start()
+    services = Services(folder, database_url, storage, proxy.port, servers)
     client = Client(services, totals, seed)
     try:
         for port in services.ports:
@@ -371,7 +407,7 @@ async def soak(azurite: Azurite, database_url: str, folder: Path, *, seconds: fl
         services.stop()
         for n in range(3):  # a pass per grace: rows a pass hands on are due in the next
             services.sweep_once(FINAL_OFFSET + n * (DELETE_GRACE + 1))
-        store = AzureStore(container, connection_string=azurite.connection_string)
+        store = storage.direct()
         settings = Settings(database_url=database_url, store_url=store.url,
                             upload_deadline=UPLOAD_DEADLINE, sweep_after=SWEEP_AFTER,
                             delete_grace=DELETE_GRACE)

@@ -1,18 +1,27 @@
-"""The soak's short form, in the main suite: 35 seconds of load with kills and faults."""
+"""The soak's short form, in the main suite: 35 seconds of load with kills and faults, on
+PostgreSQL + Azurite and on PostgreSQL + S3 (moto's server)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.soak.run import soak
+from tests.soak.run import Storage, azure_storage, s3_storage, soak
 from tests.support.server import fresh_database
-from tests.support.services import Azurite
+from tests.support.services import Azurite, MotoS3
 
 
-async def test_soak_short(azurite: Azurite, tmp_path: Path) -> None:
+async def soak_short(storage: Storage, tmp_path: Path) -> None:
     with fresh_database() as url:
-        totals = await soak(azurite, url, tmp_path, seconds=35)
+        totals = await soak(storage, url, tmp_path, seconds=35)
     print(totals.render())
     assert not totals.violations, totals.render()
     assert totals.kills >= 3 and sum(totals.faults.values()) > 0, totals.render()
     assert totals.verified > 0 and totals.verified == totals.documents, totals.render()
+
+
+async def test_soak_short(azurite: Azurite, tmp_path: Path) -> None:
+    await soak_short(azure_storage(azurite), tmp_path)
+
+
+async def test_soak_short_on_s3(moto: MotoS3, tmp_path: Path) -> None:
+    await soak_short(s3_storage(moto), tmp_path)

@@ -171,6 +171,13 @@ class FaultProxy:
                 request = await _read_head(reader)
                 if request is None:
                     return
+                if (request.header("expect") or "").lower() == "100-continue":
+                    # The proxy reads whole bodies before forwarding them: it answers the
+                    # interim response itself (botocore waits for it before a body).
+                    request.headers = [(k, v) for k, v in request.headers
+                                       if k.lower() != "expect"]
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    await writer.drain()
                 action = self._action_for(request)
                 if action is not None:
                     self._count(action)
