@@ -240,6 +240,8 @@ class Ledger:
                     raise IdempotencyInProgress(
                         "an attempt with this idempotency key is running") from None
                 intent, resumed = found, True
+        if intent.placeholder is not None and name is not None:
+            rename = _known(name)  # a retry that knows the name its dead attempt did not
         return await self._finish_create(intent, data, sha256, md5, resumed=resumed,
                                          rename=rename)
 
@@ -557,6 +559,13 @@ class Ledger:
         if doc is None or doc.status != DocumentStatus.READY:
             raise NotFound(f"no document {doc_id!r}")
         return doc
+
+
+def _known(name: str) -> NameSource:
+    async def source() -> str:
+        return name
+
+    return source
 
 
 def _deadline(seconds: float) -> float:

@@ -76,7 +76,8 @@ _mine = (blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
 _confirm = update(blobs).where(*_mine).values(lease_until=LEASE)
 _take_over = update(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
-    blobs.c.attempt == bindparam("b_seen"), blobs.c.lease_until < CUTOFF,
+    blobs.c.attempt.is_not_distinct_from(bindparam("b_seen")),  # NULL: an older release's
+    blobs.c.lease_until < CUTOFF,
 ).values(attempt=bindparam("b_attempt"), lease_until=LEASE, changed_at=NOW)
 _rename = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,

@@ -79,6 +79,14 @@ async def test_upgrade_from_the_previous_release(kind: str, tmp_path: Path) -> N
             assert (again.id, again.version, again.blob) == ("d1", 1, blobs["ready"])
             fresh = await ledger.create("new.txt", b"new", idempotency_key="key-new")
             assert await ledger.get(fresh.id) == fresh
+            # The previous release's pending intent (no owner token, a placeholder name):
+            # once its lease and the margin have passed, a retry that knows the name
+            # takes it over and finishes it under that name.
+            ledger.clock_offset = 86400.0
+            resumed = await ledger.create("late.txt", b"late bytes", content_type="text/plain",
+                                          idempotency_key="key-pending")
+            assert (resumed.id, resumed.name, resumed.blob) == ("d2", "late.txt",
+                                                                 blobs["pending"])
     finally:
         if kind == "postgresql":
             await drop_database(url)

@@ -56,8 +56,9 @@ def upgrade() -> None:
     for (key, blob, doc_id, state, ctype, sha, size, kind, doc_name, status, doc_blob,
          created) in rows:
         if state == "pending":
+            named = doc_name if doc_name and not doc_name.startswith("\x01") else None
             moved.append(dict(key=key, state="pending", blob_name=blob, document_id=doc_id,
-                              name=doc_name, content_type=ctype, sha256=None, response=None,
+                              name=named, content_type=ctype, sha256=None, response=None,
                               created_at=now, expires_at=None))
         elif (kind == "create" and state == "committed" and status == "ready"
               and doc_blob == blob and doc_name is not None and sha):
