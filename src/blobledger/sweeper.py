@@ -349,7 +349,8 @@ class Sweeper:
                                 outcome.error)
         await failpoints.hit("deletion.after_delete")
         if done:
-            report.deleted += await self.ledger.transitions.remove_deleted(claim.token, done)
+            removed = await self.ledger.transitions.remove_deleted(claim.token, done)
+            report.deleted += removed  # not `+= await`: batches in flight would lose counts
 
     async def _tag_deleting(self, name: str) -> str:
         """Tag ``deleting`` conditioned on ``committed``: tagged, absent, pending (an
