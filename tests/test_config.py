@@ -6,7 +6,7 @@ import pytest
 
 from blobledger.config import Settings, from_env, minimum_sweep_after, parse_tokens
 from blobledger.durations import parse_duration, parse_size
-from blobledger.errors import ConfigError, InvalidName
+from blobledger.errors import ConfigError, InvalidInput, InvalidName
 from blobledger.names import (
     check_blob_name,
     check_content_type,
@@ -95,7 +95,7 @@ def test_content_types() -> None:
     assert check_content_type(None) == "application/octet-stream"
     assert check_content_type("text/plain; charset=utf-8") == "text/plain; charset=utf-8"
     for bad in ["text", "text/plain\r\nX: y", "a/b" + "c" * 300]:
-        with pytest.raises(InvalidName):
+        with pytest.raises(InvalidInput):
             check_content_type(bad)
 
 

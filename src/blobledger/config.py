@@ -13,6 +13,10 @@ BLOBLEDGER_UPLOAD_DEADLINE         an upload is aborted after      1h
 BLOBLEDGER_SWEEP_AFTER             pending rows older are stale    2h
 BLOBLEDGER_DELETE_GRACE            wait before deleting old blobs  5m
 BLOBLEDGER_BODY_TIMEOUT            an upload silent this long: 408 1m
+BLOBLEDGER_HEADER_TIMEOUT          a request head must be complete 10s
+BLOBLEDGER_KEEP_ALIVE_TIMEOUT      an idle kept-alive connection   5s
+BLOBLEDGER_MAX_CONNECTIONS         open connections (serve)        1000
+BLOBLEDGER_MAX_UPLOADS             concurrent uploads: 503 beyond  100
 BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 =================================  ==============================  =========================
 
@@ -52,6 +56,10 @@ class Settings:
     delete_grace: float = 300.0
     body_timeout: float = 60.0
     idempotency_retention: float = 86400.0
+    header_timeout: float = 10.0
+    keep_alive_timeout: float = 5.0
+    max_connections: int = 1000
+    max_uploads: int = 100
     api_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -64,6 +72,12 @@ class Settings:
             raise ConfigError("BLOBLEDGER_BODY_TIMEOUT must be positive")
         if self.idempotency_retention <= 0:
             raise ConfigError("BLOBLEDGER_IDEMPOTENCY_RETENTION must be positive")
+        for env, value in (("BLOBLEDGER_HEADER_TIMEOUT", self.header_timeout),
+                           ("BLOBLEDGER_KEEP_ALIVE_TIMEOUT", self.keep_alive_timeout),
+                           ("BLOBLEDGER_MAX_CONNECTIONS", self.max_connections),
+                           ("BLOBLEDGER_MAX_UPLOADS", self.max_uploads)):
+            if value <= 0:
+                raise ConfigError(f"{env} must be positive")
         if self.delete_grace < 0:
             raise ConfigError("BLOBLEDGER_DELETE_GRACE must not be negative")
         required = minimum_sweep_after(self.upload_deadline)
@@ -141,9 +155,17 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ("BLOBLEDGER_DELETE_GRACE", "delete_grace"),
         ("BLOBLEDGER_BODY_TIMEOUT", "body_timeout"),
         ("BLOBLEDGER_IDEMPOTENCY_RETENTION", "idempotency_retention"),
+        ("BLOBLEDGER_HEADER_TIMEOUT", "header_timeout"),
+        ("BLOBLEDGER_KEEP_ALIVE_TIMEOUT", "keep_alive_timeout"),
     ):
         if (v := get(key)) is not None:
             values[attr] = parse_duration(v, what=key)
+    for key, attr in (("BLOBLEDGER_MAX_CONNECTIONS", "max_connections"),
+                      ("BLOBLEDGER_MAX_UPLOADS", "max_uploads")):
+        if (v := get(key)) is not None:
+            if not (v.strip().isascii() and v.strip().isdigit()):
+                raise ConfigError(f"{key}: {v!r} is not a whole number")
+            values[attr] = int(v.strip())
     if (v := get("BLOBLEDGER_API_TOKENS")) is not None:
         values["api_tokens"] = parse_tokens(v)
     return Settings(**values)  # type: ignore[arg-type]

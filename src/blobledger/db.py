@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from blobledger.errors import ConfigError
+from blobledger.errors import ConfigError, DatabaseUnavailable
 
 _DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -115,13 +115,15 @@ class Database:
             yield conn
 
     async def ping(self) -> None:
-        """Raise ConfigError if the database cannot be reached."""
+        """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
+        ConfigError already, when the engine is made)."""
         try:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
             reason = _first_line(exc)
-            raise ConfigError(f"database unreachable ({_redact(self.url)}): {reason}") from exc
+            raise DatabaseUnavailable(
+                f"database unreachable ({_redact(self.url)}): {reason}") from exc
 
     async def migrate(self) -> None:
         """Apply every Alembic migration (serialised by an advisory lock on PostgreSQL)."""

@@ -24,7 +24,7 @@ import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -69,6 +69,7 @@ from blobledger.models import (
 from blobledger.names import (
     check_content_type,
     check_document_name,
+    check_name_prefix,
     new_blob_name,
     new_document_id,
 )
@@ -392,7 +393,10 @@ class Ledger:
 
     # -- reads ----------------------------------------------------------------------------
     async def get(self, doc_id: str) -> Document:
-        """A ready document; NotFound for unknown and pending ids alike."""
+        """A ready document; NotFound for unknown and pending ids alike (and for a string no
+        id can be, such as one holding a NUL, which some databases refuse to compare)."""
+        if not isinstance(doc_id, str) or len(doc_id) > 128 or not doc_id.isprintable():
+            raise NotFound(f"no document {doc_id!r}"[:200])
         async with self.db.session() as session:
             return Document.from_row(await self._ready_row(session, doc_id))
 
@@ -423,14 +427,20 @@ class Ledger:
     async def page(
         self, *, prefix: str = "", after: str | None = None, limit: int = 100
     ) -> list[Document]:
-        """Up to ``limit`` ready documents in name order, after the name ``after``."""
+        """Up to ``limit`` ready documents in name order, after the name ``after``.
+
+        ``prefix`` matches case-sensitively on every database (SQLite's LIKE ignores ASCII
+        case: the exact comparison of the leading characters decides). A prefix or ``after``
+        holding a character no name can hold is InvalidInput."""
+        prefix = check_name_prefix(prefix)
         query = (select(DocumentRow)
                  .where(DocumentRow.status == DocumentStatus.READY)
                  .order_by(DocumentRow.name).limit(limit))
         if prefix:
-            query = query.where(DocumentRow.name.startswith(prefix, autoescape=True))
+            query = query.where(DocumentRow.name.startswith(prefix, autoescape=True),
+                                func.substr(DocumentRow.name, 1, len(prefix)) == prefix)
         if after is not None:
-            query = query.where(DocumentRow.name > after)
+            query = query.where(DocumentRow.name > check_name_prefix(after))
         async with self.db.session() as session:
             rows = (await session.execute(query)).scalars().all()
         return [Document.from_row(row) for row in rows]

@@ -153,7 +153,7 @@ def test_no_azure_store_is_one_line(tmp_path: Any) -> None:
 
 def test_unreachable_endpoint_is_one_line() -> None:
     result = cli(["experiments"], env_for("unreachable", unreachable_connection_string()))
-    assert result.returncode == 1
+    assert result.returncode == 3  # unreachable: retry later
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("blobledger: error: storage unreachable")
 

@@ -76,6 +76,7 @@ def create_app(
         "a database, kept consistent through every crash. Errors are RFC 9457 problem "
         "documents.",
         lifespan=lifespan,
+        redirect_slashes=False,  # a redirect would be built from the client's Host header
     )
     app.state.ledger = ledger
     app.state.settings = settings
@@ -84,7 +85,7 @@ def create_app(
     app.include_router(documents.router)
     app.include_router(content.router)
     app.include_router(service.router)
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, max_uploads=settings.max_uploads)
     return app
 
 

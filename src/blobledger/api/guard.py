@@ -1,6 +1,12 @@
-"""The outermost guard of the app: header-size limits, a problem document (never a
-traceback) for any exception that escapes a route before its response has started, and
-``Connection: close`` on a refused upload (its body may be unread)."""
+"""The outermost guard of the app: header-size limits, a cap on concurrent uploads, a
+problem document (never a traceback) for any exception that escapes a route before its
+response has started, and the fate of a refused request's unread body.
+
+A refused upload whose unread rest is small (a declared Content-Length of at most
+:data:`DRAIN_LIMIT` bytes, no ``Expect: 100-continue``) keeps its connection: the server
+reads and drops the rest, and the client reads the problem document. A larger or unknown
+rest gets ``Connection: close`` (``blobledger serve`` then closes gracefully, reading and
+dropping what still arrives for a moment, so that the response is not lost to a reset)."""
 
 from __future__ import annotations
 
@@ -16,11 +22,38 @@ log = logging.getLogger("blobledger.api")
 #: ``blobledger serve`` lets the HTTP parser accept 64 KiB so that these answer first)
 MAX_HEADER_VALUE = 8 * 1024
 MAX_HEADERS_TOTAL = 16 * 1024
+#: the largest unread request body left for the server to drain instead of closing
+DRAIN_LIMIT = 64 * 1024
+RETRY_AFTER_BUSY = 1
+#: a stalled body (408) or one past the size limit (413) always ends the connection
+CLOSING_STATUSES = (408, 413)
+UPLOAD_METHODS = ("POST", "PUT", "PATCH")
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+def _may_drain(scope: Scope, received: int) -> bool:
+    """Whether the unread rest of the request body is small enough to be read and dropped
+    by the server (instead of closing the connection)."""
+    if _header(scope, b"expect") is not None:  # the client may never send the body
+        return False
+    length = _header(scope, b"content-length")
+    if length is None:
+        return _header(scope, b"transfer-encoding") is None  # no body at all
+    text = length.strip()
+    return text.isdigit() and len(text) <= 19 and int(text) - received <= DRAIN_LIMIT
 
 
 class Guard:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, max_uploads: int | None = None) -> None:
         self.app = app
+        self.max_uploads = max_uploads
+        self.uploads = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -28,13 +61,24 @@ class Guard:
             return
         path = scope.get("path", "")
         started = False
+        received = 0
+        body_done = False
+
+        async def counted() -> Message:
+            nonlocal received, body_done
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                body_done = body_done or not message.get("more_body", False)
+            return message
 
         async def watch(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if message["status"] >= 400 and scope["method"] in ("POST", "PUT"):
-                    # the body may be unread: close rather than read it to keep the connection
+                status = message["status"]
+                if status in CLOSING_STATUSES or (
+                        status >= 400 and not body_done and not _may_drain(scope, received)):
                     message = {**message, "headers": [*message.get("headers", []),
                                                       (b"connection", b"close")]}
             await send(message)
@@ -45,14 +89,24 @@ class Guard:
             problem = Problem(431, "headers-too-large",
                               f"request headers exceed {MAX_HEADER_VALUE} bytes for one value "
                               f"or {MAX_HEADERS_TOTAL} bytes in all")
-            await problem_response(problem, path)(scope, receive, watch)
+            await problem_response(problem, path)(scope, counted, watch)
             return
 
+        upload = scope["method"] in UPLOAD_METHODS
+        if upload and self.max_uploads is not None and self.uploads >= self.max_uploads:
+            problem = Problem(503, "too-many-uploads",
+                              f"{self.max_uploads} uploads are already running; retry later",
+                              headers={"Retry-After": str(RETRY_AFTER_BUSY)})
+            await problem_response(problem, path)(scope, counted, watch)
+            return
+        self.uploads += upload
         try:
-            await self.app(scope, receive, watch)
+            await self.app(scope, counted, watch)
         except Exception as exc:
             if started:
                 log.warning("response to %s failed after it started: %s", path,
                             type(exc).__name__)
                 raise
-            await error_response(exc, path)(scope, receive, watch)
+            await error_response(exc, path)(scope, counted, watch)
+        finally:
+            self.uploads -= upload

@@ -1,7 +1,8 @@
 """HTTP header values the service reads and writes: ETags (the document version),
 conditional lists, byte ranges, checksum headers and a safe Content-Disposition.
 
-Pure functions, no I/O. A malformed value a client sent raises :class:`Problem` (400).
+Pure functions, no I/O. A malformed digest header raises :class:`Problem` (400); a
+malformed conditional header matches nothing and a malformed Range is ignored (RFC 9110).
 """
 
 from __future__ import annotations
@@ -17,9 +18,26 @@ from urllib.parse import quote
 
 from blobledger.api.problems import Problem
 
-_ETAG = re.compile(r'\s*(W/)?"([^"]*)"\s*|\s*([^",\s]+)\s*')
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
-_DIGEST_ITEM = re.compile(r"^\s*([A-Za-z0-9-]+)\s*=\s*:([A-Za-z0-9+/=]*):\s*$")
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)", re.ASCII | re.IGNORECASE)
+_DIGEST_ITEM = re.compile(r"^\s*([A-Za-z0-9-]+)\s*=\s*:([A-Za-z0-9+/=]*):\s*$", re.ASCII)
+# RFC 9110 section 8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E /
+# obs-text (header values arrive decoded as Latin-1, so obs-text is U+0080 to U+00FF)
+_ENTITY_TAG = re.compile('(W/)?"([\x21\x23-\x7e\x80-\xff]*)"')
+_OWS = re.compile(r"[ \t]*")
+#: a version as this service writes it in an ETag: a decimal number without leading zeros
+_VERSION = re.compile(r"[1-9][0-9]{0,17}", re.ASCII)
+#: more digits than any byte position can have: such a number is treated as "very large"
+MAX_DIGITS = 18
+
+
+class MalformedHeader(ValueError):
+    """A header value that does not follow its grammar."""
+
+
+@dataclass(frozen=True)
+class EntityTag:
+    weak: bool
+    opaque: str
 
 
 def etag(version: int) -> str:
@@ -27,23 +45,49 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
+def parse_entity_tags(value: str) -> list[EntityTag] | None:
+    """The entity tags of an If-Match / If-None-Match value (``#entity-tag``), or None for
+    ``*``; MalformedHeader if the value is neither (``1``, ``"1``, ``W/1``, ...)."""
+    if value.strip(" \t") == "*":
+        return None
+    tags: list[EntityTag] = []
+    pos, end = 0, len(value)
+    while pos < end:
+        pos = _OWS.match(value, pos).end()  # type: ignore[union-attr]
+        if pos < end and value[pos] == ",":  # empty list elements are allowed
+            pos += 1
+            continue
+        if pos == end:
+            break
+        match = _ENTITY_TAG.match(value, pos)
+        if match is None:
+            raise MalformedHeader("not a list of quoted entity tags")
+        tags.append(EntityTag(bool(match.group(1)), match.group(2)))
+        pos = _OWS.match(value, match.end()).end()  # type: ignore[union-attr]
+        if pos < end and value[pos] != ",":
+            raise MalformedHeader("entity tags must be separated by commas")
+    if not tags:
+        raise MalformedHeader("no entity tag")
+    return tags
+
+
 def etag_versions(value: str, *, weak: bool = False) -> list[int] | None:
     """The versions listed in an If-Match / If-None-Match value; None means ``*``.
 
-    Entities that are not versions of ours match nothing and are dropped; so are weak ones
-    (``W/"3"``) unless ``weak`` (If-None-Match compares weakly, If-Match strongly).
+    Entity tags are compared character by character with the ones this service writes
+    (``"0001"`` is not ``"1"``): others match nothing and are dropped; so are weak ones
+    (``W/"3"``) unless ``weak`` (If-None-Match compares weakly, If-Match strongly). A value
+    that is neither ``*`` nor a list of quoted entity tags (``1``, ``garbage``) matches
+    nothing: an If-Match holding one fails (412), an If-None-Match holding one holds.
     """
-    if value.strip() == "*":
+    try:
+        tags = parse_entity_tags(value)
+    except MalformedHeader:
+        return []
+    if tags is None:
         return None
-    versions: list[int] = []
-    for item in value.split(","):
-        match = _ETAG.fullmatch(item)
-        if match is None or (match.group(1) and not weak):
-            continue
-        text = match.group(2) if match.group(2) is not None else match.group(3)
-        if text.isdigit() and len(text) <= 18:
-            versions.append(int(text))
-    return versions
+    return [int(tag.opaque) for tag in tags
+            if (weak or not tag.weak) and _VERSION.fullmatch(tag.opaque)]
 
 
 def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
@@ -52,6 +96,13 @@ def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
         return False
     versions = etag_versions(value, weak=weak)
     return versions is None or version in versions
+
+
+def if_range_matches(value: str, version: int) -> bool:
+    """Whether an If-Range value is the strong ETag of ``version``. Anything else (another
+    tag, a weak tag, a date, a malformed value) asks for the whole representation."""
+    match = _ENTITY_TAG.fullmatch(value.strip(" \t"))
+    return match is not None and not match.group(1) and match.group(2) == str(version)
 
 
 def http_date(moment: datetime) -> str:
@@ -71,28 +122,35 @@ class Unsatisfiable(Exception):
     """The Range names no byte of the representation (416)."""
 
 
+def _position(digits: str) -> int:
+    """A byte position; one with more than MAX_DIGITS digits is larger than any size."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= MAX_DIGITS else 10**MAX_DIGITS
+
+
 def parse_range(value: str | None, size: int) -> ByteRange | None:
     """The single byte range asked for, or None to send the whole representation.
 
     Invalid syntax and multiple ranges are ignored (RFC 9110 allows a server to ignore
-    Range); a syntactically valid range past the end raises Unsatisfiable.
+    Range); a syntactically valid range past the end raises Unsatisfiable. Positions are
+    ASCII digits of any length (a huge one is simply past the end).
     """
     if value is None:
         return None
-    match = _RANGE.match(value.strip().replace(" ", ""))
+    match = _RANGE.fullmatch(value.strip(" \t").replace(" ", ""))
     if match is None or (not match.group(1) and not match.group(2)):
         return None
     first, last = match.group(1), match.group(2)
     if first:
-        start = int(first)
-        end = int(last) if last else size - 1
+        start = _position(first)
+        end = _position(last) if last else size - 1
         if last and end < start:
             return None
         if start >= size:
             raise Unsatisfiable
         end = min(end, size - 1)
         return ByteRange(start, end - start + 1)
-    suffix = int(last)
+    suffix = _position(last)
     if suffix == 0 or size == 0:
         raise Unsatisfiable
     suffix = min(suffix, size)

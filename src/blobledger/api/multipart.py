@@ -21,6 +21,10 @@ from blobledger.api.problems import Problem
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 16
 MAX_BOUNDARY = 200
+#: a part's headers, all together, and how many there may be (the parser also bounds one
+#: header line; these bound what this reader itself keeps)
+MAX_PART_HEADER_BYTES = 8 * 1024
+MAX_PART_HEADERS = 8
 
 Event = tuple[str, object]
 
@@ -66,11 +70,13 @@ class FormReader:
         self._header_field = bytearray()
         self._header_value = bytearray()
         self._headers: dict[str, bytes] = {}
+        self._header_bytes = 0
         self._ended = False
         self._head: bytes | None = None
         self._file_seen = False
         self.fields: dict[str, str] = {}
-        self._parser = MultipartParser(boundary, callbacks={
+        self._parser = MultipartParser(boundary, max_header_count=MAX_PART_HEADERS,
+                                       max_header_size=MAX_PART_HEADER_BYTES, callbacks={
             "on_part_begin": self._on_part_begin,
             "on_header_field": self._on_header_field,
             "on_header_value": self._on_header_value,
@@ -84,15 +90,25 @@ class FormReader:
     # -- parser callbacks (synchronous, called from write) ---------------------------------
     def _on_part_begin(self) -> None:
         self._headers = {}
+        self._header_bytes = 0
+
+    def _count_header_bytes(self, count: int) -> None:
+        self._header_bytes += count
+        if self._header_bytes > MAX_PART_HEADER_BYTES:
+            raise _bad(f"a form part's headers exceed {MAX_PART_HEADER_BYTES} bytes")
 
     def _on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._count_header_bytes(end - start)
         self._header_field += data[start:end]
 
     def _on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._count_header_bytes(end - start)
         self._header_value += data[start:end]
 
     def _on_header_end(self) -> None:
         key = bytes(self._header_field).decode("latin-1").lower()
+        if len(self._headers) >= MAX_PART_HEADERS:
+            raise _bad(f"a form part has more than {MAX_PART_HEADERS} headers")
         self._headers[key] = bytes(self._header_value)
         self._header_field.clear()
         self._header_value.clear()

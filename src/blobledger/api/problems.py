@@ -19,13 +19,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
 from blobledger.errors import (
     BlobLedgerError,
     ConfigError,
+    DatabaseUnavailable,
     IdempotencyConflict,
     IdempotencyInProgress,
     IntegrityError,
@@ -90,6 +91,7 @@ ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
     (IntentLost, _Mapping(503, "upload-abandoned", RETRY_AFTER_IN_PROGRESS)),
     (UploadAborted, _Mapping(408, "upload-aborted")),
     (StoreUnavailable, _Mapping(503, "store-unavailable", RETRY_AFTER_UNAVAILABLE)),
+    (DatabaseUnavailable, _Mapping(503, "database-unavailable", RETRY_AFTER_UNAVAILABLE)),
     (ConfigError, _Mapping(503, "unavailable", RETRY_AFTER_UNAVAILABLE)),
     (StoreError, _Mapping(502, "store-error")),
     (BlobLedgerError, _Mapping(500, "internal-error")),
@@ -129,6 +131,10 @@ def error_response(exc: BaseException, path: str | None = None) -> Response:
         return problem_response(exc, path)
     if isinstance(exc, BlobLedgerError):
         return problem_response(problem_for(exc), path)
+    if isinstance(exc, DataError):  # a value the database refuses to compare or store
+        log.warning("database refused a value: %s", str(exc).splitlines()[0][:200])
+        return problem_response(Problem(400, "invalid-input",
+                                        "a value in the request is not acceptable"), path)
     if isinstance(exc, (OperationalError, DBAPIError, OSError, TimeoutError)):
         log.warning("database or network failure: %s", str(exc).splitlines()[0][:200])
         return problem_response(Problem(

@@ -54,8 +54,9 @@ def declared_length(request: Request) -> int | None:
     value = request.headers.get("content-length")
     if value is None:
         return None
-    if not value.strip().isdigit():
-        raise Problem(400, "invalid-input", "Content-Length must be a number")
+    value = value.strip(" \t")
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+        raise Problem(400, "invalid-input", "Content-Length must be a number of bytes")
     return int(value)
 
 

@@ -2,7 +2,9 @@
 
 A subcommand module defines ``register(subparsers) -> None``, which adds its parser and sets
 ``handler`` (a callable taking the parsed args and returning an exit code, or a coroutine
-function, run with asyncio). Errors a user can act on end as one line and a non-zero exit.
+function, run with asyncio). Errors a user can act on end as one line and a non-zero exit:
+2 for a configuration error, 3 when the database or the store cannot be reached (retry
+later), 1 for the rest.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from blobledger.errors import BlobLedgerError, ConfigError
+from blobledger.errors import (
+    BlobLedgerError,
+    ConfigError,
+    DatabaseUnavailable,
+    StoreUnavailable,
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+#: the database or the store is unreachable (an outage, not a mistake: retry later)
+EXIT_UNAVAILABLE = 3
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -69,12 +78,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args) or 0)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
+    except (DatabaseUnavailable, StoreUnavailable) as exc:
+        return fail(_one_line(str(exc)), EXIT_UNAVAILABLE)
     except BlobLedgerError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except BrokenPipeError:
         return 0
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else "unreachable"
 
 
 def run() -> None:

@@ -62,7 +62,9 @@ async def run(args: argparse.Namespace) -> int:
                     "(set tokens, bind 127.0.0.1, or pass --allow-unauthenticated)", 2)
     # the service's modules load only when it is started (the other commands stay quick)
     from blobledger.api.app import create_app
-    from blobledger.api.server import bind, serve
+    from blobledger.api.server import bind, ensure_descriptors, serve
+
+    ensure_descriptors(settings.max_connections)  # ConfigError (one line, exit 2) if short
 
     try:
         sock = bind(args.host, args.port)
@@ -76,6 +78,6 @@ async def run(args: argparse.Namespace) -> int:
             print(f"blobledger: serving on http://{args.host}:{port} "
                   f"(database {ledger.db.engine.url.render_as_string(hide_password=True)}, "
                   f"store {ledger.store.url})", flush=True)
-            if not await serve(app, sock):
+            if not await serve(app, sock, settings):
                 return fail(f"the server on {args.host}:{port} did not start")
     return 0

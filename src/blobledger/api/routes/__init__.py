@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from fastapi import Request
 from starlette.responses import JSONResponse
 
@@ -9,7 +13,12 @@ from blobledger.api.headers import etag, etag_versions
 from blobledger.api.problems import Problem
 from blobledger.config import Settings
 from blobledger.documents import Document
+from blobledger.errors import NotFound
 from blobledger.ledger import Ledger
+from blobledger.names import is_media_type
+
+log = logging.getLogger("blobledger.api")
+FALLBACK_CONTENT_TYPE = "application/octet-stream"
 
 
 def ledger_of(request: Request) -> Ledger:
@@ -48,3 +57,26 @@ async def expected_version(ledger: Ledger, doc_id: str, if_match: str) -> int | 
     raise Problem(412, "precondition-failed",
                   f"document is at version {current}, not one of those in If-Match",
                   current_version=current)
+
+
+@contextmanager
+def if_match_on_missing(if_match: str | None) -> Iterator[None]:
+    """With If-Match, a document that does not exist fails the precondition (RFC 9110
+    section 13.1.1: no current representation matches): 412, not 404."""
+    try:
+        yield
+    except NotFound:
+        if if_match is None:
+            raise
+        raise Problem(412, "precondition-failed",
+                      "no such document, so If-Match cannot hold") from None
+
+
+def safe_content_type(doc: Document) -> str:
+    """The document's media type if it can be sent as a header; octet-stream for a value
+    stored before media types were checked by their grammar (logged)."""
+    if is_media_type(doc.content_type):
+        return doc.content_type
+    log.warning("document %s has an invalid stored content type %r; sent as %s", doc.id,
+                doc.content_type[:80], FALLBACK_CONTENT_TYPE)
+    return FALLBACK_CONTENT_TYPE

@@ -17,6 +17,7 @@ from blobledger.api.headers import (
     etag,
     expected_digests,
     http_date,
+    if_range_matches,
     matches,
     parse_range,
     repr_digest,
@@ -26,7 +27,9 @@ from blobledger.api.problems import Problem
 from blobledger.api.routes import (
     document_response,
     expected_version,
+    if_match_on_missing,
     ledger_of,
+    safe_content_type,
     settings_of,
 )
 from blobledger.api.uploads import read_upload
@@ -55,7 +58,7 @@ def _headers(doc: Document) -> dict[str, str]:
         "ETag": etag(doc.version),
         "Last-Modified": http_date(doc.updated_at),
         "Accept-Ranges": "bytes",
-        "Content-Type": doc.content_type,
+        "Content-Type": safe_content_type(doc),
         "Content-Disposition": content_disposition(doc.name),
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "default-src 'none'; sandbox",
@@ -67,7 +70,9 @@ def _headers(doc: Document) -> dict[str, str]:
 
 def _wanted(doc: Document, range_header: str | None, if_range: str | None) -> ByteRange | None:
     size = doc.size or 0
-    if if_range is not None and not matches(if_range, doc.version, weak=False):
+    if range_header is None:
+        return None
+    if if_range is not None and not if_range_matches(if_range, doc.version):
         return None
     try:
         return parse_range(range_header, size)
@@ -121,7 +126,7 @@ async def download(
             await reader.aclose()
             continue
         return StreamingResponse(_chunks(reader), status_code=status, headers=headers,
-                                 media_type=doc.content_type,
+                                 media_type=headers["Content-Type"],
                                  background=BackgroundTask(reader.aclose))
     raise Problem(503, "busy", "the document kept changing while being read; retry",
                   headers={"Retry-After": "1"})
@@ -146,10 +151,12 @@ async def replace(
                       "a replace needs If-Match with the document's ETag (or *)")
     ledger = ledger_of(request)
     sha256, md5 = expected_digests(repr_digest_, content_md5)
-    version = await expected_version(ledger, doc_id, if_match)
-    if version is None:
-        version = (await ledger.get(doc_id)).version
-    upload = await read_upload(request, settings_of(request).max_upload_bytes, named=False)
-    doc = await ledger.replace(doc_id, upload.data, expected_version=version,
-                               content_type=upload.content_type, sha256=sha256, md5=md5)
+    with if_match_on_missing(if_match):
+        version = await expected_version(ledger, doc_id, if_match)
+        if version is None:
+            version = (await ledger.get(doc_id)).version
+        upload = await read_upload(request, settings_of(request).max_upload_bytes,
+                                   named=False)
+        doc = await ledger.replace(doc_id, upload.data, expected_version=version,
+                                   content_type=upload.content_type, sha256=sha256, md5=md5)
     return document_response(doc)

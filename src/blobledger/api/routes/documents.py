@@ -15,6 +15,7 @@ from blobledger.api.problems import Problem
 from blobledger.api.routes import (
     document_response,
     expected_version,
+    if_match_on_missing,
     ledger_of,
     settings_of,
 )
@@ -79,6 +80,7 @@ async def create_document(
 
 @router.get("/documents", responses={400: PROBLEM},
             dependencies=[Depends(require("read"))])
+@router.head("/documents", include_in_schema=False, dependencies=[Depends(require("read"))])
 async def list_documents(
     request: Request,
     prefix: Annotated[str, Query(max_length=1024)] = "",
@@ -124,6 +126,7 @@ async def delete_document(
 ) -> Response:
     """Remove the document now (its bytes go to the deletion path); If-Match honoured."""
     ledger = ledger_of(request)
-    version = await expected_version(ledger, doc_id, if_match) if if_match else None
-    await ledger.delete(doc_id, expected_version=version)
+    with if_match_on_missing(if_match):
+        version = await expected_version(ledger, doc_id, if_match) if if_match else None
+        await ledger.delete(doc_id, expected_version=version)
     return Response(status_code=204)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -10,23 +12,29 @@ from blobledger.api.routes import ledger_of
 from blobledger.errors import BlobLedgerError
 
 router = APIRouter(tags=["service"])
+log = logging.getLogger("blobledger.api")
 
 
 @router.get("/healthz")
+@router.head("/healthz", include_in_schema=False)
 async def healthz() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
 
 
 @router.get("/readyz", responses={503: PROBLEM_RESPONSE})
+@router.head("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> dict[str, str]:
-    """The database and the store are both reachable."""
+    """The database and the store are both reachable. The answer says which is not, never
+    where it is: the reason (which may name hosts, users or folders) goes to the log."""
     ledger = ledger_of(request)
     for what, ping in (("database", ledger.db.ping), ("store", ledger.store.ping)):
         try:
             await ping()
         except (BlobLedgerError, OSError, TimeoutError) as exc:
-            raise Problem(503, "not-ready", f"the {what} is not reachable: {exc}"[:300],
+            log.warning("not ready: the %s is not reachable: %s", what,
+                        (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300])
+            raise Problem(503, "not-ready", f"the {what} is not reachable",
                           headers={"Retry-After": "5"}) from None
     return {"status": "ready"}
 
