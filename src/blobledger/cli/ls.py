@@ -1,9 +1,14 @@
-"""``blobledger ls [--prefix P]``: list ready documents, following every page."""
+"""``blobledger ls [--prefix P]``: list ready documents, following every page.
+
+Names are printed with every character that displays as something else or as nothing
+(controls, bidirectional overrides, zero-width characters, line separators) escaped as
+``\\uXXXX``: the service refuses them in new names, but older names may hold them."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import unicodedata
 
 import httpx
 
@@ -37,7 +42,20 @@ def run(args: argparse.Namespace) -> int:
                     print(json.dumps(doc))
                 else:
                     print(f"{doc['id']}\t{doc['version']}\t{doc['size']}\t"
-                          f"{doc['updated_at']}\t{doc['name']}")
+                          f"{doc['updated_at']}\t{display_name(str(doc['name']))}")
             cursor = page.get("next_cursor")
             if not cursor:
                 return 0
+
+
+#: characters shown escaped: controls, format characters (bidirectional overrides,
+#: zero-width characters), separators, surrogates, private-use and unassigned code points
+_HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def display_name(name: str) -> str:
+    """The name with every invisible or direction-changing character as ``\\uXXXX``."""
+    return "".join(
+        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        if unicodedata.category(c) in _HIDDEN or c == "\\" else c
+        for c in name)

@@ -51,7 +51,7 @@ def retry_delay(attempt: int, response: httpx.Response | None) -> float:
     """Retry-After if the service gave one, else exponential backoff with jitter."""
     if response is not None:
         after = response.headers.get("retry-after", "")
-        if after.isdigit():
+        if after.isascii() and after.isdigit() and len(after) <= 6:
             return min(float(after), MAX_DELAY)
     return min(0.25 * 2.0**attempt, MAX_DELAY) * random.uniform(0.8, 1.2)
 

@@ -59,6 +59,14 @@ async def expected_version(ledger: Ledger, doc_id: str, if_match: str) -> int | 
                   current_version=current)
 
 
+def known_id(doc_id: str) -> str:
+    """The id, or 404 at once for a string no document id can be (a NUL, a control
+    character, hundreds of characters): some databases refuse to compare such strings."""
+    if len(doc_id) > 128 or not doc_id.isprintable():
+        raise Problem(404, "not-found", "no such document")
+    return doc_id
+
+
 @contextmanager
 def if_match_on_missing(if_match: str | None) -> Iterator[None]:
     """With If-Match, a document that does not exist fails the precondition (RFC 9110

@@ -28,6 +28,7 @@ from blobledger.api.routes import (
     document_response,
     expected_version,
     if_match_on_missing,
+    known_id,
     ledger_of,
     safe_content_type,
     settings_of,
@@ -150,6 +151,7 @@ async def replace(
         raise Problem(428, "precondition-required",
                       "a replace needs If-Match with the document's ETag (or *)")
     ledger = ledger_of(request)
+    known_id(doc_id)
     sha256, md5 = expected_digests(repr_digest_, content_md5)
     with if_match_on_missing(if_match):
         version = await expected_version(ledger, doc_id, if_match)

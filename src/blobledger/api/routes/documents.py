@@ -16,6 +16,7 @@ from blobledger.api.routes import (
     document_response,
     expected_version,
     if_match_on_missing,
+    known_id,
     ledger_of,
     settings_of,
 )
@@ -126,6 +127,7 @@ async def delete_document(
 ) -> Response:
     """Remove the document now (its bytes go to the deletion path); If-Match honoured."""
     ledger = ledger_of(request)
+    known_id(doc_id)
     with if_match_on_missing(if_match):
         version = await expected_version(ledger, doc_id, if_match) if if_match else None
         await ledger.delete(doc_id, expected_version=version)
