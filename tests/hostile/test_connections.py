@@ -44,7 +44,9 @@ def close_all(socks: list[socket.socket]) -> None:
 
 
 def test_500_idle_connections_leave_healthz_answering() -> None:
-    with serve() as served:
+    """500 idle connections, half of them with part of a request head, against a process
+    allowed 256 descriptors: /healthz answers."""
+    with serve(env={"BLOBLEDGER_MAX_CONNECTIONS": "64"}, descriptors=256) as served:
         idle = open_idle(served.port, 500)
         half = open_idle(served.port, 0)
         try:
@@ -200,7 +202,7 @@ def test_an_early_refusal_with_a_large_unread_body_is_read_before_the_close(
     """1 MiB the server will not read: ``Connection: close``, and the close waits until the
     response has been sent and the client stops sending (no reset in its way)."""
     body = b"b" * (1024 * 1024)
-    for _ in range(30):
+    for _ in range(100):
         sock = connect(server.port)
         sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
