@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "check", help="check the invariants on the live database and store",
         description="Check invariants I1, I3, I5 (and I4 with --settled) on the database "
         "and store named by BLOBLEDGER_DATABASE_URL and BLOBLEDGER_STORE_URL. Exit status: "
-        "0 no violation, 1 violations found, 2 configuration error.")
+        "0 no violation, 1 violations found, 2 configuration error, 3 the database or the "
+        "store unreachable.")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--settled", action="store_true",
