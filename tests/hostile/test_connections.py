@@ -245,3 +245,15 @@ def test_head_on_healthz_and_documents(server: Served) -> None:
     assert httpx.head(f"{server.url}/healthz").status_code == 200
     listed = httpx.head(f"{server.url}/documents", headers={"Authorization": "Bearer rw"})
     assert listed.status_code == 200 and listed.content == b""
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() -> None:
+    env = {"BLOBLEDGER_KEEP_ALIVE_TIMEOUT": "1s", "BLOBLEDGER_HEADER_TIMEOUT": "60s"}
+    with serve(env=env) as served:
+        sock = connect(served.port)
+        try:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(sock).status == 200
+            assert is_closed(sock, 30)  # long before the 60 s header timeout
+        finally:
+            sock.close()

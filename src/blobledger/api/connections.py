@@ -181,6 +181,19 @@ class BoundedProtocol(H11Protocol):
         if self.waiting_for_head() and not self.transport.is_closing():
             self._arm_head_timer()
 
+    def timeout_keep_alive_handler(self) -> None:
+        """An idle kept-alive connection: nothing is in flight, close at once."""
+        if not self.transport.is_closing():
+            self.evict()
+
+    def shutdown(self) -> None:
+        """The server stops: idle connections close at once, busy ones after their
+        response (uvicorn's own behaviour)."""
+        if self.waiting_for_head():
+            self.evict()
+        else:
+            super().shutdown()
+
     def send_400_response(self, msg: str) -> None:
         """The parser refused the request (malformed head, bad Content-Length, a NUL in a
         header): a problem document, then the connection ends."""

@@ -3,7 +3,10 @@
 The configuration is read and checked, the database migrated and the store prepared before
 the port opens; a problem with any of them is one line and a non-zero exit. Without
 ``BLOBLEDGER_API_TOKENS`` the service binds only to a loopback address unless
-``--allow-unauthenticated`` says otherwise.
+``--allow-unauthenticated`` says otherwise. Connections are bounded by
+``BLOBLEDGER_HEADER_TIMEOUT``, ``BLOBLEDGER_KEEP_ALIVE_TIMEOUT``, ``BLOBLEDGER_MAX_CONNECTIONS``
+and ``BLOBLEDGER_MAX_UPLOADS`` (see ``blobledger.api.connections``); the descriptor limit is
+raised to what the connection cap needs, or the start refused.
 """
 
 from __future__ import annotations
