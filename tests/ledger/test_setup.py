@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from blobledger import ConfigError, Ledger
+from blobledger import ConfigError, DatabaseUnavailable, Ledger
 from blobledger.stores import open_store
 from tests.support.services import Azurite, free_port
 
@@ -51,7 +51,7 @@ def test_bad_store_urls(store_url: str, message: str) -> None:
 
 async def test_unreachable_database_is_one_clear_error(tmp_path: Path) -> None:
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
-    with pytest.raises(ConfigError, match="database unreachable"):
+    with pytest.raises(DatabaseUnavailable, match="database unreachable"):
         async with Ledger.from_urls(url, f"file://{tmp_path}"):
             pass
 
