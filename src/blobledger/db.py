@@ -25,6 +25,9 @@ from sqlalchemy.ext.asyncio import (
 
 from blobledger.errors import ConfigError, DatabaseUnavailable
 
+#: the version table of a ledger whose tables live in an application's database
+EMBEDDED_VERSION_TABLE = "blobledger_version"
+
 _DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
     "sqlite+aiosqlite": "sqlite+aiosqlite",
@@ -72,6 +75,12 @@ def create_engine(url: str) -> AsyncEngine:
     return engine
 
 
+def configure_sqlite(engine: AsyncEngine) -> None:
+    """WAL, a busy timeout and ``BEGIN IMMEDIATE`` on every connection of a SQLite engine
+    (what the ledger's own engines get; for an application's engine shared with it)."""
+    _configure_sqlite(engine)
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     sync_engine = engine.sync_engine
 
@@ -93,10 +102,22 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 class Database:
     """The engine and the one way to open a session (``async with db.session() as s``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, engine: AsyncEngine | None = None) -> None:
         self.url = url
-        self.engine = create_engine(url)
+        self.engine = engine if engine is not None else create_engine(url)
+        self._owns_engine = engine is None
+        #: Alembic's version table: the ledger's own on the application's engine
+        self.version_table = "alembic_version" if engine is None else EMBEDDED_VERSION_TABLE
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_engine(cls, engine: AsyncEngine) -> Database:
+        """The application's own async engine (its pool, its credentials): the ledger's tables
+        then live in the application's database, so attachments commit with its rows. The
+        engine stays the application's (``dispose`` leaves it alone). On SQLite, configure it
+        with :func:`configure_sqlite` first (WAL, busy timeout, ``BEGIN IMMEDIATE``)."""
+        url = engine.url.render_as_string(hide_password=False)
+        return cls(url, engine=engine)
 
     @property
     def is_sqlite(self) -> bool:
@@ -133,10 +154,11 @@ class Database:
         async with self.engine.begin() as conn:
             if not self.is_sqlite:
                 await conn.execute(text("SELECT pg_advisory_xact_lock(7368201)"))
-            await conn.run_sync(upgrade)
+            await conn.run_sync(upgrade, "head", version_table=self.version_table)
 
     async def dispose(self) -> None:
-        await self.engine.dispose()
+        if self._owns_engine:
+            await self.engine.dispose()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -14,6 +14,7 @@
     ├── UploadTooLarge         the body passed the configured maximum
     ├── UploadAborted          the upload ran past its deadline or its source failed
     │   └── IntentLost         the upload's intent was taken over (swept or resumed) meanwhile
+    │       └── AttachLost     A4 lost: the staged blob was swept before a flush attached it
     ├── StoreUnavailable       the store could not be reached or answered 5xx (retry later)
     ├── SweeperBusy            another sweeper holds the SQLite database's sweep lock
     └── StoreError             a storage answer the caller can act on
@@ -94,6 +95,12 @@ class UploadAborted(BlobLedgerError):
 class IntentLost(UploadAborted):
     """Raised when a writer finds that its intent is no longer its own (a sweeper or a retry
     took it over while it was paused); nothing of this attempt became visible. Retry."""
+
+
+class AttachLost(IntentLost):
+    """Raised (from the flush) when A4 loses: the staged blob was fenced by the sweeper, or
+    attached elsewhere, before this transaction attached it. The transaction fails and
+    nothing of it becomes visible; stage the bytes again and retry."""
 
 
 class StoreUnavailable(BlobLedgerError):

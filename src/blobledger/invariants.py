@@ -7,6 +7,14 @@
   at, and no blob without a row.
 - I5 no ``pending`` document is visible through :meth:`Ledger.get` or :meth:`Ledger.list`.
 
+For attachments (blob rows of kind ``attachment``, owned by an application's row):
+
+- I1/I3 every ``attached`` blob exists, is tagged ``committed``, its size and SHA-256 match
+  its row, and its owner row still holds it (nothing attached is deleted, or left attached,
+  while its owner points elsewhere);
+- I4 (settled) nothing staged outlives the sweep cutoff: a ``pending`` attachment row older
+  than ``sweep_after`` is reported like any stale intent.
+
 I2 (write-once names) is a property of the stores' create-only put and is shown by their
 conformance suite; the soak shows it end to end by re-reading every acknowledged write.
 
@@ -28,7 +36,9 @@ from sqlalchemy.orm import aliased
 from blobledger.errors import BlobNotFound, NotFound
 from blobledger.ledger import Ledger
 from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus
+from blobledger.owners import owner_holds
 from blobledger.stores.base import BlobInfo
+from blobledger.transitions import Owner
 
 PAGE = 500
 
@@ -54,6 +64,7 @@ class InvariantReport:
     pending_documents: int = 0
     blob_rows: dict[str, int] = field(default_factory=dict)
     stored_blobs: int = 0
+    attached: int = 0  # attachment rows an owner holds
     orphan_blobs: int = 0  # blobs with no row (a violation only when settled)
     uncommitted: int = 0  # names holding uncommitted bytes (reported, never a violation)
     violations: list[Violation] = field(default_factory=list)
@@ -72,6 +83,7 @@ class InvariantReport:
             "ready_documents": self.ready_documents,
             "pending_documents": self.pending_documents,
             "blob_rows": dict(sorted(self.blob_rows.items())),
+            "attached": self.attached,
             "stored_blobs": self.stored_blobs,
             "orphan_blobs": self.orphan_blobs,
             "uncommitted": self.uncommitted,
@@ -82,10 +94,11 @@ class InvariantReport:
         rows = ", ".join(f"{n} {s}" for s, n in sorted(self.blob_rows.items())) or "none"
         lines = [
             f"documents: {self.ready_documents} ready, {self.pending_documents} pending",
+            f"attachments: {self.attached} attached",
             f"blob rows: {rows}",
             f"stored blobs: {self.stored_blobs} ({self.orphan_blobs} without a row, "
             f"{self.uncommitted} names with uncommitted bytes)",
-            "checked: I1 I3 I5" + (" I4 (settled)" if self.settled else ""),
+            "checked: I1 I3 I5 (documents and attachments)" + (" I4 (settled)" if self.settled else ""),
         ]
         if self.ok:
             lines.append("no violations")
@@ -101,12 +114,17 @@ class _Row:
 
     name: str
     state: str
-    document_id: str
+    document_id: str | None
     changed_at: datetime
     doc_id: str | None
     doc_status: str | None
     doc_size: int | None
     doc_sha256: str | None
+    size: int | None = None
+    sha256: str | None = None
+    owner_table: str | None = None
+    owner_key: str | None = None
+    owner_column: str | None = None
 
 
 async def check(ledger: Ledger, *, settled: bool = False) -> InvariantReport:
@@ -152,7 +170,8 @@ async def _rows(ledger: Ledger) -> AsyncIterator[_Row]:
     while True:
         query = (
             select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
-                   doc.id, doc.status, doc.size, doc.sha256)
+                   doc.id, doc.status, doc.size, doc.sha256, BlobRow.size, BlobRow.sha256,
+                   BlobRow.owner_table, BlobRow.owner_key, BlobRow.owner_column)
             .outerjoin(doc, and_(doc.blob_name == BlobRow.name))
             .order_by(name).limit(PAGE))
         if after is not None:
@@ -174,6 +193,12 @@ async def _row(
         problem = _ready_problem(row, blob)
         if problem and (problem := await _confirm_ready(ledger, row.name)):
             report.add("I1", f"document {row.doc_id}", problem)
+        return
+    if row.state == BlobState.ATTACHED:
+        report.attached += 1
+        problem = await _attached_problem(ledger, row, blob)
+        if problem and (problem := await _confirm_attached(ledger, row.name)):
+            report.add("I1", f"attachment {row.name}", problem)
         return
     if not report.settled:
         return
@@ -202,6 +227,43 @@ def _ready_problem(row: _Row, blob: BlobInfo | None) -> str | None:
     if blob.sha256 != row.doc_sha256:
         return f"current blob {row.name} has SHA-256 {blob.sha256}, the row says {row.doc_sha256}"
     return None
+
+
+async def _attached_problem(ledger: Ledger, row: _Row, blob: BlobInfo | None) -> str | None:
+    owner = f"{row.owner_table} {row.owner_key}.{row.owner_column}"
+    if blob is None:
+        return f"attached blob (owner {owner}) is missing from the store"
+    state = (blob.tags or {}).get("state")
+    if state != BlobState.COMMITTED:
+        return f"attached blob (owner {owner}) is tagged state={state}, not committed"
+    if blob.size != row.size or blob.sha256 != row.sha256:
+        return (f"attached blob holds {blob.size} bytes with SHA-256 {blob.sha256}, "
+                f"the row says {row.size} and {row.sha256}")
+    if row.owner_table is None or row.owner_key is None or row.owner_column is None:
+        return "attached row without an owner"
+    holder = Owner(row.owner_table, row.owner_key, row.owner_column)
+    async with ledger.db.transaction() as conn:
+        if not await conn.run_sync(owner_holds, holder, row.name):
+            return f"its owner {owner} does not hold it (gone, or points elsewhere)"
+    return None
+
+
+async def _confirm_attached(ledger: Ledger, blob_name: str) -> str | None:
+    """Re-read one attached row and its blob; the problem if it still holds."""
+    async with ledger.db.session() as session:
+        found = await session.get(BlobRow, blob_name)
+    if found is None or found.state != BlobState.ATTACHED:
+        return None  # detached while the scan ran
+    row = _Row(found.name, found.state, found.document_id, found.changed_at, None, None,
+               None, None, found.size, found.sha256, found.owner_table, found.owner_key,
+               found.owner_column)
+    try:
+        info = await ledger.store.stat(blob_name)
+        blob: BlobInfo | None = BlobInfo(
+            **{**info.__dict__, "tags": await ledger.store.get_tags(blob_name)})
+    except BlobNotFound:
+        blob = None
+    return await _attached_problem(ledger, row, blob)
 
 
 async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:

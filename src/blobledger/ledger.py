@@ -23,12 +23,14 @@ import os
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from blobledger import failpoints
+from blobledger.attachments import Attachment, StagedBlob
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -129,6 +131,25 @@ class Ledger:
         )
         return cls(Database(database_url), open_store(store_url, settings), settings,
                    clock_offset=clock_offset, migrate=migrate)
+
+    @classmethod
+    def from_engine(
+        cls,
+        engine: AsyncEngine,
+        store_url: str,
+        *,
+        settings: Settings | None = None,
+        clock_offset: float = 0.0,
+        migrate: bool = True,
+    ) -> Ledger:
+        """A ledger on the application's own async engine: its tables live in the
+        application's database, so an attachment commits with the owner's row. The engine
+        stays the application's (closing the ledger does not dispose of it)."""
+        db = Database.from_engine(engine)
+        settings = (settings or settings_from_env()).with_(
+            database_url=db.url, store_url=store_url)
+        return cls(db, open_store(store_url, settings), settings, clock_offset=clock_offset,
+                   migrate=migrate)
 
     @classmethod
     def from_env(cls, *, migrate: bool = True) -> Ledger:
@@ -391,6 +412,72 @@ class Ledger:
             raise PreconditionFailed("document changed while it was being deleted")
         await failpoints.hit("delete.after_commit")
 
+    # -- attachments: A1-A3 ----------------------------------------------------------------
+    async def stage(
+        self,
+        data: Data,
+        *,
+        content_type: str | None = None,
+        filename: str | None = None,
+        sha256: str | None = None,
+        md5: str | None = None,
+    ) -> StagedBlob:
+        """A1 (a pending row, owned by no document), A2 (create-only upload, tagged pending),
+        confirm (still this attempt's; digests recorded), A3 (tagged committed). The staged
+        blob belongs to nobody until an application's transaction attaches it (A4,
+        :mod:`blobledger.sqlalchemy`); never attached, the sweeper fences and deletes it."""
+        content_type = check_content_type(content_type)
+        if filename is not None:
+            filename = check_document_name(filename)
+        intent = Intent(
+            blob_name=new_blob_name(self.settings.blob_prefix, filename or ""),
+            document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
+            content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
+        await self.transitions.begin_stage(intent, filename)  # A1
+        await failpoints.hit("stage.after_insert")
+        try:
+            digests = await self.upload(intent, data, sha256, md5)  # A2
+            await failpoints.hit("stage.after_upload")
+            if not await self.transitions.confirm_staged(intent, digests):
+                await self._lost(intent)
+            await failpoints.hit("stage.after_confirm")
+            await self.tag_committed(intent)  # A3
+            await failpoints.hit("stage.after_tag")
+        except BaseException as exc:
+            await self._fail(intent, exc)
+            raise
+        return StagedBlob(name=intent.blob_name, size=digests.size, sha256=digests.sha256,
+                          md5=digests.md5, content_type=content_type, filename=filename,
+                          attempt=intent.attempt)
+
+    async def attachment(self, blob_name: str) -> Attachment:
+        """An attached blob's metadata, from its row; NotFound unless it is attached."""
+        row = await self.transitions.attachment(blob_name)
+        if row is None or row.sha256 is None or row.md5 is None or row.size is None:
+            raise NotFound(f"no attachment {blob_name!r}")
+        return Attachment(row.name, row.size, row.sha256, row.md5, row.content_type,
+                          row.filename)
+
+    async def open_attachment(
+        self, attachment: Attachment | str, start: int = 0, length: int | None = None
+    ) -> tuple[Attachment, BlobReader]:
+        """An attached blob's metadata and an open ranged read of its bytes (NotFound if it
+        is not attached: staged, detached or deleted)."""
+        name = attachment if isinstance(attachment, str) else attachment.name
+        found = await self.attachment(name)
+        return found, await self.store.open(name, start, length)
+
+    async def read_attachment(
+        self, attachment: Attachment | str, start: int = 0, length: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The bytes of an attached blob, streamed."""
+        _, reader = await self.open_attachment(attachment, start, length)
+        try:
+            async for chunk in reader:
+                yield chunk
+        finally:
+            await reader.aclose()
+
     # -- reads ----------------------------------------------------------------------------
     async def get(self, doc_id: str) -> Document:
         """A ready document; NotFound for unknown and pending ids alike (and for a string no
@@ -508,6 +595,11 @@ class Ledger:
         raised: a blob whose intent was swept must never be tagged committed."""
         if await self.transitions.confirm(intent, rename=name):
             return
+        await self._lost(intent)
+
+    async def _lost(self, intent: Intent) -> NoReturn:
+        """The intent was taken while this attempt was paused: delete our blob if its row is
+        gone (conditioned on ``pending``), then IntentLost."""
         try:
             async with self.db.session() as session:
                 row = await session.get(BlobRow, intent.blob_name)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from blobledger.reconciler import ReconcileReport
     from blobledger.sweeper import SweepReport
 
-SWEEP_OUTCOMES = ("swept", "rolled_forward", "moved_to_deleting", "deleted", "absent",
+SWEEP_OUTCOMES = ("swept", "rolled_forward", "moved_to_deleting", "fenced", "deleted", "absent",
                   "refused", "errors")
 RECONCILE_CATEGORIES = ("orphan", "missing", "missing_ready", "mismatch", "uncommitted")
 

@@ -22,6 +22,7 @@ class BlobState(StrEnum):
     PENDING = "pending"
     COMMITTED = "committed"
     DELETING = "deleting"
+    ATTACHED = "attached"  # an attachment's row once an owner points at it (A4)
 
 
 #: The blob index tag that mirrors a row's state: the one tag the protocol sets and tests.
@@ -41,6 +42,7 @@ DELETING_TAG = state_tag(BlobState.DELETING)
 class BlobKind(StrEnum):
     CREATE = "create"
     REPLACE = "replace"
+    ATTACHMENT = "attachment"  # staged for an application's row (A1), owned by no document
 
 
 class Base(DeclarativeBase):
@@ -69,7 +71,8 @@ class BlobRow(Base):
     __tablename__ = "blobs"
 
     name: Mapped[str] = mapped_column(String(1024), primary_key=True)
-    document_id: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    # The document the blob belongs to; NULL for an attachment (its owner is below).
+    document_id: Mapped[str | None] = mapped_column(String(32), index=True)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     state: Mapped[str] = mapped_column(String(16), nullable=False)
     content_type: Mapped[str] = mapped_column(String(255), nullable=False)
@@ -83,8 +86,17 @@ class BlobRow(Base):
     lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    # An attachment's owner, set by A4 in the application's transaction: the owner row's
+    # table, its primary key as text, and the column that holds the reference.
+    owner_table: Mapped[str | None] = mapped_column(String(255))
+    owner_key: Mapped[str | None] = mapped_column(String(255))
+    owner_column: Mapped[str | None] = mapped_column(String(255))
+    filename: Mapped[str | None] = mapped_column(String(1024))
 
-    __table_args__ = (Index("ix_blobs_state_changed", "state", "changed_at"),)
+    __table_args__ = (
+        Index("ix_blobs_state_changed", "state", "changed_at"),
+        Index("ix_blobs_owner", "owner_table", "owner_key", "owner_column"),
+    )
 
 
 class KeyState(StrEnum):

@@ -7,11 +7,14 @@ One :meth:`Sweeper.run_once` does, in claimed batches until no claimable work is
    then the rows (for a creation the pending document too, while it still points at the
    blob). A refusal means the blob is tagged ``committed`` (the writer died between C3 and
    C4): a creation rolls forward to ready with the size and checksums the store recorded, a
-   replacement's row moves to ``deleting``.
+   replacement's row moves to ``deleting``. A stale *staged attachment* (never attached by
+   an application's transaction) is never rolled forward: it is fenced first (``pending ->
+   deleting`` under the claim's token, so a late A4 loses) and left to the deletion path.
 2. **The deletion path**: rows ``deleting`` older than ``delete_grace`` whose lease has
    expired. Check that no document points at the blob, tag it ``deleting`` conditioned on
    ``committed`` (already ``deleting`` is fine), delete it conditioned on ``deleting``,
-   remove the row.
+   remove the row. A row that is ``attached``, or whose owner row still holds the blob, is
+   refused like one a document points at.
 
 Every step is idempotent: a crash anywhere leaves rows that a later run claims again once
 the sweeper's lease has expired. A claim replaces the row's owner token with its own and moves
@@ -90,6 +93,7 @@ class SweepReport:
     swept: int = 0  # stale intents removed (blob deleted or already absent)
     rolled_forward: int = 0  # creations made ready from a committed blob
     moved_to_deleting: int = 0  # replacements handed to the deletion path
+    fenced: int = 0  # stale staged attachments fenced and handed to the deletion path
     deleted: int = 0  # deletion-path rows done (blob deleted or already absent)
     absent: int = 0  # blobs already gone when their delete was due
     refused: int = 0  # the guard said no (logged); the row is left alone
@@ -111,7 +115,7 @@ class SweepReport:
 @dataclass(frozen=True)
 class _Claimed:
     name: str
-    document_id: str
+    document_id: str | None
     kind: str
 
 
@@ -239,10 +243,16 @@ class Sweeper:
     # -- stale intents --------------------------------------------------------------------
     async def _sweep_batch(self, claim: _Claim, report: SweepReport) -> None:
         await failpoints.hit("sweep.after_claim")
-        outcomes = await self.ledger.store.delete_many([(name, PENDING) for name in claim.names])
+        staged = [r.name for r in claim.rows if r.kind == BlobKind.ATTACHMENT]
+        if staged:  # fenced before any storage call; never rolled forward
+            report.fenced += await self.ledger.transitions.hand_to_deletion(claim.token, staged)
+        rows = [r for r in claim.rows if r.kind != BlobKind.ATTACHMENT]
+        if not rows:
+            return
+        outcomes = await self.ledger.store.delete_many([(r.name, PENDING) for r in rows])
         gone: list[_Claimed] = []
         refused: list[_Claimed] = []
-        for row, outcome in zip(claim.rows, outcomes, strict=True):
+        for row, outcome in zip(rows, outcomes, strict=True):
             if outcome.error is None:
                 gone.append(row)
                 report.absent += not outcome.deleted
@@ -315,7 +325,8 @@ class Sweeper:
         pointed = await self.ledger.transitions.pointed_at(claim.names)
         for name in sorted(pointed):
             report.refused += 1
-            log.error("deletion guard: a document still points at %s; not deleted", name)
+            log.error("deletion guard: a document or an owner still points at %s; not deleted",
+                      name)
         candidates = [name for name in claim.names if name not in pointed]
         steps = await _gather(CONCURRENCY, [self._tag_deleting(name) for name in candidates])
         absent = [n for n, step in zip(candidates, steps, strict=True) if step == "absent"]

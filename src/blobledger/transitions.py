@@ -11,8 +11,15 @@ lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, 
 :meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document`, and
 :meth:`abandon` (a live writer's failure path: its intent to the deletion path).
 
+Attachments (``Ledger.stage`` and :mod:`blobledger.sqlalchemy`): A1 :meth:`begin_stage`,
+:meth:`confirm_staged` (before A3, recording the digests); A4 :func:`attach` and the detach
+steps :func:`detach_replaced` and :func:`detach_owner` are plain functions on the
+*application's* connection, so that they commit or roll back with the application's own
+write (they never open a transaction of their own).
+
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
-:meth:`hand_to_deletion`, :meth:`remove_deleted`, :meth:`purge_keys`.
+:meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
+:meth:`remove_deleted`, :meth:`purge_keys`.
 
 Statements are built once (building one per call cost more CPU than the round trip).
 """
@@ -33,6 +40,7 @@ from blobledger.config import Settings, sweep_margin
 from blobledger.db import Database
 from blobledger.documents import Document
 from blobledger.errors import Digests, NameTaken
+from blobledger.owners import owner_holds
 from blobledger.models import (
     BlobKind,
     BlobRow,
@@ -47,7 +55,7 @@ documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
 keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
 
-PENDING, COMMITTED, DELETING = (s.value for s in BlobState)
+PENDING, COMMITTED, DELETING, ATTACHED = (s.value for s in BlobState)
 #: the name of a pending document whose real name is not known yet: control characters are
 #: never part of a real name (``names.check_document_name``), so it cannot collide
 PLACEHOLDER = "\x01unnamed:"
@@ -113,9 +121,63 @@ _drop_pending_document = delete(documents).where(
     documents.c.blob_name == bindparam("b_name"))
 _drop_pending_key = delete(keys).where(
     keys.c.blob_name == bindparam("b_name"), keys.c.state == KeyState.PENDING.value)
+_confirm_staged = update(blobs).where(*_mine).values(
+    lease_until=LEASE, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+    md5=bindparam("b_md5"))
+#: A4: a staged blob to its owner, only while still pending under the token that staged it
+#: (an expired lease does not stop it; a sweeper's claim replaced the token, so it does)
+_attach = update(blobs).where(
+    *_mine, blobs.c.kind == BlobKind.ATTACHMENT.value,
+).values(state=ATTACHED, attempt=None, owner_table=bindparam("o_table"),
+         owner_key=bindparam("o_key"), owner_column=bindparam("o_column"), changed_at=NOW,
+         lease_until=NOW)
+_owned = (blobs.c.state == ATTACHED, blobs.c.owner_table == bindparam("o_table"),
+          blobs.c.owner_key == bindparam("o_key"))
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
     blobs.c.attempt.is_(None))
+
+
+def attach(conn: Any, blob_name: str, attempt: str, owner: Owner, offset: float = 0.0) -> bool:
+    """A4 on the application's connection, inside its transaction: the staged blob row
+    ``pending -> attached`` by compare-and-set on its name, state and staging token, recording
+    the owner. False if it lost (a sweeper fenced the staged blob: the caller must fail its
+    transaction). Never commits."""
+    result = conn.execute(_attach, dict(
+        b_name=blob_name, b_attempt=attempt, o_table=owner.table, o_key=owner.key,
+        o_column=owner.column, now_s=offset))
+    return _count(result) == 1
+
+
+def detach_replaced(conn: Any, owner: Owner, keep: Sequence[str], offset: float = 0.0) -> int:
+    """Detach or replace, on the application's connection: every blob attached to the owner's
+    column that the column no longer holds goes ``attached -> deleting`` (the outbox), in the
+    same transaction as the owner's update. The number moved."""
+    query = update(blobs).where(*_owned, blobs.c.owner_column == bindparam("o_column"))
+    if keep:
+        query = query.where(blobs.c.name.not_in(list(keep)))
+    result = conn.execute(query.values(state=DELETING, changed_at=NOW, lease_until=NOW), dict(
+        o_table=owner.table, o_key=owner.key, o_column=owner.column, now_s=offset))
+    return _count(result)
+
+
+def detach_owner(conn: Any, table: str, key: str, offset: float = 0.0) -> int:
+    """The owner row is deleted: every blob attached to it goes ``attached -> deleting``, in
+    the transaction that deletes it. The number moved."""
+    result = conn.execute(
+        update(blobs).where(*_owned).values(state=DELETING, changed_at=NOW, lease_until=NOW),
+        dict(o_table=table, o_key=key, now_s=offset))
+    return _count(result)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who an attachment belongs to: a row of the application (table, primary key as text)
+    and the column that holds the reference."""
+
+    table: str
+    key: str
+    column: str
 
 
 @dataclass
@@ -364,6 +426,30 @@ class Transitions:
         async with self.db.transaction() as conn:
             return _count(await conn.execute(_drop_abandoned, {"b_name": blob_name})) == 1
 
+    # -- A1 and the step before A3 --------------------------------------------------------
+    async def begin_stage(self, intent: Intent, filename: str | None) -> None:
+        """A1: a pending attachment row owned by no document, this attempt's and leased."""
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=None, kind=BlobKind.ATTACHMENT.value,
+                content_type=intent.content_type, attempt=intent.attempt, filename=filename,
+                **self.times(lease=self.settings.upload_deadline)))
+
+    async def confirm_staged(self, intent: Intent, digests: Digests) -> bool:
+        """Before A3: the staged intent is still this attempt's; its lease extended and its
+        size and checksums recorded (A4 and the checks read them). False if lost."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_confirm_staged, dict(
+                b_name=intent.blob_name, b_attempt=intent.attempt, b_size=digests.size,
+                b_sha256=digests.sha256, b_md5=digests.md5,
+                **self.times(lease=self.settings.upload_deadline)))) == 1
+
+    async def attachment(self, blob_name: str) -> Row[Any] | None:
+        """An attached blob's row (None if it is not attached)."""
+        async with self.db.transaction() as conn:
+            return (await conn.execute(select(blobs).where(
+                blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
+
     # -- workers --------------------------------------------------------------------------
     async def claim(self, state: BlobState, age: float, limit: int,
                     lease: float) -> tuple[str, list[Row[Any]]]:
@@ -432,8 +518,9 @@ class Transitions:
         return "ready"
 
     async def hand_to_deletion(self, token: str, names: Sequence[str]) -> int:
-        """Claimed pending rows whose blob is committed but which no document will point at
-        (a replacement whose writer stopped after R3): to ``deleting``."""
+        """Claimed pending rows that no document or owner will point at (a replacement whose
+        writer stopped after R3; a stale staged attachment, fenced before any storage call so
+        that a late A4 loses): to ``deleting``."""
         async with self.db.transaction() as conn:
             moved = await conn.execute(
                 update(blobs)
@@ -444,10 +531,23 @@ class Transitions:
         return _count(moved)
 
     async def pointed_at(self, names: Sequence[str]) -> set[str]:
-        """Which of these blobs a document points at (the deletion path's guard)."""
+        """Which of these blobs a document points at, are ``attached``, or are still held by
+        the owner column their row names (the deletion path's guard)."""
         async with self.db.transaction() as conn:
-            return set((await conn.execute(select(documents.c.blob_name).where(
+            found = set((await conn.execute(select(documents.c.blob_name).where(
                 documents.c.blob_name.in_(names)))).scalars())
+            owned = (await conn.execute(select(
+                blobs.c.name, blobs.c.state, blobs.c.owner_table, blobs.c.owner_key,
+                blobs.c.owner_column).where(blobs.c.name.in_(names),
+                                            blobs.c.owner_table.is_not(None)))).all()
+            for row in owned:
+                if row.state == ATTACHED:
+                    found.add(row.name)
+                    continue
+                owner = Owner(row.owner_table, row.owner_key, row.owner_column)
+                if await conn.run_sync(owner_holds, owner, row.name):
+                    found.add(row.name)
+        return found
 
     async def remove_deleted(self, token: str, names: Sequence[str]) -> int:
         """The deletion path's last step: rows whose blob is gone, while still claimed."""

@@ -13,6 +13,7 @@ context.configure(
     connection=connection,
     target_metadata=Base.metadata,
     render_as_batch=connection.dialect.name == "sqlite",
+    version_table=context.config.attributes.get("version_table", "alembic_version"),
 )
 with context.begin_transaction():
     context.run_migrations()

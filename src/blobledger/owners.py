@@ -1,0 +1,69 @@
+"""An attachment's owner as the database sees it: does the owner row still hold a blob?
+
+The deletion path (its guard) and ``blobledger check`` ask this of the application's own
+tables, which blobledger knows only by the names A4 recorded (``owner_table``, ``owner_key``,
+``owner_column``). The table is reflected once per engine; the key is the primary key as text
+(one column: its value; several: a JSON list of their values, in primary-key order). The
+column holds the reference written by :mod:`blobledger.sqlalchemy` (JSON text naming the blob),
+so "holds" is "the column's text contains the blob's name": blob names are unique and never
+reused. This module only reads; it never writes the application's tables.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Integer, MetaData, Table, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import NoSuchTableError
+
+if TYPE_CHECKING:
+    from blobledger.transitions import Owner
+
+_tables: dict[tuple[int, str], Table] = {}
+
+
+def owner_key(values: tuple[Any, ...] | list[Any]) -> str:
+    """The text form of a primary key, as A4 records it."""
+    if len(values) == 1:
+        return str(values[0])
+    return json.dumps([str(v) for v in values])
+
+
+def owner_holds(conn: Connection, owner: Owner, blob_name: str) -> bool:
+    """True if the owner row exists and its column still names ``blob_name`` (a sync
+    function: ``await conn.run_sync(owner_holds, owner, name)``). A table or row that is gone
+    holds nothing."""
+    value = owner_value(conn, owner)
+    return value is not None and blob_name in value
+
+
+def owner_value(conn: Connection, owner: Owner) -> str | None:
+    """The owner column's value as text; None if the table, the row or the value is gone."""
+    table = _reflect(conn, owner.table)
+    if table is None or owner.column not in table.c:
+        return None
+    pk = list(table.primary_key.columns)
+    parts = [owner.key] if len(pk) == 1 else list(json.loads(owner.key))
+    if len(parts) != len(pk):
+        return None
+    where = [col == (int(part) if isinstance(col.type, Integer) else part)
+             for col, part in zip(pk, parts, strict=True)]
+    value = conn.execute(select(table.c[owner.column]).where(*where)).scalar_one_or_none()
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _reflect(conn: Connection, name: str) -> Table | None:
+    key = (id(conn.engine), name)
+    table = _tables.get(key)
+    if table is None:
+        schema, _, bare = name.rpartition(".")
+        try:
+            table = Table(bare, MetaData(), schema=schema or None, autoload_with=conn)
+        except NoSuchTableError:
+            return None
+        _tables[key] = table
+    return table

@@ -1,0 +1,211 @@
+"""Attachments on the application's own SQLAlchemy 2 models, in the application's transaction.
+
+    from blobledger.sqlalchemy import Attachment, has_many_attached, has_one_attached
+
+    class Invoice(Base):
+        __tablename__ = "invoices"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        pdf: Mapped[Attachment | None] = has_one_attached()
+        scans: Mapped[tuple[Attachment, ...]] = has_many_attached()
+
+    staged = await ledger.stage(data, filename="inv.pdf", content_type="application/pdf")
+    invoice.pdf = staged              # A4 in this session's flush, or the flush fails
+    invoice.scans = (*invoice.scans, staged2)
+    invoice.pdf = None                # detach: the old blob to the outbox, same transaction
+    await session.delete(invoice)     # owner deleted: its blobs to the outbox, same transaction
+
+The column holds a reference (JSON text: the blob's name and its metadata). On every flush of
+any ``Session`` (an ``AsyncSession`` flushes through its sync session, so both are covered),
+an ``after_flush`` event runs, on the flush's own connection and therefore inside the
+application's transaction:
+
+- for each new or changed attachment column, **A4** for every :class:`StagedBlob` it now holds
+  (``pending -> attached`` by compare-and-set on the staging token; a loss raises
+  :class:`AttachLost` and the flush, hence the transaction, fails); every plain
+  :class:`Attachment` it holds must already be attached to this owner and column
+  (:class:`InvalidInput` otherwise: a blob is never shared between owners); then every blob
+  attached to this column that it no longer holds goes ``attached -> deleting``;
+- for each deleted owner, every blob attached to it goes ``attached -> deleting``.
+
+The events run after the owner's own UPDATE or DELETE, which locks its row: two sessions
+attaching to one owner are serialised by that lock, and the second one's detach sees the
+first one's attachment. A rolled-back transaction undoes A4 and the detach with the owner's
+write; its staged blobs stay ``pending`` until the sweeper fences and deletes them. Reading is
+:meth:`Ledger.read_attachment` (streamed) or :meth:`Ledger.open_attachment`.
+
+The ledger's tables must live in the same database as the owner's (``Ledger`` on the
+application's URL, or :meth:`Ledger.from_engine`). Owners need a primary key; tuples (not
+lists mutated in place) carry a has-many value. This module never talks to the store and
+never commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Text, event, select
+from sqlalchemy import inspect as orm_inspect
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.orm import Mapper, MappedColumn, Session, UOWTransaction, mapped_column
+
+from sqlalchemy.types import TypeDecorator
+
+from blobledger.attachments import Attachment, StagedBlob
+from blobledger.errors import AttachLost, InvalidInput
+from blobledger.models import BlobState
+from blobledger.owners import owner_key
+from blobledger.transitions import Owner, attach, blobs, detach_owner, detach_replaced
+
+__all__ = [
+    "AttachLost",
+    "Attachment",
+    "AttachmentList",
+    "AttachmentRef",
+    "StagedBlob",
+    "has_many_attached",
+    "has_one_attached",
+]
+
+#: ``session.info`` key: seconds added to the database's clock by this session's steps
+CLOCK_OFFSET = "blobledger.clock_offset"
+
+
+class AttachmentRef(TypeDecorator[Attachment]):
+    """A column holding one attachment (JSON text), or NULL."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Attachment | None, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, Attachment):
+            raise InvalidInput("an attachment column takes a staged blob or an attachment")
+        return json.dumps(value.plain().to_json(), sort_keys=True)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Attachment | None:
+        return None if value is None else Attachment.from_json(json.loads(value))
+
+
+class AttachmentList(TypeDecorator[tuple[Attachment, ...]]):
+    """A column holding an owner's attachments in order (a JSON list), as a tuple."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Iterable[Attachment] | None,
+                           dialect: Dialect) -> str | None:
+        items = list(value or ())
+        if not all(isinstance(item, Attachment) for item in items):
+            raise InvalidInput("an attachment list takes staged blobs or attachments")
+        return json.dumps([item.plain().to_json() for item in items], sort_keys=True)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> tuple[Attachment, ...]:
+        if value is None:
+            return ()
+        return tuple(Attachment.from_json(item) for item in json.loads(value))
+
+
+def has_one_attached(**kwargs: Any) -> MappedColumn[Any]:
+    """A nullable column holding one attachment."""
+    return mapped_column(AttachmentRef(), nullable=True, **kwargs)
+
+
+def has_many_attached(**kwargs: Any) -> MappedColumn[Any]:
+    """A column holding a tuple of attachments (empty by default); assign a new tuple."""
+    return mapped_column(AttachmentList(), nullable=False, default=(), **kwargs)
+
+
+# -- the session events ------------------------------------------------------------------
+_columns: dict[Mapper[Any], list[tuple[str, str]]] = {}
+
+
+def _attachment_columns(mapper: Mapper[Any]) -> list[tuple[str, str]]:
+    """(attribute key, column name) of every attachment column of a mapper (cached)."""
+    found = _columns.get(mapper)
+    if found is None:
+        found = [(prop.key, col.name) for prop in mapper.column_attrs
+                 for col in prop.columns
+                 if isinstance(col.type, AttachmentRef | AttachmentList)]
+        _columns[mapper] = found
+    return found
+
+
+def _values(value: Any) -> list[Attachment]:
+    if value is None:
+        return []
+    if isinstance(value, Attachment):
+        return [value]
+    return list(value)
+
+
+def _owner(obj: Any, mapper: Mapper[Any], column: str) -> Owner:
+    identity = mapper.primary_key_from_instance(obj)
+    if any(part is None for part in identity):
+        raise InvalidInput(f"{mapper.class_.__name__} has no primary key yet")
+    return Owner(mapper.local_table.fullname, owner_key(identity), column)  # type: ignore[attr-defined]
+
+
+def _attached_to(conn: Connection, owner: Owner, names: Sequence[str]) -> set[str]:
+    if not names:
+        return set()
+    return set(conn.execute(select(blobs.c.name).where(
+        blobs.c.name.in_(list(names)), blobs.c.state == BlobState.ATTACHED.value,
+        blobs.c.owner_table == owner.table, blobs.c.owner_key == owner.key,
+        blobs.c.owner_column == owner.column)).scalars())
+
+
+def sync_column(conn: Connection, owner: Owner, value: Any, offset: float = 0.0) -> None:
+    """Make the blob rows agree with one owner column's new value, on ``conn`` (inside the
+    application's transaction): A4 for staged blobs, a check that every other attachment is
+    already this column's, detach for whatever the column no longer holds."""
+    items = _values(value)
+    names = [item.name for item in items]
+    if len(set(names)) != len(names):
+        raise InvalidInput("an attachment appears twice in one column")
+    held = []
+    for item in items:
+        if isinstance(item, StagedBlob) and item.attempt and attach(
+                conn, item.name, item.attempt, owner, offset):
+            continue
+        held.append(item.name)  # must already be attached here (or A4 lost)
+    missing = set(held) - _attached_to(conn, owner, held)
+    for item in items:
+        if item.name not in missing:
+            continue
+        if isinstance(item, StagedBlob):
+            raise AttachLost(
+                f"staged blob {item.name} can no longer be attached (the sweeper fenced it "
+                "or another owner holds it): stage the bytes again")
+        raise InvalidInput(f"attachment {item.name} is not attached to {owner.table} "
+                           f"{owner.key}.{owner.column}: stage the bytes for a new owner")
+    detach_replaced(conn, owner, names, offset)
+
+
+@event.listens_for(Session, "after_flush")
+def _after_flush(session: Session, _context: UOWTransaction) -> None:
+    work: list[tuple[Any, Mapper[Any], list[tuple[str, str]]]] = []
+    for obj in (*session.new, *session.dirty, *session.deleted):
+        mapper = orm_inspect(obj).mapper
+        columns = _attachment_columns(mapper)
+        if columns:
+            work.append((obj, mapper, columns))
+    if not work:
+        return
+    offset = float(session.info.get(CLOCK_OFFSET, 0.0))
+    conn = session.connection()
+    deleted = set(map(id, session.deleted))
+    for obj, mapper, columns in work:
+        if id(obj) in deleted:
+            identity = mapper.primary_key_from_instance(obj)
+            detach_owner(conn, mapper.local_table.fullname,  # type: ignore[attr-defined]
+                         owner_key(identity), offset)
+            continue
+        state = orm_inspect(obj)
+        is_new = state.key is None or obj in session.new
+        for key, column in columns:
+            if not is_new and not state.attrs[key].history.has_changes():
+                continue
+            sync_column(conn, _owner(obj, mapper, column), getattr(obj, key), offset)

@@ -1,0 +1,147 @@
+"""Attachments through the SQLAlchemy integration, on the four backend combinations, with
+real commits: attach, read, replace, detach, owner deletion, has-many, rollback, and the
+sweeper/deletion path/check after each."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from blobledger import InvalidInput, Ledger, NotFound
+from blobledger.invariants import check
+from blobledger.models import BlobRow
+from blobledger.sqlalchemy import Attachment, StagedBlob
+from blobledger.sweeper import Sweeper
+from tests.attachments.conftest import Invoice
+
+PDF = b"%PDF-1.7 invoice " * 1000
+
+
+async def states(ledger: Ledger) -> dict[str, str]:
+    async with ledger.db.session() as session:
+        rows = (await session.execute(select(BlobRow.name, BlobRow.state))).all()
+    return {name: state for name, state in rows}
+
+
+async def read(ledger: Ledger, att: Attachment) -> bytes:
+    return b"".join([chunk async for chunk in ledger.read_attachment(att)])
+
+
+async def settle(ledger: Ledger) -> None:
+    """The sweeper and the deletion path, with the clock past every cutoff."""
+    ledger.clock_offset = ledger.settings.sweep_after + 3600
+    await Sweeper(ledger).run_once()
+    ledger.clock_offset += ledger.settings.delete_grace + 1
+    await Sweeper(ledger).run_once()
+
+
+async def test_attach_read_replace_detach_delete(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF, content_type="application/pdf", filename="inv-1.pdf")
+    assert isinstance(staged, StagedBlob)
+    assert (staged.size, staged.filename, staged.content_type) == \
+        (len(PDF), "inv-1.pdf", "application/pdf")
+    assert (await states(ledger))[staged.name] == "pending"
+    with pytest.raises(NotFound):
+        await ledger.attachment(staged.name)  # staged: nobody's yet
+
+    with sessions.begin() as session:
+        session.add(Invoice(id=1, number="INV-1", pdf=staged))
+    assert (await states(ledger))[staged.name] == "attached"
+    with sessions() as session:
+        invoice = session.get_one(Invoice, 1)
+        assert invoice.pdf == staged.plain()
+        assert type(invoice.pdf) is Attachment
+    assert await read(ledger, staged) == PDF
+    assert (await ledger.attachment(staged.name)).sha256 == staged.sha256
+
+    second = await ledger.stage(b"second", content_type="application/pdf")
+    with sessions.begin() as session:
+        session.get_one(Invoice, 1).pdf = second  # replace: the first to the outbox
+    assert await states(ledger) == {staged.name: "deleting", second.name: "attached"}
+
+    with sessions.begin() as session:
+        session.get_one(Invoice, 1).pdf = None  # detach
+    assert (await states(ledger))[second.name] == "deleting"
+    third = await ledger.stage(b"third")
+    with sessions.begin() as session:
+        session.get_one(Invoice, 1).pdf = third
+    with sessions.begin() as session:
+        session.delete(session.get_one(Invoice, 1))  # owner deletion
+    assert set((await states(ledger)).values()) == {"deleting"}
+
+    await settle(ledger)
+    assert await states(ledger) == {}
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix + "/")] == []
+    report = await check(ledger, settled=True)
+    assert report.ok, report.render()
+
+
+async def test_rolled_back_transaction_leaves_nothing_visible(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF)
+    with sessions() as session:
+        session.add(Invoice(id=2, number="INV-2", pdf=staged))
+        session.flush()  # A4 ran in this transaction...
+        session.rollback()  # ...and is undone with the owner's insert
+    assert (await states(ledger))[staged.name] == "pending"
+    with sessions() as session:
+        assert session.get(Invoice, 2) is None
+    with pytest.raises(NotFound):
+        await ledger.attachment(staged.name)
+    await settle(ledger)  # never rolled forward: fenced, then deleted
+    assert await states(ledger) == {}
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix + "/")] == []
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_has_many(ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    a, b, c = [await ledger.stage(bytes([n]) * 100, filename=f"scan{n}.png") for n in range(3)]
+    with sessions.begin() as session:
+        session.add(Invoice(id=3, number="INV-3", scans=(a, b)))
+    with sessions.begin() as session:
+        invoice = session.get_one(Invoice, 3)
+        assert [s.name for s in invoice.scans] == [a.name, b.name]
+        invoice.scans = (invoice.scans[1], c)  # drop a, keep b, add c
+    assert await states(ledger) == {a.name: "deleting", b.name: "attached", c.name: "attached"}
+    with sessions() as session:
+        scans = session.get_one(Invoice, 3).scans
+    assert [await read(ledger, s) for s in scans] == [bytes([1]) * 100, bytes([2]) * 100]
+    report = await check(ledger)
+    assert report.ok and report.attached == 2, report.render()
+
+
+async def test_a_foreign_attachment_is_refused(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF)
+    with sessions.begin() as session:
+        session.add(Invoice(id=4, number="INV-4", pdf=staged))
+    with sessions() as session:
+        shared = session.get_one(Invoice, 4).pdf
+        session.add(Invoice(id=5, number="INV-5", pdf=shared))
+        with pytest.raises(InvalidInput):
+            session.commit()
+        session.rollback()
+        assert session.get(Invoice, 5) is None
+    assert (await states(ledger))[staged.name] == "attached"
+
+
+async def test_async_session_on_the_ledgers_engine(ledger: Ledger) -> None:
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    async with ledger.db.engine.begin() as conn:
+        await conn.execute(text("DROP TABLE IF EXISTS test_invoices"))
+        await conn.run_sync(Invoice.metadata.create_all)
+    make = async_sessionmaker(ledger.db.engine, expire_on_commit=False)
+    staged = await ledger.stage(PDF)
+    async with make() as session, session.begin():
+        session.add(Invoice(id=6, number="INV-6", pdf=staged))
+    assert (await states(ledger))[staged.name] == "attached"
+    async with make() as session, session.begin():
+        invoice = await session.get_one(Invoice, 6)
+        await session.delete(invoice)
+    assert (await states(ledger))[staged.name] == "deleting"
+    await settle(ledger)
+    assert (await check(ledger, settled=True)).ok
+
