@@ -98,7 +98,8 @@ class InvariantReport:
             f"blob rows: {rows}",
             f"stored blobs: {self.stored_blobs} ({self.orphan_blobs} without a row, "
             f"{self.uncommitted} names with uncommitted bytes)",
-            "checked: I1 I3 I5 (documents and attachments)" + (" I4 (settled)" if self.settled else ""),
+            "checked: I1 I3 I5 (documents and attachments)"
+            + (" I4 (settled)" if self.settled else ""),
         ]
         if self.ok:
             lines.append("no violations")

@@ -48,8 +48,7 @@ from typing import Any
 from sqlalchemy import Text, event, select
 from sqlalchemy import inspect as orm_inspect
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.orm import Mapper, MappedColumn, Session, UOWTransaction, mapped_column
-
+from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from blobledger.attachments import Attachment, StagedBlob

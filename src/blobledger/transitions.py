@@ -40,7 +40,6 @@ from blobledger.config import Settings, sweep_margin
 from blobledger.db import Database
 from blobledger.documents import Document
 from blobledger.errors import Digests, NameTaken
-from blobledger.owners import owner_holds
 from blobledger.models import (
     BlobKind,
     BlobRow,
@@ -50,6 +49,7 @@ from blobledger.models import (
     IdempotencyKeyRow,
     KeyState,
 )
+from blobledger.owners import owner_holds
 
 documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
