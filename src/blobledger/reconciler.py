@@ -6,8 +6,9 @@ bounded whatever the container holds. Findings:
 
 - ``orphan``: a blob with no row (outside the protocol, or a row removed before its blob);
 - ``missing``: a row whose blob is absent; ``missing_ready`` when a ready document points
-  at it (a bug: exit code 2);
-- ``mismatch``: the blob's ``state`` tag disagrees with its row past the step's cutoff;
+  at it or the row is an ``attached`` attachment (a bug: exit code 2);
+- ``mismatch``: the blob's ``state`` tag disagrees with its row past the step's cutoff (an
+  ``attached`` row's blob is tagged ``committed``);
 - ``uncommitted``: bytes uploaded under a name but never committed, older than the deadline.
 
 Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
@@ -135,6 +136,7 @@ class _Merge:
             BlobState.PENDING.value: settings.sweep_after,
             BlobState.DELETING.value: settings.delete_grace,
             BlobState.COMMITTED.value: 0.0,
+            BlobState.ATTACHED.value: 0.0,
         }
 
     def found(self, finding: Finding) -> None:
@@ -213,9 +215,9 @@ class _Merge:
         return True
 
     async def missing(self, row: _Row) -> None:
-        if row.ready or row.state == BlobState.COMMITTED:
+        if row.ready or row.state in _LIVE:
             current = await _row_state(self.ledger, row.name)  # re-read: not one snapshot
-            if current is None or current[0] != BlobState.COMMITTED:
+            if current is None or current[0] not in _LIVE:
                 self.report.in_flight += 1
                 return
             try:
@@ -224,9 +226,10 @@ class _Merge:
                 return
             except BlobNotFound:
                 pass
-            if current[1]:
+            if current[1] or current[0] == BlobState.ATTACHED:
                 self.found(Finding("missing_ready", row.name,
-                                   "the blob of a ready document is missing",
+                                   "the blob of a ready document is missing" if current[1]
+                                   else "the blob of an attachment is missing",
                                    row_state=row.state, age_seconds=self.age(row.changed_at)))
                 return
         elif not self.past_cutoff(row):
@@ -237,9 +240,9 @@ class _Merge:
 
     def compare(self, row: _Row, blob: BlobInfo) -> None:
         tag = (blob.tags or {}).get("state")
-        if tag == row.state:
+        if tag == row.state or (row.state == BlobState.ATTACHED and tag == BlobState.COMMITTED):
             return
-        if row.state != BlobState.COMMITTED and not self.past_cutoff(row):
+        if row.state not in _LIVE and not self.past_cutoff(row):
             self.report.in_flight += 1
             return
         self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob tagged {tag!r}",
@@ -337,6 +340,10 @@ async def _rows(ledger: Ledger, prefix: str) -> AsyncIterator[_Row]:
         if len(page) < PAGE:
             return
         after = page[-1].name
+
+
+#: row states whose blob must be there, tagged committed (an attached row's tag is committed)
+_LIVE = (BlobState.COMMITTED.value, BlobState.ATTACHED.value)
 
 
 async def _row_state(ledger: Ledger, name: str) -> tuple[str, bool] | None:
