@@ -1,0 +1,189 @@
+"""Attachments under pauses and races, in-process, on the four backend combinations: a writer
+paused between stage and attach while the sweeper fences its blob, a stager paused mid-way, a
+sweeper paused after its claim, an owner deleted while a replacement is staged, and two
+sessions attaching to one owner at once. Each ends with the settled invariants."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
+
+from blobledger import IntentLost, failpoints
+from blobledger.errors import AttachLost
+from blobledger.invariants import check
+from blobledger.ledger import Ledger
+from blobledger.models import BlobState
+from blobledger.sweeper import Sweeper
+from tests.attachments.conftest import Invoice
+from tests.attachments.test_attach import PDF, read, settle, states
+from tests.ledger.test_fencing import Holds
+
+#: the clock past the lease and the sweep cutoff of anything staged now
+STALE = 180.0 + 3600
+
+
+@pytest.fixture
+def holds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Holds]:
+    held = Holds()
+    real = failpoints.hit
+
+    async def hit(point: str) -> None:
+        await held.hit(point)
+        await real(point)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    yield held
+    held.release_all()
+
+
+async def sweep_at(ledger: Ledger, offset: float) -> None:
+    saved = ledger.clock_offset
+    ledger.clock_offset = offset
+    try:
+        await Sweeper(ledger).run_once()
+    finally:
+        ledger.clock_offset = saved
+
+
+async def test_paused_between_stage_and_attach(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF)
+    await sweep_at(ledger, STALE)  # the writer sleeps past the cutoff: fenced (and deleted)
+    assert (await states(ledger)).get(staged.name) in (BlobState.DELETING, None)
+    with sessions() as session:
+        session.add(Invoice(id=1, number="INV-1", pdf=staged))
+        with pytest.raises(AttachLost):
+            session.commit()  # A4 loses: the flush, and the transaction, fail
+        session.rollback()
+    with sessions() as session:
+        assert session.get(Invoice, 1) is None
+    await settle(ledger)
+    assert await states(ledger) == {}
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_an_expired_lease_alone_does_not_stop_attach(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF)
+    ledger.clock_offset = ledger.settings.upload_deadline * 2  # lease over, not yet swept
+    await Sweeper(ledger).run_once()
+    ledger.clock_offset = 0
+    with sessions.begin() as session:
+        session.add(Invoice(id=2, number="INV-2", pdf=staged))
+    assert (await states(ledger))[staged.name] == BlobState.ATTACHED
+    await settle(ledger)
+    assert await read(ledger, staged) == PDF
+    assert (await check(ledger, settled=True)).ok
+
+
+@pytest.mark.parametrize("point", ["stage.after_upload", "stage.after_confirm"])
+async def test_stager_paused_while_the_sweeper_takes_its_intent(
+        ledger: Ledger, holds: Holds, point: str) -> None:
+    holds.at(point)
+    stager = asyncio.create_task(ledger.stage(PDF))
+    await holds.wait(point)
+    await sweep_at(ledger, STALE + ledger.settings.upload_deadline)
+    await sweep_at(ledger, 2 * STALE)  # the deletion path, past its grace
+    holds.go(point)
+    try:
+        staged = await stager
+    except IntentLost:
+        pass
+    else:  # it woke after the fence but before the delete: its A4 must lose
+        assert (await states(ledger)).get(staged.name) != BlobState.PENDING
+    await settle(ledger)
+    assert await states(ledger) == {}
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix + "/")] == []
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_sweeper_paused_after_its_claim(
+        ledger: Ledger, sessions: sessionmaker[Session], holds: Holds) -> None:
+    staged = await ledger.stage(PDF)
+    holds.at("sweep.after_claim")
+    sweep = asyncio.create_task(sweep_at(ledger, STALE))
+    await holds.wait("sweep.after_claim")
+
+    def attach() -> None:  # in a thread: the paused sweeper's loop must keep running
+        with sessions() as session:  # the claim replaced the staging token: A4 loses
+            session.add(Invoice(id=3, number="INV-3", pdf=staged))
+            with pytest.raises(AttachLost):
+                session.commit()
+            session.rollback()
+
+    await asyncio.to_thread(attach)
+    holds.go("sweep.after_claim")
+    await sweep
+    await settle(ledger)
+    assert await states(ledger) == {}
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_owner_deleted_while_a_replace_is_staged(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    first = await ledger.stage(b"first")
+    with sessions.begin() as session:
+        session.add(Invoice(id=4, number="INV-4", pdf=first))
+    replacing = sessions()
+    invoice = replacing.get_one(Invoice, 4)  # the replacing request read the owner...
+    second = await ledger.stage(b"second")  # ...and staged the new bytes
+    with sessions.begin() as session:  # meanwhile another request deletes the owner
+        session.delete(session.get_one(Invoice, 4))
+    invoice.pdf = second
+    with pytest.raises(StaleDataError):
+        replacing.commit()  # the owner is gone: the update, and A4 with it, never happen
+    replacing.rollback()
+    replacing.close()
+    assert await states(ledger) == {first.name: BlobState.DELETING,
+                                    second.name: BlobState.PENDING}
+    await settle(ledger)
+    assert await states(ledger) == {}
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix + "/")] == []
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_two_sessions_attach_to_one_owner(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        session.add(Invoice(id=5, number="INV-5"))
+    one, two = await ledger.stage(b"one"), await ledger.stage(b"two")
+    first_flushed = threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        with sessions() as session:
+            session.get_one(Invoice, 5).pdf = one
+            session.flush()  # A4 and the owner's row lock held until the commit
+            first_flushed.set()
+            threading.Event().wait(0.5)  # the second session queues behind the lock
+            session.commit()
+
+    def second() -> None:
+        first_flushed.wait(10)
+        try:
+            with sessions() as session:
+                session.get_one(Invoice, 5).pdf = two
+                session.commit()
+        except Exception as exc:  # SQLite may refuse a stale snapshot: it must fail whole
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    await asyncio.gather(*(asyncio.to_thread(t.join, 30) for t in threads))
+    with sessions() as session:
+        held = session.get_one(Invoice, 5).pdf
+    assert held is not None
+    expect = {one.name: BlobState.ATTACHED, two.name: BlobState.PENDING} if errors else \
+        {one.name: BlobState.DELETING, two.name: BlobState.ATTACHED}
+    assert held.name == (one.name if errors else two.name)
+    assert await states(ledger) == expect
+    await settle(ledger)
+    report = await check(ledger, settled=True)
+    assert report.ok and report.attached == 1, report.render()
+    assert await read(ledger, held) == (b"one" if errors else b"two")
