@@ -61,6 +61,9 @@ class Settings:
     max_connections: int = 1000
     max_uploads: int = 100
     api_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: Alembic's version table for the ledger's migrations; None: ``alembic_version`` on the
+    #: ledger's own engine, ``blobledger_version`` on an application's (``Ledger.from_engine``)
+    version_table: str | None = None
 
     def __post_init__(self) -> None:
         check_prefix(self.blob_prefix)
@@ -166,6 +169,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             if not (v.strip().isascii() and v.strip().isdigit()):
                 raise ConfigError(f"{key}: {v!r} is not a whole number")
             values[attr] = int(v.strip())
+    if (v := get("BLOBLEDGER_VERSION_TABLE")) is not None:
+        values["version_table"] = v
     if (v := get("BLOBLEDGER_API_TOKENS")) is not None:
         values["api_tokens"] = parse_tokens(v)
     return Settings(**values)  # type: ignore[arg-type]

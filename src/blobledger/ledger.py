@@ -113,6 +113,8 @@ class Ledger:
         self.db = db
         self.store = store
         self.transitions = Transitions(db, settings or Settings(), clock_offset)
+        if self.settings.version_table:
+            db.version_table = self.settings.version_table
         self._migrate = migrate
 
     # -- construction ---------------------------------------------------------------------

@@ -19,6 +19,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def run(args: argparse.Namespace) -> int:
     settings = from_env()
     db = Database(args.database_url or settings.database_url)
+    if settings.version_table:  # embedded in an application's database
+        db.version_table = settings.version_table
     try:
         await db.migrate()
     finally:
