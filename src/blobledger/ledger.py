@@ -5,9 +5,8 @@ still this attempt's), C3 (tag committed), C4 (rows committed/ready). Replace is
 confirm, R3, R4; R5 is the deletion path's work. Delete is one transaction that hands the
 blob to the deletion path. Stage (attachments) is A1, A2, confirm, A3: a blob owned by nobody
 until an application's transaction attaches it (A4, :mod:`blobledger.sqlalchemy`). Each step
-is a method of its own (``begin_create``, ``upload``,
-``confirm``, ``tag_committed``, ``commit_create``; ``begin_replace``, ``commit_replace``) and
-every change to the tables is a named compare-and-set in :mod:`blobledger.transitions`: a
+is a method of its own (``begin_create``, ``upload``, ``confirm``, ``tag_committed``,
+``commit_create``; ``begin_replace``, ``commit_replace``; ``stage``) and every change to the tables is a named compare-and-set in :mod:`blobledger.transitions`: a
 writer that was paused while a sweeper or a retry took its intent over loses every later
 step and does nothing further (``IntentLost``).
 
