@@ -6,9 +6,10 @@ confirm, R3, R4; R5 is the deletion path's work. Delete is one transaction that 
 blob to the deletion path. Stage (attachments) is A1, A2, confirm, A3: a blob owned by nobody
 until an application's transaction attaches it (A4, :mod:`blobledger.sqlalchemy`). Each step
 is a method of its own (``begin_create``, ``upload``, ``confirm``, ``tag_committed``,
-``commit_create``; ``begin_replace``, ``commit_replace``; ``stage``) and every change to the tables is a named compare-and-set in :mod:`blobledger.transitions`: a
-writer that was paused while a sweeper or a retry took its intent over loses every later
-step and does nothing further (``IntentLost``).
+``commit_create``; ``begin_replace``, ``commit_replace``; ``stage``) and every change to
+the tables is a named compare-and-set in :mod:`blobledger.transitions`: a writer that was
+paused while a sweeper or a retry took its intent over loses every later step and does
+nothing further (``IntentLost``).
 
 No database connection is held while bytes stream. A compensating delete runs only on the
 failure path of a live process that still owns its intent: it is an optimisation, the
