@@ -1,16 +1,57 @@
 """The records: ``documents`` and ``blobs`` (the blobs table doubles as the storage outbox).
 
+Embedded in an application's database, the tables may carry a prefix and live in a schema of
+the application's choosing: ``BLOBLEDGER_TABLE_PREFIX`` (``bl_`` gives ``bl_blobs``, and
+``ix_bl_blobs_…`` indexes) and ``BLOBLEDGER_DB_SCHEMA`` (PostgreSQL). Both are read once,
+when this module is imported, because every prebuilt statement names these tables: a process
+holds one ledger layout. Set them for every process of the deployment alike (the application,
+``blobledger sweep``, ``check``, ``migrate``).
+
 Timestamps are naive UTC ``datetime`` values on both SQLite and PostgreSQL; convert at the
 edges with :func:`as_utc`. Nothing here talks to storage.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, DateTime, Index, Integer, String, Text
+from sqlalchemy import BigInteger, DateTime, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from blobledger.errors import ConfigError
+
+TABLE_PREFIX_ENV = "BLOBLEDGER_TABLE_PREFIX"
+SCHEMA_ENV = "BLOBLEDGER_DB_SCHEMA"
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,30}$")
+
+
+def _layout(name: str, allow_empty: bool) -> str:
+    value = os.environ.get(name, "").strip()
+    if value == "" and allow_empty:
+        return value
+    if not _IDENTIFIER.match(value):
+        raise ConfigError(f"{name} must be a lower-case SQL identifier ([a-z_][a-z0-9_]*), "
+                          f"not {value!r}")
+    return value
+
+
+#: the prefix of the ledger's table and index names ("" by default)
+TABLE_PREFIX = _layout(TABLE_PREFIX_ENV, allow_empty=True)
+#: the schema of the ledger's tables (None: the connection's default)
+SCHEMA = _layout(SCHEMA_ENV, allow_empty=True) or None
+
+
+def table_name(base: str) -> str:
+    """The name of one of the ledger's tables (``blobs``) under the configured prefix."""
+    return TABLE_PREFIX + base
+
+
+def index_name(base: str, suffix: str) -> str:
+    """``ix_<table>_<suffix>``: an index of one of the ledger's tables."""
+    return f"ix_{table_name(base)}_{suffix}"
 
 
 class DocumentStatus(StrEnum):
@@ -46,11 +87,11 @@ class BlobKind(StrEnum):
 
 
 class Base(DeclarativeBase):
-    pass
+    metadata = MetaData(schema=SCHEMA)
 
 
 class DocumentRow(Base):
-    __tablename__ = "documents"
+    __tablename__ = table_name("documents")
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(1024), nullable=False, unique=True)
@@ -64,11 +105,11 @@ class DocumentRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
 
-    __table_args__ = (Index("ix_documents_status_name", "status", "name"),)
+    __table_args__ = (Index(index_name("documents", "status_name"), "status", "name"),)
 
 
 class BlobRow(Base):
-    __tablename__ = "blobs"
+    __tablename__ = table_name("blobs")
 
     name: Mapped[str] = mapped_column(String(1024), primary_key=True)
     # The document the blob belongs to; NULL for an attachment (its owner is below).
@@ -94,8 +135,8 @@ class BlobRow(Base):
     filename: Mapped[str | None] = mapped_column(String(1024))
 
     __table_args__ = (
-        Index("ix_blobs_state_changed", "state", "changed_at"),
-        Index("ix_blobs_owner", "owner_table", "owner_key", "owner_column"),
+        Index(index_name("blobs", "state_changed"), "state", "changed_at"),
+        Index(index_name("blobs", "owner"), "owner_table", "owner_key", "owner_column"),
     )
 
 
@@ -108,7 +149,7 @@ class IdempotencyKeyRow(Base):
     """One idempotency key: the intent it started, then the first response, kept until
     ``expires_at`` (the retention, counted from the response)."""
 
-    __tablename__ = "idempotency_keys"
+    __tablename__ = table_name("idempotency_keys")
 
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     state: Mapped[str] = mapped_column(String(16), nullable=False)
@@ -121,7 +162,9 @@ class IdempotencyKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime())
 
-    __table_args__ = (Index("ix_idempotency_keys_state_expires", "state", "expires_at"),)
+    __table_args__ = (
+        Index(index_name("idempotency_keys", "state_expires"), "state", "expires_at"),
+    )
 
 
 def utcnow() -> datetime:

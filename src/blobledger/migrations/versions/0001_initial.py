@@ -7,6 +7,8 @@ Revises:
 import sqlalchemy as sa
 from alembic import op
 
+from blobledger.models import SCHEMA, index_name, table_name
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -15,7 +17,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.create_table(
-        "documents",
+        table_name("documents"),
         sa.Column("id", sa.String(32), primary_key=True),
         sa.Column("name", sa.String(1024), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
@@ -27,12 +29,15 @@ def upgrade() -> None:
         sa.Column("md5", sa.String(32)),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
-        sa.UniqueConstraint("name", name="uq_documents_name"),
+        sa.UniqueConstraint("name", name=f"uq_{table_name('documents')}_name"),
+        schema=SCHEMA,
     )
-    op.create_index("ix_documents_blob_name", "documents", ["blob_name"])
-    op.create_index("ix_documents_status_name", "documents", ["status", "name"])
+    op.create_index(index_name("documents", "blob_name"), table_name("documents"),
+                    ["blob_name"], schema=SCHEMA)
+    op.create_index(index_name("documents", "status_name"), table_name("documents"),
+                    ["status", "name"], schema=SCHEMA)
     op.create_table(
-        "blobs",
+        table_name("blobs"),
         sa.Column("name", sa.String(1024), primary_key=True),
         sa.Column("document_id", sa.String(32), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
@@ -45,12 +50,15 @@ def upgrade() -> None:
         sa.Column("lease_until", sa.DateTime(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("changed_at", sa.DateTime(), nullable=False),
-        sa.UniqueConstraint("idempotency_key", name="uq_blobs_idempotency_key"),
+        sa.UniqueConstraint("idempotency_key", name=f"uq_{table_name('blobs')}_idempotency_key"),
+        schema=SCHEMA,
     )
-    op.create_index("ix_blobs_document_id", "blobs", ["document_id"])
-    op.create_index("ix_blobs_state_changed", "blobs", ["state", "changed_at"])
+    op.create_index(index_name("blobs", "document_id"), table_name("blobs"), ["document_id"],
+                    schema=SCHEMA)
+    op.create_index(index_name("blobs", "state_changed"), table_name("blobs"),
+                    ["state", "changed_at"], schema=SCHEMA)
 
 
 def downgrade() -> None:
-    op.drop_table("blobs")
-    op.drop_table("documents")
+    op.drop_table(table_name("blobs"), schema=SCHEMA)
+    op.drop_table(table_name("documents"), schema=SCHEMA)

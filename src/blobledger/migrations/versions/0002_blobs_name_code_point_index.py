@@ -9,6 +9,11 @@ Revises: 0001
 
 from alembic import op
 
+from blobledger.models import SCHEMA, index_name, table_name
+
+_TABLE = f"{SCHEMA}.{table_name('blobs')}" if SCHEMA else table_name("blobs")
+_INDEX = f"{SCHEMA}.{index_name('blobs', 'name_c')}" if SCHEMA else index_name("blobs", "name_c")
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -17,9 +22,10 @@ depends_on = None
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute('CREATE INDEX ix_blobs_name_c ON blobs (name COLLATE "C")')
+        op.execute(f'CREATE INDEX {index_name("blobs", "name_c")} ON {_TABLE} '
+                   '(name COLLATE "C")')
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP INDEX ix_blobs_name_c")
+        op.execute(f"DROP INDEX {_INDEX}")

@@ -17,6 +17,14 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
+from blobledger.models import SCHEMA, index_name, table_name
+
+BLOBS, KEYS = table_name("blobs"), table_name("idempotency_keys")
+
+
+def _qualified(name: str) -> str:
+    return f"{SCHEMA}.{name}" if SCHEMA else name
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -28,9 +36,9 @@ def _iso(value: datetime) -> str:
 
 
 def upgrade() -> None:
-    op.add_column("blobs", sa.Column("attempt", sa.String(32)))
+    op.add_column(BLOBS, sa.Column("attempt", sa.String(32)), schema=SCHEMA)
     keys = op.create_table(
-        "idempotency_keys",
+        KEYS,
         sa.Column("key", sa.String(255), primary_key=True),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("blob_name", sa.String(1024), nullable=False),
@@ -41,16 +49,19 @@ def upgrade() -> None:
         sa.Column("response", sa.Text),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("expires_at", sa.DateTime()),
+        schema=SCHEMA,
     )
-    op.create_index("ix_idempotency_keys_blob_name", "idempotency_keys", ["blob_name"])
-    op.create_index("ix_idempotency_keys_state_expires", "idempotency_keys",
-                    ["state", "expires_at"])
+    op.create_index(index_name("idempotency_keys", "blob_name"), KEYS, ["blob_name"],
+                    schema=SCHEMA)
+    op.create_index(index_name("idempotency_keys", "state_expires"), KEYS,
+                    ["state", "expires_at"], schema=SCHEMA)
     bind = op.get_bind()
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = bind.execute(sa.text(
         "SELECT b.idempotency_key, b.name, b.document_id, b.state, b.content_type, b.sha256, "
         "b.size, b.kind, d.name, d.status, d.blob_name, d.created_at "
-        "FROM blobs b LEFT JOIN documents d ON d.id = b.document_id "
+        f"FROM {_qualified(BLOBS)} b LEFT JOIN {_qualified(table_name('documents'))} d "
+        "ON d.id = b.document_id "
         "WHERE b.idempotency_key IS NOT NULL")).all()
     moved = []
     for (key, blob, doc_id, state, ctype, sha, size, kind, doc_name, status, doc_blob,
@@ -72,14 +83,14 @@ def upgrade() -> None:
                               expires_at=now + timedelta(hours=24)))
     if moved:
         op.bulk_insert(keys, moved)
-    with op.batch_alter_table("blobs") as batch:
-        batch.drop_constraint("uq_blobs_idempotency_key", type_="unique")
+    with op.batch_alter_table(BLOBS, schema=SCHEMA) as batch:
+        batch.drop_constraint(f"uq_{BLOBS}_idempotency_key", type_="unique")
         batch.drop_column("idempotency_key")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("blobs") as batch:
+    with op.batch_alter_table(BLOBS, schema=SCHEMA) as batch:
         batch.add_column(sa.Column("idempotency_key", sa.String(255)))
-        batch.create_unique_constraint("uq_blobs_idempotency_key", ["idempotency_key"])
+        batch.create_unique_constraint(f"uq_{BLOBS}_idempotency_key", ["idempotency_key"])
         batch.drop_column("attempt")
-    op.drop_table("idempotency_keys")
+    op.drop_table(KEYS, schema=SCHEMA)
