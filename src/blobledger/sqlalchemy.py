@@ -35,8 +35,10 @@ write; its staged blobs stay ``pending`` until the sweeper fences and deletes th
 
 The ledger's tables must live in the same database as the owner's (``Ledger`` on the
 application's URL, or :meth:`Ledger.from_engine`). Owners need a primary key; tuples (not
-lists mutated in place) carry a has-many value. This module never talks to the store and
-never commits.
+lists mutated in place) carry a has-many value. Writes that bypass the session's unit of work
+(bulk ``update()``/``delete()`` statements, raw SQL, ``ON DELETE CASCADE`` from another table)
+run no event: they leave attached blobs their owner no longer holds, which ``blobledger
+check`` reports (I1). This module never talks to the store and never commits.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Text, event, select
+from sqlalchemy import Table, Text, event, select
 from sqlalchemy import inspect as orm_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
@@ -118,15 +120,16 @@ def has_many_attached(**kwargs: Any) -> MappedColumn[Any]:
 
 
 # -- the session events ------------------------------------------------------------------
-_columns: dict[Mapper[Any], list[tuple[str, str]]] = {}
+_columns: dict[Mapper[Any], list[tuple[str, str, str]]] = {}
 
 
-def _attachment_columns(mapper: Mapper[Any]) -> list[tuple[str, str]]:
-    """(attribute key, column name) of every attachment column of a mapper (cached)."""
+def _attachment_columns(mapper: Mapper[Any]) -> list[tuple[str, str, str]]:
+    """(attribute key, column name, its table's full name) of every attachment column of a
+    mapper (cached)."""
     found = _columns.get(mapper)
     if found is None:
-        found = [(prop.key, col.name) for prop in mapper.column_attrs
-                 for col in prop.columns
+        found = [(prop.key, col.name, _fullname(col))
+                 for prop in mapper.column_attrs for col in prop.columns
                  if isinstance(col.type, AttachmentRef | AttachmentList)]
         _columns[mapper] = found
     return found
@@ -140,11 +143,19 @@ def _values(value: Any) -> list[Attachment]:
     return list(value)
 
 
-def _owner(obj: Any, mapper: Mapper[Any], column: str) -> Owner:
+def _fullname(column: Any) -> str:
+    """The schema-qualified name of the table a mapped column lives in."""
+    table = column.table
+    if not isinstance(table, Table):
+        raise InvalidInput(f"attachment column {column.name!r} is not a table's column")
+    return table.fullname
+
+
+def _key(obj: Any, mapper: Mapper[Any]) -> str:
     identity = mapper.primary_key_from_instance(obj)
     if any(part is None for part in identity):
         raise InvalidInput(f"{mapper.class_.__name__} has no primary key yet")
-    return Owner(mapper.local_table.fullname, owner_key(identity), column)  # type: ignore[attr-defined]
+    return owner_key(identity)
 
 
 def _attached_to(conn: Connection, owner: Owner, names: Sequence[str]) -> set[str]:
@@ -156,10 +167,12 @@ def _attached_to(conn: Connection, owner: Owner, names: Sequence[str]) -> set[st
         blobs.c.owner_column == owner.column)).scalars())
 
 
-def sync_column(conn: Connection, owner: Owner, value: Any, offset: float = 0.0) -> None:
+def sync_column(conn: Connection, owner: Owner, value: Any, offset: float = 0.0, *,
+                new: bool = False) -> None:
     """Make the blob rows agree with one owner column's new value, on ``conn`` (inside the
     application's transaction): A4 for staged blobs, a check that every other attachment is
-    already this column's, detach for whatever the column no longer holds."""
+    already this column's, detach for whatever the column no longer holds (nothing to detach
+    on a ``new`` owner row)."""
     items = _values(value)
     names = [item.name for item in items]
     if len(set(names)) != len(names):
@@ -180,12 +193,13 @@ def sync_column(conn: Connection, owner: Owner, value: Any, offset: float = 0.0)
                 "or another owner holds it): stage the bytes again")
         raise InvalidInput(f"attachment {item.name} is not attached to {owner.table} "
                            f"{owner.key}.{owner.column}: stage the bytes for a new owner")
-    detach_replaced(conn, owner, names, offset)
+    if not new:
+        detach_replaced(conn, owner, names, offset)
 
 
 @event.listens_for(Session, "after_flush")
 def _after_flush(session: Session, _context: UOWTransaction) -> None:
-    work: list[tuple[Any, Mapper[Any], list[tuple[str, str]]]] = []
+    work: list[tuple[Any, Mapper[Any], list[tuple[str, str, str]]]] = []
     for obj in (*session.new, *session.dirty, *session.deleted):
         mapper = orm_inspect(obj).mapper
         columns = _attachment_columns(mapper)
@@ -198,13 +212,14 @@ def _after_flush(session: Session, _context: UOWTransaction) -> None:
     deleted = set(map(id, session.deleted))
     for obj, mapper, columns in work:
         if id(obj) in deleted:
-            identity = mapper.primary_key_from_instance(obj)
-            detach_owner(conn, mapper.local_table.fullname,  # type: ignore[attr-defined]
-                         owner_key(identity), offset)
+            for table in sorted({table for _, _, table in columns}):
+                detach_owner(conn, table, _key(obj, mapper), offset)
             continue
         state = orm_inspect(obj)
-        is_new = state.key is None or obj in session.new
-        for key, column in columns:
-            if not is_new and not state.attrs[key].history.has_changes():
+        is_new = obj in session.new
+        for key, column, table in columns:
+            value = getattr(obj, key)
+            if (not value) if is_new else not state.attrs[key].history.has_changes():
                 continue
-            sync_column(conn, _owner(obj, mapper, column), getattr(obj, key), offset)
+            sync_column(conn, Owner(table, _key(obj, mapper), column), value, offset,
+                        new=is_new)
