@@ -12,16 +12,17 @@ reused. This module only reads; it never writes the application's tables.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Integer, MetaData, Table, select
+from sqlalchemy import MetaData, Table, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import NoSuchTableError
 
 if TYPE_CHECKING:
     from blobledger.transitions import Owner
 
-_tables: dict[tuple[int, str], Table] = {}
+_tables: dict[tuple[str, str], Table] = {}  # by database URL and table name
 
 
 def owner_key(values: tuple[Any, ...] | list[Any]) -> str:
@@ -42,23 +43,35 @@ def owner_holds(conn: Connection, owner: Owner, blob_name: str) -> bool:
 def owner_value(conn: Connection, owner: Owner) -> str | None:
     """The owner column's value as text; None if the table, the row or the value is gone."""
     table = _reflect(conn, owner.table)
+    if table is not None and owner.column not in table.c:  # migrated since: look again
+        table = _reflect(conn, owner.table, fresh=True)
     if table is None or owner.column not in table.c:
         return None
     pk = list(table.primary_key.columns)
     parts = [owner.key] if len(pk) == 1 else list(json.loads(owner.key))
     if len(parts) != len(pk):
         return None
-    where = [col == (int(part) if isinstance(col.type, Integer) else part)
-             for col, part in zip(pk, parts, strict=True)]
+    where = [col == _coerce(col, part) for col, part in zip(pk, parts, strict=True)]
     value = conn.execute(select(table.c[owner.column]).where(*where)).scalar_one_or_none()
     if value is None:
         return None
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _reflect(conn: Connection, name: str) -> Table | None:
-    key = (id(conn.engine), name)
-    table = _tables.get(key)
+def _coerce(column: Any, text: str) -> Any:
+    """A primary key's text form back as the column's Python type (int, UUID, else text)."""
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        return text
+    if python_type is int or python_type is uuid.UUID:
+        return python_type(text)
+    return text
+
+
+def _reflect(conn: Connection, name: str, *, fresh: bool = False) -> Table | None:
+    key = (conn.engine.url.render_as_string(hide_password=True), name)
+    table = None if fresh else _tables.get(key)
     if table is None:
         schema, _, bare = name.rpartition(".")
         try:
