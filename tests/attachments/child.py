@@ -21,7 +21,9 @@ from tests.crash.child import Target, chunks, payload
 class StageJob:
     target: Target
     failpoints: str
-    then: str  # "nothing" | "flush" (die with the transaction open) | "commit" (die after)
+    #: after staging: "nothing" (the failpoint kills), "staged" (die before attaching),
+    #: "flush" (die after A4, the transaction open), "commit" (die after the commit)
+    then: str
     seed: int = 1
     invoice: int = 1
 
@@ -33,6 +35,8 @@ async def _run(job: StageJob) -> None:
                                     filename="invoice.pdf")
     if job.then == "nothing":
         return
+    if job.then == "staged":
+        os.kill(os.getpid(), signal.SIGKILL)
     engine = create_engine(app_url(job.target.database_url))
     with Session(engine) as session:
         session.add(Invoice(id=job.invoice, number=f"INV-{job.invoice}", pdf=staged))

@@ -68,8 +68,9 @@ async def test_killed_while_staging(target: Target, point: str) -> None:
     assert await rows(target) == {}
 
 
-async def test_killed_with_the_application_transaction_open(target: Target) -> None:
-    await killed(StageJob(target, "", "flush"))
+@pytest.mark.parametrize("then", ["staged", "flush"])
+async def test_killed_between_stage_and_commit(target: Target, then: str) -> None:
+    await killed(StageJob(target, "", then))
     assert set((await rows(target)).values()) == {"pending"}  # A4 died with its transaction
     settled_ok(await resolve(target, settle))
     assert await rows(target) == {}  # never rolled forward

@@ -67,6 +67,23 @@ async def test_paused_between_stage_and_attach(
     assert (await check(ledger, settled=True)).ok
 
 
+async def test_paused_between_attach_and_commit(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    staged = await ledger.stage(PDF)
+    session = sessions()
+    session.add(Invoice(id=7, number="INV-7", pdf=staged))
+    await asyncio.to_thread(session.flush)  # A4 done, the transaction still open
+    sweep = asyncio.create_task(sweep_at(ledger, STALE))  # PostgreSQL: skips the locked row;
+    await asyncio.sleep(0.5)  # SQLite: waits for the application's write lock
+    await asyncio.to_thread(session.commit)
+    await sweep
+    session.close()
+    assert (await states(ledger))[staged.name] == BlobState.ATTACHED
+    await settle(ledger)
+    assert await read(ledger, staged) == PDF
+    assert (await check(ledger, settled=True)).ok
+
+
 async def test_an_expired_lease_alone_does_not_stop_attach(
         ledger: Ledger, sessions: sessionmaker[Session]) -> None:
     staged = await ledger.stage(PDF)
