@@ -1,7 +1,7 @@
-"""The example application's own tests: over HTTP (in-process), on SQLite and PostgreSQL,
-with real commits. Create, read, replace, remove and delete an invoice's PDF; a request that
-fails after staging (a duplicate number) shows nothing and leaves bytes only until the
-sweeper; the invariants hold throughout."""
+"""The example application's own tests: over HTTP (in-process), on SQLite and PostgreSQL with
+local disk and Azurite (the four combinations), with real commits. Create, read, replace,
+remove and delete an invoice's PDF; a request that fails after staging (a duplicate number)
+shows nothing and leaves bytes only until the sweeper; the invariants hold throughout."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
-from tests.support.services import create_database, drop_database
+from tests.conftest import azurite, new_container
+from tests.support.services import Azurite, create_database, drop_database
+
+__all__ = ["azurite"]  # the session's Azurite, shared with the main suite
 
 from blobledger.config import Settings
 from blobledger.invariants import check
@@ -22,18 +25,24 @@ from examples.invoices.app import create_app
 PDF = b"%PDF-1.7\n" + b"0123456789" * 20_000
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=[f"{d}-{s}" for d in ("sqlite", "postgresql")
+                        for s in ("local", "azure")])
 async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[FastAPI]:
-    url = (f"sqlite:///{tmp_path / 'invoices.db'}" if request.param == "sqlite"
+    database, store = request.param.split("-")
+    url = (f"sqlite:///{tmp_path / 'invoices.db'}" if database == "sqlite"
            else await create_database())
     settings = Settings(database_url=url, store_url=f"file://{tmp_path / 'blobs'}",
                         upload_deadline=60, sweep_after=180, delete_grace=0)
+    if store == "azure":
+        azurite: Azurite = request.getfixturevalue("azurite")
+        settings = settings.with_(store_url=f"azure://{new_container()}",
+                                  azure_connection_string=azurite.connection_string)
     application = create_app(settings)
     try:
         async with application.router.lifespan_context(application):
             yield application
     finally:
-        if request.param == "postgresql":
+        if database == "postgresql":
             await drop_database(url)
 
 
