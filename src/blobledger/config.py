@@ -64,6 +64,11 @@ class Settings:
     #: Alembic's version table for the ledger's migrations; None: ``alembic_version`` on the
     #: ledger's own engine, ``blobledger_version`` on an application's (``Ledger.from_engine``)
     version_table: str | None = None
+    #: the layout of the ledger's tables (``BLOBLEDGER_TABLE_PREFIX``, ``BLOBLEDGER_DB_SCHEMA``);
+    #: fixed when blobledger is imported (``blobledger.models``), so these only state what a
+    #: ledger expects: None accepts the imported layout, anything else must equal it
+    table_prefix: str | None = None
+    db_schema: str | None = None
 
     def __post_init__(self) -> None:
         check_prefix(self.blob_prefix)
@@ -171,6 +176,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             values[attr] = int(v.strip())
     if (v := get("BLOBLEDGER_VERSION_TABLE")) is not None:
         values["version_table"] = v
+    values["table_prefix"] = env.get("BLOBLEDGER_TABLE_PREFIX", "").strip()
+    values["db_schema"] = get("BLOBLEDGER_DB_SCHEMA")
     if (v := get("BLOBLEDGER_API_TOKENS")) is not None:
         values["api_tokens"] = parse_tokens(v)
     return Settings(**values)  # type: ignore[arg-type]

@@ -61,7 +61,11 @@ from blobledger.models import (
     PENDING_TAG as PENDING,
 )
 from blobledger.models import (
+    SCHEMA,
+    SCHEMA_ENV,
     STATE_TAG,
+    TABLE_PREFIX,
+    TABLE_PREFIX_ENV,
     BlobKind,
     BlobRow,
     BlobState,
@@ -117,6 +121,7 @@ class Ledger:
         self.transitions = Transitions(db, settings or Settings(), clock_offset)
         if self.settings.version_table:
             db.version_table = self.settings.version_table
+        _check_layout(self.settings)
         self._migrate = migrate
 
     # -- construction ---------------------------------------------------------------------
@@ -672,6 +677,15 @@ def _known(name: str) -> NameSource:
         return name
 
     return source
+
+
+def _check_layout(settings: Settings) -> None:
+    """The settings' table layout is the one this process's statements were built for."""
+    for wanted, built, env in ((settings.table_prefix, TABLE_PREFIX, TABLE_PREFIX_ENV),
+                               (settings.db_schema, SCHEMA, SCHEMA_ENV)):
+        if wanted is not None and (wanted or None) != (built or None):
+            raise ConfigError(f"{env}={wanted!r} was set after blobledger was imported "
+                              f"(its tables are {built!r}): set it before the import")
 
 
 def _deadline(seconds: float) -> float:

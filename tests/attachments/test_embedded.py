@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from blobledger import Ledger
+from blobledger import ConfigError, Ledger
 from blobledger.config import Settings
 from blobledger.db import EMBEDDED_VERSION_TABLE, Database, configure_sqlite, normalise_url
 from blobledger.migrate import upgrade
@@ -78,3 +78,11 @@ async def test_upgrade_from_0003(kind: str, tmp_path: Path) -> None:
     finally:
         if kind == "postgresql":
             await drop_database(url)
+
+
+def test_a_layout_set_after_the_import_is_refused(tmp_path: Path) -> None:
+    url, store = f"sqlite:///{tmp_path / 'x.db'}", f"file://{tmp_path / 'blobs'}"
+    with pytest.raises(ConfigError, match="BLOBLEDGER_TABLE_PREFIX"):
+        Ledger.from_urls(url, store, settings=Settings(url, store, table_prefix="late_"))
+    assert Ledger.from_urls(url, store, settings=Settings(url, store, table_prefix="")) \
+        .settings.table_prefix == ""
