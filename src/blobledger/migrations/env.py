@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import text
 
-from blobledger.models import SCHEMA, Base
+from blobledger.migrate import ensure_schema
+from blobledger.models import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:
     raise RuntimeError("run migrations with `blobledger migrate`")
-if SCHEMA is not None and connection.dialect.name == "postgresql":
-    connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
+ensure_schema(connection)
 context.configure(
     connection=connection,
     target_metadata=Base.metadata,
