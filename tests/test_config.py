@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from blobledger.config import Settings, from_env, minimum_sweep_after, parse_tokens
+import pytest
+from pydantic import ValidationError
+
+from blobledger.config import (
+    Settings,
+    from_env,
+    load_settings,
+    minimum_sweep_after,
+    parse_tokens,
+)
 from blobledger.durations import parse_duration, parse_size
 from blobledger.errors import ConfigError, InvalidInput, InvalidName
 from blobledger.names import (
@@ -14,6 +23,7 @@ from blobledger.names import (
     extension_of,
     new_blob_name,
 )
+from blobledger.stores.azure.settings import AzureSettings
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -106,3 +116,58 @@ def test_body_timeout() -> None:
         from_env({"BLOBLEDGER_BODY_TIMEOUT": "soon"})
     with pytest.raises(ConfigError, match="BLOBLEDGER_BODY_TIMEOUT must be positive"):
         from_env({"BLOBLEDGER_BODY_TIMEOUT": "0"})
+
+
+def test_every_mistake_is_one_line_naming_its_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "soon", "BLOBLEDGER_MAX_UPLOADS": "0",
+                  "BLOBLEDGER_S3_ADDRESSING": "sideways", "BLOBLEDGER_API_TOKENS": "t:admin"})
+    lines = str(caught.value).splitlines()
+    assert sorted(line.split()[0].rstrip(":") for line in lines) == [
+        "BLOBLEDGER_API_TOKENS", "BLOBLEDGER_MAX_UPLOADS", "BLOBLEDGER_S3_ADDRESSING",
+        "BLOBLEDGER_UPLOAD_DEADLINE"]
+
+
+def test_backends_settings_are_nested_models() -> None:
+    settings = from_env({"BLOBLEDGER_AZURE_CONNECTION_STRING": "UseDevelopmentStorage=true",
+                         "BLOBLEDGER_S3_ADDRESSING": "path", "AWS_DEFAULT_REGION": "eu-west-1",
+                         "AWS_PROFILE": "ops"})
+    assert settings.azure == AzureSettings(connection_string="UseDevelopmentStorage=true")
+    assert (settings.s3.path_style, settings.s3.region, settings.s3.profile) == (
+        True, "eu-west-1", "ops")
+    assert from_env({"AWS_REGION": "a", "BLOBLEDGER_S3_REGION": "b"}).s3.region == "b"
+
+
+def test_priority_environment_dotenv_toml(tmp_path: Path) -> None:
+    toml = tmp_path / "blobledger.toml"
+    toml.write_text('upload_deadline = "15m"\nsweep_after = "1h"\nblob_prefix = "from-toml"\n'
+                    'delete_grace = "1m"\n[s3]\nregion = "toml-region"\n')
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("BLOBLEDGER_BLOB_PREFIX=from-dotenv\nBLOBLEDGER_DELETE_GRACE=2m\n")
+    settings = load_settings({"BLOBLEDGER_DELETE_GRACE": "3m"}, env_file=dotenv,
+                             config_file=toml)
+    assert (settings.upload_deadline, settings.sweep_after) == (900, 3600)
+    assert (settings.blob_prefix, settings.delete_grace) == ("from-dotenv", 180)
+    assert settings.s3.region == "toml-region"
+    toml.write_text("no_such_setting = 1\n")
+    with pytest.raises(ConfigError, match="BLOBLEDGER_NO_SUCH_SETTING is not a setting"):
+        load_settings({}, env_file=None, config_file=toml)
+
+
+def test_masked_hides_secrets() -> None:
+    shown = Settings(api_tokens={"s3cret": frozenset({"read"})}, token="t0ken",
+                     database_url="postgresql://app:pw@db/x",
+                     azure=AzureSettings(connection_string="AccountName=a;AccountKey=k3y")
+                     ).masked()
+    text = repr(shown)
+    assert not any(secret in text for secret in ("s3cret", "t0ken", ":pw@", "k3y"))
+    assert shown["azure"]["connection_string"] == "AccountName=a;AccountKey=****"
+
+
+def test_settings_are_frozen_and_with_checks_again() -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.blob_prefix = "x"
+    assert settings.with_(upload_deadline=60, sweep_after=120).sweep_after == 120
+    with pytest.raises(ConfigError, match="must exceed"):
+        settings.with_(upload_deadline=7200)

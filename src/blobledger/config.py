@@ -1,66 +1,160 @@
-"""Configuration: every setting, its environment variable and its default, in one place.
+"""Configuration: one typed settings object for the library, the service and the workers.
+
+:class:`Settings` is a frozen pydantic model: constructed in code with keyword arguments
+(nothing read from anywhere), or by :func:`load_settings` from, highest priority first, the
+environment, a ``.env`` file and a TOML file (``--config``), over the defaults. It is the
+only reader of ``BLOBLEDGER_*``. Every mistake is reported at once, one readable line each
+(:class:`~blobledger.errors.ConfigError`).
 
 =================================  ==============================  =========================
 variable                           meaning                         default
 =================================  ==============================  =========================
 BLOBLEDGER_DATABASE_URL            sqlite:///… or postgresql://…   sqlite:///./var/blobledger.db
-BLOBLEDGER_STORE_URL               file:///path or azure://cont.   file://./var/blobs
-BLOBLEDGER_AZURE_CONNECTION_STRING connection string (azure://)    unset
-BLOBLEDGER_AZURE_ACCOUNT_URL       account URL, with DefaultAzureCredential
+BLOBLEDGER_STORE_URL               file:///path, azure://, s3://   file://./var/blobs
+BLOBLEDGER_AZURE_*                 see blobledger.stores.azure.settings
+BLOBLEDGER_S3_*                    see blobledger.stores.s3.settings
 BLOBLEDGER_BLOB_PREFIX             prefix of every blob name       documents
 BLOBLEDGER_MAX_UPLOAD_BYTES        largest accepted upload         5GiB
 BLOBLEDGER_UPLOAD_DEADLINE         an upload is aborted after      1h
 BLOBLEDGER_SWEEP_AFTER             pending rows older are stale    2h
 BLOBLEDGER_DELETE_GRACE            wait before deleting old blobs  5m
 BLOBLEDGER_BODY_TIMEOUT            an upload silent this long: 408 1m
+BLOBLEDGER_IDEMPOTENCY_RETENTION   idempotency keys are kept       1d
 BLOBLEDGER_HEADER_TIMEOUT          a request head must be complete 10s
 BLOBLEDGER_KEEP_ALIVE_TIMEOUT      an idle kept-alive connection   5s
 BLOBLEDGER_MAX_CONNECTIONS         open connections (serve)        1000
 BLOBLEDGER_MAX_UPLOADS             concurrent uploads: 503 beyond  100
 BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
+BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
+BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
+BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
+BLOBLEDGER_OTEL                    OpenTelemetry spans             off
+BLOBLEDGER_CLOCK_OFFSET            test hook: seconds ahead        0
+BLOBLEDGER_FAILPOINTS              test hook: see failpoints       unset
 =================================  ==============================  =========================
 
+Durations read ``90``, ``90s``, ``15m``, ``2h``, ``1d``; sizes ``1048576``, ``64MiB``, ``5GiB``.
 ``sweep_after`` must exceed ``upload_deadline`` by at least :data:`SWEEP_MARGIN` (and by 10%):
 an upload still running when the sweeper judges its row stale would race the sweeper.
 """
 
 from __future__ import annotations
 
-import os
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    SettingsConfigDict,
+)
 
 from blobledger.durations import format_duration, parse_duration, parse_size
 from blobledger.errors import ConfigError
 from blobledger.names import check_prefix
+from blobledger.stores.azure.settings import AzureSettings
+from blobledger.stores.s3.settings import S3Settings
 
 SWEEP_MARGIN = 60.0
 DEFAULT_DATABASE_URL = "sqlite:///./var/blobledger.db"
 DEFAULT_STORE_URL = "file://./var/blobs"
+DEFAULT_URL = "http://127.0.0.1:8000"
+ENV_PREFIX = "BLOBLEDGER_"
+#: fields whose values are secrets: shown masked by ``blobledger config``
+SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string"})
 
 
-@dataclass(frozen=True)
-class Settings:
+def _duration(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ConfigError:
+            raise ValueError(f"{value!r} is not a duration (use e.g. 90, 90s, 15m, 2h)") \
+                from None
+    return value
+
+
+def _size(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ConfigError:
+            raise ValueError(f"{value!r} is not a size (use e.g. 1048576, 64MiB, 5GiB)") \
+                from None
+    return value
+
+
+def _whole(value: object) -> object:
+    if isinstance(value, str):
+        if not (value.strip().isascii() and value.strip().isdigit()):
+            raise ValueError(f"{value!r} is not a whole number")
+        return int(value.strip())
+    return value
+
+
+def _tokens(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_tokens(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("BLOBLEDGER_API_TOKENS: ")) from None
+    return value
+
+
+def _seconds(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return float(value.strip() or "0")
+        except ValueError:
+            raise ValueError(f"must be a number of seconds, not {value!r}") from None
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+Size = Annotated[int, BeforeValidator(_size)]
+Count = Annotated[int, BeforeValidator(_whole)]
+Tokens = Annotated[dict[str, frozenset[str]], BeforeValidator(_tokens)]
+
+
+class Settings(BaseModel):
+    """Every setting, typed and checked; frozen (derive a changed copy with :meth:`with_`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     database_url: str = DEFAULT_DATABASE_URL
     store_url: str = DEFAULT_STORE_URL
-    azure_connection_string: str | None = None
-    azure_account_url: str | None = None
-    s3_endpoint_url: str | None = None
-    s3_region: str | None = None
-    s3_path_style: bool = False
+    azure: AzureSettings = AzureSettings()
+    s3: S3Settings = S3Settings()
     blob_prefix: str = "documents"
-    max_upload_bytes: int = 5 * 1024**3
-    upload_deadline: float = 3600.0
-    sweep_after: float = 7200.0
-    delete_grace: float = 300.0
-    body_timeout: float = 60.0
-    idempotency_retention: float = 86400.0
-    header_timeout: float = 10.0
-    keep_alive_timeout: float = 5.0
-    max_connections: int = 1000
-    max_uploads: int = 100
-    api_tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    max_upload_bytes: Size = 5 * 1024**3
+    upload_deadline: Duration = 3600.0
+    sweep_after: Duration = 7200.0
+    delete_grace: Duration = 300.0
+    body_timeout: Duration = 60.0
+    idempotency_retention: Duration = 86400.0
+    header_timeout: Duration = 10.0
+    keep_alive_timeout: Duration = 5.0
+    max_connections: Count = 1000
+    max_uploads: Count = 100
+    api_tokens: Tokens = {}
+    sweep_interval: Duration | None = None
+    url: str = DEFAULT_URL
+    token: str | None = None
+    otel: bool = False
+    clock_offset: Annotated[float, BeforeValidator(_seconds)] = 0.0
+    failpoints: str = ""
     #: Alembic's version table for the ledger's migrations; None: ``alembic_version`` on the
     #: ledger's own engine, ``blobledger_version`` on an application's (``Ledger.from_engine``)
     version_table: str | None = None
@@ -70,34 +164,111 @@ class Settings:
     table_prefix: str | None = None
     db_schema: str | None = None
 
-    def __post_init__(self) -> None:
-        check_prefix(self.blob_prefix)
-        if self.max_upload_bytes <= 0:
-            raise ConfigError("BLOBLEDGER_MAX_UPLOAD_BYTES must be positive")
-        if self.upload_deadline <= 0:
-            raise ConfigError("BLOBLEDGER_UPLOAD_DEADLINE must be positive")
-        if self.body_timeout <= 0:
-            raise ConfigError("BLOBLEDGER_BODY_TIMEOUT must be positive")
-        if self.idempotency_retention <= 0:
-            raise ConfigError("BLOBLEDGER_IDEMPOTENCY_RETENTION must be positive")
-        for env, value in (("BLOBLEDGER_HEADER_TIMEOUT", self.header_timeout),
-                           ("BLOBLEDGER_KEEP_ALIVE_TIMEOUT", self.keep_alive_timeout),
-                           ("BLOBLEDGER_MAX_CONNECTIONS", self.max_connections),
-                           ("BLOBLEDGER_MAX_UPLOADS", self.max_uploads)):
-            if value <= 0:
-                raise ConfigError(f"{env} must be positive")
-        if self.delete_grace < 0:
-            raise ConfigError("BLOBLEDGER_DELETE_GRACE must not be negative")
+    _POSITIVE: ClassVar[tuple[str, ...]] = (
+        "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
+        "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError("\n".join(describe_errors(exc))) from None
+
+    @field_validator("blob_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        try:
+            return check_prefix(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator(*_POSITIVE)
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+
+    @field_validator("delete_grace")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+
+    @field_validator("sweep_interval")
+    @classmethod
+    def _interval(cls, value: float | None) -> float | None:
+        return value if value else None  # 0: no sweeper, as unset
+
+    @model_validator(mode="after")
+    def _sweep_after_past_the_deadline(self) -> Settings:
         required = minimum_sweep_after(self.upload_deadline)
         if self.sweep_after < required:
-            raise ConfigError(
+            raise ValueError(
                 f"BLOBLEDGER_SWEEP_AFTER ({format_duration(self.sweep_after)}) must exceed "
                 f"BLOBLEDGER_UPLOAD_DEADLINE ({format_duration(self.upload_deadline)}) by a "
-                f"margin: at least {format_duration(required)}"
-            )
+                f"margin: at least {format_duration(required)}")
+        return self
 
     def with_(self, **changes: object) -> Settings:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with these fields changed, checked again."""
+        return Settings(**{**{name: getattr(self, name) for name in Settings.model_fields},
+                           **changes})
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as plain data with every secret masked (for display)."""
+        data = self.model_dump(mode="json")
+        data["api_tokens"] = ["****:" + "+".join(sorted(scopes))
+                              for scopes in self.api_tokens.values()]
+        if self.token:
+            data["token"] = "****"
+        if self.azure.connection_string:
+            data["azure"]["connection_string"] = _mask_connection_string(
+                self.azure.connection_string)
+        data["database_url"] = _mask_url(self.database_url)
+        return data
+
+
+def _mask_connection_string(text: str) -> str:
+    parts = []
+    for item in text.split(";"):
+        key, sep, _ = item.partition("=")
+        secret = key.strip().lower() in ("accountkey", "sharedaccesssignature")
+        parts.append(f"{key}{sep}****" if secret and sep else item)
+    return ";".join(parts)
+
+
+def _mask_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:****@{host}"
+
+
+def env_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable of a field: ``("s3", "region")`` → BLOBLEDGER_S3_REGION."""
+    return ENV_PREFIX + "_".join(str(part) for part in location).upper()
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One readable line per mistake, each naming its environment variable."""
+    lines = []
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        location = tuple(error["loc"])
+        if not location or message.startswith(ENV_PREFIX):
+            lines.append(message)
+            continue
+        if error["type"] == "extra_forbidden":
+            message = "is not a setting"
+        elif error["type"] == "literal_error":
+            message = "must be " + message.removeprefix("Input should be ")
+        name = env_name(location[:2] if location[0] in ("azure", "s3") else location[:1])
+        lines.append(f"{name} {message}" if message.startswith(("must", "is "))
+                     else f"{name}: {message}")
+    return lines
 
 
 def sweep_margin(upload_deadline: float) -> float:
@@ -131,57 +302,117 @@ def parse_tokens(text: str) -> dict[str, frozenset[str]]:
     return tokens
 
 
+# -- sources ------------------------------------------------------------------------------
+class _Sources(BaseSettings):
+    """Reads the raw values (nothing checked here: :class:`Settings` checks them)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
+        case_sensitive=False, extra="ignore", enable_decoding=False)
+
+    values: dict[str, Any] = {}
+
+
+def _fields() -> dict[str, FieldInfo]:
+    return dict(Settings.model_fields)
+
+
+class _MappingEnv(EnvSettingsSource):
+    """``BLOBLEDGER_*`` from a given mapping (``os.environ`` when none)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str] | None) -> None:
+        self._given = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        if self._given is None:
+            return super()._load_env_vars()
+        return {key.lower(): value for key, value in self._given.items()}
+
+
+def _raw(source: EnvSettingsSource) -> dict[str, Any]:
+    """The values a source holds for :class:`Settings`' fields (empty strings as unset)."""
+    found: dict[str, Any] = {}
+    env = {k: v for k, v in source.env_vars.items() if v not in (None, "")}
+    prefix = ENV_PREFIX.lower()
+    for name, info in _fields().items():
+        nested = info.annotation in (AzureSettings, S3Settings)
+        if nested:
+            start = f"{prefix}{name}_"
+            sub = {key[len(start):]: value for key, value in env.items()
+                   if key.startswith(start)}
+            if sub:
+                found[name] = sub
+        elif (value := env.get(f"{prefix}{name}")) is not None:
+            found[name] = value
+    return found
+
+
+def _aws(env: Mapping[str, str | None]) -> dict[str, Any]:
+    """What the S3 settings take from botocore's own variables (lowest priority)."""
+    lowered = {k.lower(): v for k, v in env.items() if v}
+    s3: dict[str, Any] = {}
+    region = lowered.get("aws_region") or lowered.get("aws_default_region")
+    if region:
+        s3["region"] = region
+    if lowered.get("aws_profile"):
+        s3["profile"] = lowered["aws_profile"]
+    return {"s3": s3} if s3 else {}
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML settings file: top-level keys are the field names (``upload_deadline = "1h"``),
+    tables ``[azure]`` and ``[s3]`` the backends'; an optional ``[blobledger]`` table is read
+    instead of the top level when present."""
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    table = data.get("blobledger", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [blobledger] must be a table")
+    return table
+
+
+def load_settings(env: Mapping[str, str] | None = None, *,
+                  env_file: Path | str | None = ".env",
+                  config_file: Path | str | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> Settings:
+    """The settings from, highest priority first: ``overrides``, the environment (``env``,
+    else ``os.environ``), ``env_file`` (when it exists) and ``config_file`` (TOML), over the
+    defaults. ConfigError, one line per mistake, when any value is wrong."""
+    values: dict[str, Any] = {}
+    environment = _MappingEnv(_Sources, env)
+    values = _merge(values, _aws(environment.env_vars))
+    if config_file is not None:
+        values = _merge(values, read_toml(Path(config_file)))
+    if env_file is not None and Path(env_file).is_file():
+        dotenv = DotEnvSettingsSource(_Sources, env_file=Path(env_file))
+        values = _merge(values, _raw(dotenv))
+    values = _merge(values, _raw(environment))
+    if overrides:
+        values = _merge(values, overrides)
+    return Settings(**values)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
-    """Settings from the environment (``os.environ`` unless given)."""
-    env = os.environ if env is None else env
-
-    def get(key: str) -> str | None:
-        value = env.get(key)
-        return value if value not in (None, "") else None
-
-    values: dict[str, object] = {}
-    if (v := get("BLOBLEDGER_DATABASE_URL")) is not None:
-        values["database_url"] = v
-    if (v := get("BLOBLEDGER_STORE_URL")) is not None:
-        values["store_url"] = v
-    values["azure_connection_string"] = get("BLOBLEDGER_AZURE_CONNECTION_STRING")
-    values["azure_account_url"] = get("BLOBLEDGER_AZURE_ACCOUNT_URL")
-    values["s3_endpoint_url"] = get("BLOBLEDGER_S3_ENDPOINT_URL")
-    values["s3_region"] = get("BLOBLEDGER_S3_REGION") or get("AWS_REGION") \
-        or get("AWS_DEFAULT_REGION")
-    if (v := get("BLOBLEDGER_S3_ADDRESSING")) is not None:
-        if v not in ("path", "virtual", "auto"):
-            raise ConfigError("BLOBLEDGER_S3_ADDRESSING must be path, virtual or auto")
-        values["s3_path_style"] = v == "path"
-    if (v := get("BLOBLEDGER_BLOB_PREFIX")) is not None:
-        values["blob_prefix"] = v
-    if (v := get("BLOBLEDGER_MAX_UPLOAD_BYTES")) is not None:
-        values["max_upload_bytes"] = parse_size(v, what="BLOBLEDGER_MAX_UPLOAD_BYTES")
-    for key, attr in (
-        ("BLOBLEDGER_UPLOAD_DEADLINE", "upload_deadline"),
-        ("BLOBLEDGER_SWEEP_AFTER", "sweep_after"),
-        ("BLOBLEDGER_DELETE_GRACE", "delete_grace"),
-        ("BLOBLEDGER_BODY_TIMEOUT", "body_timeout"),
-        ("BLOBLEDGER_IDEMPOTENCY_RETENTION", "idempotency_retention"),
-        ("BLOBLEDGER_HEADER_TIMEOUT", "header_timeout"),
-        ("BLOBLEDGER_KEEP_ALIVE_TIMEOUT", "keep_alive_timeout"),
-    ):
-        if (v := get(key)) is not None:
-            values[attr] = parse_duration(v, what=key)
-    for key, attr in (("BLOBLEDGER_MAX_CONNECTIONS", "max_connections"),
-                      ("BLOBLEDGER_MAX_UPLOADS", "max_uploads")):
-        if (v := get(key)) is not None:
-            if not (v.strip().isascii() and v.strip().isdigit()):
-                raise ConfigError(f"{key}: {v!r} is not a whole number")
-            values[attr] = int(v.strip())
-    if (v := get("BLOBLEDGER_VERSION_TABLE")) is not None:
-        values["version_table"] = v
-    values["table_prefix"] = env.get("BLOBLEDGER_TABLE_PREFIX", "").strip()
-    values["db_schema"] = get("BLOBLEDGER_DB_SCHEMA")
-    if (v := get("BLOBLEDGER_API_TOKENS")) is not None:
-        values["api_tokens"] = parse_tokens(v)
-    return Settings(**values)  # type: ignore[arg-type]
+    """Settings from the environment alone (``os.environ`` unless given); no files read."""
+    return load_settings(env, env_file=None)
 
 
 def default_var_dir() -> Path:
     return Path("./var")
+

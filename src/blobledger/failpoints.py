@@ -1,8 +1,9 @@
 """Failpoints: named steps where a test can make the process die, raise or stall.
 
-Enabled only by ``BLOBLEDGER_FAILPOINTS``, e.g. ``create.after_upload=kill`` or
-``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated by
-``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
+Enabled only by ``BLOBLEDGER_FAILPOINTS`` (read by the settings object, armed by
+``Ledger.from_settings`` through :func:`configure`), e.g. ``create.after_upload=kill`` or
+``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated
+by ``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
 
 Points in the ledger: ``create.after_{insert,upload,tag,commit}``,
 ``replace.after_{insert,upload,tag,commit}``, ``delete.after_commit``,
@@ -41,7 +42,7 @@ def _parse(text: str) -> dict[str, str]:
     return points
 
 
-_ACTIVE: dict[str, str] = _parse(os.environ.get(ENV, ""))
+_ACTIVE: dict[str, str] = {}
 _PASSES: dict[str, int] = {}
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
@@ -42,7 +41,6 @@ from blobledger.errors import (
     BlobLedgerError,
     BlobNotFound,
     ConditionNotMet,
-    ConfigError,
     Digests,
     IdempotencyConflict,
     IdempotencyInProgress,
@@ -92,16 +90,7 @@ PAGE = 500
 
 #: a name known only after the bytes have streamed (see ``Ledger.create``)
 NameSource = Callable[[], Awaitable[str]]
-CLOCK_OFFSET_ENV = "BLOBLEDGER_CLOCK_OFFSET"
 LOST = "the upload was abandoned: its intent was taken over while this attempt was paused"
-
-
-def _offset(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"{CLOCK_OFFSET_ENV} must be a number of seconds, not {text!r}") \
-            from None
 
 
 class Ledger:
@@ -162,12 +151,18 @@ class Ledger:
 
     @classmethod
     def from_env(cls, *, migrate: bool = True) -> Ledger:
-        """A ledger configured by ``BLOBLEDGER_*``; ``BLOBLEDGER_CLOCK_OFFSET`` (seconds, for
-        tests: a process that lives hours ahead) shifts its view of the database's clock."""
-        settings = settings_from_env()
-        offset = _offset(os.environ.get(CLOCK_OFFSET_ENV, "").strip() or "0")
+        """A ledger configured by ``BLOBLEDGER_*`` (see :mod:`blobledger.config`)."""
+        return cls.from_settings(settings_from_env(), migrate=migrate)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Ledger:
+        """A ledger on the database and store these settings name. Their test hooks apply:
+        ``clock_offset`` (a process that lives hours ahead of the database's clock) and
+        ``failpoints`` (armed for this process)."""
+        if settings.failpoints:
+            failpoints.configure(settings.failpoints)
         return cls(Database(settings.database_url), open_store(settings.store_url, settings),
-                   settings, clock_offset=offset, migrate=migrate)
+                   settings, clock_offset=settings.clock_offset, migrate=migrate)
 
     async def connect(self) -> Ledger:
         """Reach the database (migrating it unless told not to) and prepare the store."""

@@ -25,6 +25,7 @@ from blobledger.doctor import (
     UNKNOWN,
     run_doctor,
 )
+from blobledger.stores.azure.settings import AzureSettings
 from tests.experiments.support import (
     blob_names,
     cli,
@@ -44,7 +45,8 @@ def azure_env(base: str, connection_string: str) -> dict[str, str]:
 async def test_doctor_on_azurite_reports_the_emulator_gap(azurite: Azurite) -> None:
     base = unique_base()
     report = await run_doctor(Settings(store_url=f"azure://{base}",
-                                       azure_connection_string=azurite.connection_string))
+                                       azure=AzureSettings(
+                                           connection_string=azurite.connection_string)))
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
                       GUARDED_TAGS: GAP, SOFT_DELETE: INFO, LIFECYCLE: INFO}

@@ -19,6 +19,7 @@ from blobledger.experiments import (
     select_cases,
 )
 from blobledger.experiments.common import case_container
+from blobledger.stores.azure.settings import AzureSettings
 from tests.experiments.support import (
     cli,
     containers_with_prefix,
@@ -82,7 +83,8 @@ def assert_figures(cases: dict[str, dict[str, Any]]) -> None:
 def settings_for(azurite: Azurite, base: str, connection_string: str | None = None
                  ) -> Settings:
     return Settings(store_url=f"azure://{base}",
-                    azure_connection_string=connection_string or azurite.connection_string)
+                    azure=AzureSettings(
+                        connection_string=connection_string or azurite.connection_string))
 
 
 def env_for(base: str, connection_string: str) -> dict[str, str]:

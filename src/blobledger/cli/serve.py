@@ -38,14 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
     ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``)."""
-    import os
+    from blobledger.sweeper import background_sweeper
 
-    from blobledger.durations import parse_duration
-    from blobledger.sweeper import SWEEP_INTERVAL_ENV, background_sweeper
-
-    value = os.environ.get(SWEEP_INTERVAL_ENV, "").strip()
-    sweeper = background_sweeper(parse_duration(value, what=SWEEP_INTERVAL_ENV)
-                                 if value else None)
+    sweeper = background_sweeper(settings.sweep_interval)
     return [sweeper] if sweeper is not None else []
 
 

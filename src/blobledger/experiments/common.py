@@ -89,13 +89,13 @@ def service_client(settings: Settings, *, single_put: int = SINGLE_PUT,
         "max_block_size": block,
     }
     try:
-        if settings.azure_connection_string:
+        if settings.azure.connection_string:
             return BlobServiceClient.from_connection_string(
-                settings.azure_connection_string, **options)
-        if settings.azure_account_url:
+                settings.azure.connection_string, **options)
+        if settings.azure.account_url:
             from azure.identity.aio import DefaultAzureCredential
 
-            return BlobServiceClient(settings.azure_account_url,
+            return BlobServiceClient(settings.azure.account_url,
                                      credential=DefaultAzureCredential(), **options)
     except (ValueError, AzureError) as exc:
         raise ConfigError(f"invalid Azure configuration: {first_line(exc)}") from exc

@@ -50,8 +50,8 @@ async def _crash_create(ctx: Context, settings: Settings) -> int:
         "BLOBLEDGER_SWEEP_AFTER": str(settings.sweep_after),
         "BLOBLEDGER_BLOB_PREFIX": settings.blob_prefix,
     })
-    for key, value in (("BLOBLEDGER_AZURE_CONNECTION_STRING", settings.azure_connection_string),
-                       ("BLOBLEDGER_AZURE_ACCOUNT_URL", settings.azure_account_url)):
+    for key, value in (("BLOBLEDGER_AZURE_CONNECTION_STRING", settings.azure.connection_string),
+                       ("BLOBLEDGER_AZURE_ACCOUNT_URL", settings.azure.account_url)):
         if value:
             env[key] = value
         else:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from blobledger.config import Settings
 from blobledger.errors import ConfigError
 from blobledger.stores.base import (
     BlobInfo,
@@ -15,6 +15,9 @@ from blobledger.stores.base import (
     UncommittedInfo,
 )
 
+if TYPE_CHECKING:  # the settings import the backends' settings models from this package
+    from blobledger.config import Settings
+
 __all__ = [
     "BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store", "UncommittedInfo",
     "open_store",
@@ -24,6 +27,8 @@ __all__ = [
 def open_store(url: str, settings: Settings | None = None) -> Store:
     """The backend for ``file:///path``, ``azure://container`` or ``s3://bucket[/prefix]``;
     ConfigError otherwise."""
+    from blobledger.config import Settings
+
     settings = settings or Settings()
     parts = urlsplit(url)
     if parts.scheme == "file":

@@ -76,8 +76,8 @@ class _Probes:
 
 
 def _is_emulator(name: str, settings: Settings) -> bool:
-    return AzureStore(name, connection_string=settings.azure_connection_string,
-                      account_url=settings.azure_account_url).is_emulator
+    return AzureStore(name, connection_string=settings.azure.connection_string,
+                      account_url=settings.azure.account_url).is_emulator
 
 
 async def azure_report(settings: Settings) -> Report:

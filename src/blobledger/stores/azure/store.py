@@ -222,17 +222,17 @@ class AzureStore(Store):
 
     @classmethod
     def from_settings(cls, container: str, settings: Settings) -> AzureStore:
-        if settings.azure_connection_string:
-            return cls(container, connection_string=settings.azure_connection_string)
-        if settings.azure_account_url:
-            parts = urlsplit(settings.azure_account_url)
+        if settings.azure.connection_string:
+            return cls(container, connection_string=settings.azure.connection_string)
+        if settings.azure.account_url:
+            parts = urlsplit(settings.azure.account_url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ConfigError("BLOBLEDGER_AZURE_ACCOUNT_URL must be an http(s) URL")
             try:
                 from azure.identity.aio import DefaultAzureCredential
             except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
                 raise ConfigError("BLOBLEDGER_AZURE_ACCOUNT_URL needs azure-identity") from exc
-            return cls(container, account_url=settings.azure_account_url,
+            return cls(container, account_url=settings.azure.account_url,
                        credential=DefaultAzureCredential())
         return cls(container)  # raises the ConfigError naming what is missing
 

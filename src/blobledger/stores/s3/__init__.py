@@ -1,6 +1,20 @@
-"""The S3 backend (``s3://bucket[/prefix]``): the store, its botocore error mapping, its
-doctor (:mod:`.doctor`) and its lifecycle configuration (:mod:`.lifecycle`)."""
+"""The S3 backend (``s3://bucket[/prefix]``): the store, its error mapping, its doctor
+(:mod:`.doctor`), its lifecycle configuration (:mod:`.lifecycle`) and its settings
+(:mod:`.settings`). The store and aiobotocore load on first use: importing the settings
+alone does not import botocore."""
 
-from blobledger.stores.s3.store import S3Store, map_errors, translate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from blobledger.stores.s3.store import S3Store, map_errors, translate
 
 __all__ = ["S3Store", "map_errors", "translate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("blobledger.stores.s3.store"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,6 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
@@ -183,9 +182,9 @@ class S3Store(Store):
 
     @classmethod
     def from_settings(cls, bucket: str, prefix: str, settings: Settings) -> S3Store:
-        return cls(bucket, prefix=prefix, endpoint_url=settings.s3_endpoint_url,
-                   region=settings.s3_region, path_style=settings.s3_path_style,
-                   profile=os.environ.get("AWS_PROFILE") or None)
+        return cls(bucket, prefix=prefix, endpoint_url=settings.s3.endpoint_url,
+                   region=settings.s3.region, path_style=settings.s3.path_style,
+                   profile=settings.s3.profile)
 
     # -- client ---------------------------------------------------------------------------
     async def _client(self) -> Any:
