@@ -104,7 +104,7 @@ def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None
     source.write_bytes(os.urandom(2 * 1024 * 1024))
     controller, terminal = pty.openpty()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")},
-           "BLOBLEDGER_URL": live_server.url}
+           "BLOBLEDGER_URL": live_server.url, "TERM": "xterm-256color", "COLUMNS": "100"}
     try:
         done = subprocess.run(blobledger_command("put", str(source)), env=env,
                               stdout=subprocess.PIPE, stderr=terminal, timeout=60)
@@ -121,7 +121,10 @@ def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None
     finally:
         os.close(controller)
     assert done.returncode == 0
-    assert b"tty.bin [" in drawn and b"100%" in drawn and b"\r" in drawn
+    # rich's bar: the name, the bar, the share, bytes done of the total, the rate
+    text = drawn.decode("utf-8", errors="replace")
+    assert "tty.bin" in text and "100%" in text and "━" in text, text
+    assert "2.0/2.0 MiB" in text and "/s" in text, text
     assert json.loads(done.stdout)["name"] == "tty.bin"
 
 

@@ -1,22 +1,37 @@
-"""The ``blobledger`` command: one module per subcommand in this package, found by name.
+"""The ``blobledger`` command, on Click: an explicit command table, loaded lazily.
 
-A subcommand module defines ``register(subparsers) -> None``, which adds its parser and sets
-``handler`` (a callable taking the parsed args and returning an exit code, or a coroutine
-function, run with asyncio). Errors a user can act on end as one line and a non-zero exit:
-2 for a configuration error, 3 when the database or the store cannot be reached (retry
-later), 1 for the rest.
+Each subcommand lives in its own module and is named in :data:`COMMANDS`; only the module of
+the command being run is imported (a worker does not load the HTTP service). Every module
+defines ``command``, a :class:`click.Command`.
+
+Exit codes, for every command (``check`` and ``reconcile`` add their own meanings, below):
+
+====  ======================================================================================
+code  meaning
+====  ======================================================================================
+0     done; nothing found
+1     findings, or a failure (a refused request, a failed must-have, an invariant broken)
+2     usage or configuration: a bad option or setting; ``reconcile``: a ready document's
+      blob is missing (data loss, look now)
+3     the database or the store is unreachable (an outage, not a mistake: retry later)
+130   interrupted
+====  ======================================================================================
+
+Errors a user can act on end as one line on stderr, ``blobledger: error: ...`` (a
+configuration with several mistakes: one such line per mistake).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import functools
 import importlib
-import inspect
-import logging
-import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+import click
 
 from blobledger.errors import (
     BlobLedgerError,
@@ -25,34 +40,141 @@ from blobledger.errors import (
     StoreUnavailable,
 )
 
+if TYPE_CHECKING:
+    from blobledger.config import Settings
+
+EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 #: the database or the store is unreachable (an outage, not a mistake: retry later)
 EXIT_UNAVAILABLE = 3
+EXIT_INTERRUPTED = 130
+
+#: the command table: name → (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("serve", "run the HTTP service"),
+    "migrate": ("migrate", "apply database migrations"),
+    "put": ("put", "upload a file"),
+    "get": ("get", "download a document"),
+    "ls": ("ls", "list documents"),
+    "rm": ("rm", "delete a document"),
+    "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
+    "reconcile": ("reconcile", "compare the container with the database"),
+    "check": ("check", "check the invariants on the live database and store"),
+    "doctor": ("doctor", "check the configured store's features"),
+    "experiments": ("experiments", "re-run the measured storage behaviours"),
+    "lifecycle-policy": ("lifecycle_policy", "print the Azure or S3 lifecycle rule"),
+    "config": ("config", "print the effective settings, secrets masked"),
+    "completion": ("completion", "print the shell completion script"),
+}
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; given the command's name, only that subcommand's module is imported (a
-    worker need not load the HTTP service's dependencies)."""
-    parser = argparse.ArgumentParser(
-        prog="blobledger",
-        description="Keep a database and an object store consistent through every crash.",
-    )
-    parser.add_argument("--log-level", default="WARNING",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    modules = sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
-    wanted = command.replace("-", "_") if command else None
-    if wanted and any(m.name == wanted for m in modules):
-        modules = [m for m in modules if m.name == wanted]
-    for module in modules:
-        if module.name.startswith("_"):
-            continue
-        loaded = importlib.import_module(f"{__name__}.{module.name}")
-        register = getattr(loaded, "register", None)
-        if register is not None:
-            register(subparsers)
-    return parser
+class State:
+    """What the root options set up for the subcommands: the settings, loaded on first use
+    (``--help`` needs none) and checked once."""
+
+    def __init__(self, config_file: Path | None, env_file: Path | None) -> None:
+        self.config_file = config_file
+        self.env_file = env_file
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from blobledger.config import load_settings
+
+            self._settings = load_settings(config_file=self.config_file,
+                                           env_file=self.env_file)
+            if self._settings.otel:
+                from blobledger.telemetry import setup_sdk
+
+                setup_sdk()
+        return self._settings
+
+
+def settings() -> Settings:
+    """The effective settings of the running command."""
+    state = click.get_current_context().find_object(State)
+    if state is None:  # a command invoked on its own, in tests
+        state = State(None, Path(".env"))
+    return state.settings
+
+
+class LazyGroup(click.Group):
+    """The command table of :data:`COMMANDS`, each module imported only when needed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(f"{__name__}.{entry[0]}")
+        command: click.Command = module.command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the table's one-liners: listing the commands imports none of them
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+
+
+EPILOG = """\b
+Examples:
+  blobledger serve --port 8000
+  blobledger put report.pdf --name reports/2026/q1.pdf
+  blobledger ls --prefix reports/
+  blobledger sweep --interval 5m
+  blobledger --config blobledger.toml config
+
+\b
+Exit codes: 0 ok, 1 findings or failure, 2 usage or configuration,
+3 the database or the store unreachable (see the README).
+"""
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="a TOML settings file (under the environment and .env)")
+@click.option("--env-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(".env"), show_default=True,
+              help="a dotenv file of BLOBLEDGER_* settings, read when it exists")
+@click.option("--log-level", default="WARNING", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="log verbosity")
+@click.option("--log-format", default="text", show_default=True,
+              type=click.Choice(["text", "json"]),
+              help="json: one JSON object per line and event")
+@click.version_option(package_name="blobledger", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, config_file: Path | None, env_file: Path, log_level: str,
+        log_format: str) -> None:
+    """Keep a database and an object store consistent through every crash.
+
+    Settings come from BLOBLEDGER_* environment variables, a .env file and a
+    TOML file (--config); `blobledger config` shows what is in effect."""
+    from blobledger.logs import setup_logging
+
+    setup_logging(log_level.upper(), log_format)
+    ctx.obj = State(config_file, env_file)
+
+
+def run_async(function: Callable[P, Awaitable[R]]) -> Callable[P, R]:
+    """A coroutine function as a Click callback (run with asyncio)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        async def main() -> R:
+            return await function(*args, **kwargs)
+
+        return asyncio.run(main())
+
+    return wrapper
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> int:
@@ -62,30 +184,33 @@ def fail(message: str, code: int = EXIT_ERROR) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (never raises for a user's mistake)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    command = next((a for a in arguments if not a.startswith("-")), None)
-    if command is not None and arguments.index(command) > 0 and arguments[
-            arguments.index(command) - 1] == "--log-level":
-        command = None  # a value, not the command: load every subcommand
-    parser = build_parser(command)
-    args = parser.parse_args(arguments)
-    logging.basicConfig(level=getattr(logging, args.log_level),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    handler = args.handler
     try:
-        if inspect.iscoroutinefunction(handler):
-            return int(asyncio.run(handler(args)) or 0)
-        return int(handler(args) or 0)
+        result: Any = cli.main(arguments, prog_name="blobledger", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
+        return EXIT_USAGE
+    except click.UsageError as exc:
+        hint = f" (see {exc.ctx.command_path if exc.ctx else 'blobledger'} --help)"
+        return fail(f"{exc.format_message()}{hint}", EXIT_USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        return fail("interrupted", EXIT_INTERRUPTED)
     except ConfigError as exc:
-        return fail(str(exc), EXIT_USAGE)
+        for line in str(exc).splitlines()[:-1]:
+            fail(line)
+        return fail((str(exc).splitlines() or ["configuration error"])[-1], EXIT_USAGE)
     except (DatabaseUnavailable, StoreUnavailable) as exc:
         return fail(_one_line(str(exc)), EXIT_UNAVAILABLE)
     except BlobLedgerError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
+    return int(result or 0)
 
 
 def _one_line(text: str) -> str:

@@ -1,25 +1,29 @@
 """What the HTTP client commands (put, get, ls, rm) share: the ``--url``/``--token`` options,
-one httpx client, a progress bar, and turning any failure into one readable line.
+one httpx client, the progress bar (:mod:`._output`), and turning any failure into one
+readable line.
 
-``--url`` defaults to ``BLOBLEDGER_URL`` or http://127.0.0.1:8000; ``--token`` to
-``BLOBLEDGER_TOKEN``. A problem response becomes ``ClientError("<detail> (HTTP 409)")``.
+``--url`` defaults to the ``url`` setting (``BLOBLEDGER_URL``, else http://127.0.0.1:8000);
+``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
+``ClientError("<detail> (HTTP 409)")``.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-import time
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, TypeVar
 from urllib.parse import quote
 
+import click
 import httpx
 
+from blobledger.cli._output import Progress
 from blobledger.errors import BlobLedgerError
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+F = TypeVar("F", bound=Callable[..., object])
+__all__ = ["ClientError", "Connection", "Progress", "check", "connection_options",
+           "describe", "document_path", "open_client", "problem_type", "read_chunks",
+           "unreachable"]
 PROBLEM_PREFIX = "urn:blobledger:problem:"
 CHUNK = 1024 * 1024
 
@@ -28,20 +32,41 @@ class ClientError(BlobLedgerError):
     """A request the service refused or that could not be made (one line, exit 1)."""
 
 
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("BLOBLEDGER_URL") or DEFAULT_URL,
-                        help="the service (BLOBLEDGER_URL, else %(default)s)")
-    parser.add_argument("--token", default=os.environ.get("BLOBLEDGER_TOKEN"),
-                        help="bearer token (BLOBLEDGER_TOKEN)")
+def connection_options(function: F) -> F:
+    """``--url`` and ``--token`` (defaults: the ``url`` and ``token`` settings)."""
+    function = click.option("--url", metavar="URL",
+                            help="the service (default: BLOBLEDGER_URL, else "
+                            "http://127.0.0.1:8000)")(function)
+    return click.option("--token", metavar="TOKEN",
+                        help="bearer token (default: BLOBLEDGER_TOKEN)")(function)
 
 
-def open_client(args: argparse.Namespace) -> httpx.Client:
-    url = str(args.url).rstrip("/")
+@dataclass(frozen=True)
+class Connection:
+    """Where the client commands send their requests."""
+
+    url: str
+    token: str | None
+
+    @classmethod
+    def resolve(cls, url: str | None, token: str | None) -> Connection:
+        """The options given, else the settings."""
+        if url is None or token is None:
+            from blobledger.cli import settings
+
+            current = settings()
+            url = current.url if url is None else url
+            token = current.token if token is None else token
+        return cls(url, token)
+
+
+def open_client(connection: Connection) -> httpx.Client:
+    url = connection.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--url must be an http:// or https:// URL, not {url!r}")
     headers = {"User-Agent": "blobledger-cli"}
-    if args.token:
-        headers["Authorization"] = f"Bearer {args.token}"
+    if connection.token:
+        headers["Authorization"] = f"Bearer {connection.token}"
     return httpx.Client(base_url=url, headers=headers, trust_env=False,
                         timeout=httpx.Timeout(30.0, read=300.0))
 
@@ -83,52 +108,6 @@ def check(response: httpx.Response) -> httpx.Response:
 def unreachable(url: str, exc: httpx.HTTPError) -> ClientError:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ClientError(f"cannot reach {url}: {reason}")
-
-
-class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, label: str, total: int | None, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.label = label
-        self.total = total
-        self.done = 0
-        self._started = time.monotonic()
-        self._drawn = 0.0
-
-    def add(self, count: int) -> None:
-        self.done += count
-        now = time.monotonic()
-        if self.enabled and (now - self._drawn >= 0.1 or self.done == self.total):
-            self._drawn = now
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        rate = self.done / max(now - self._started, 1e-6)
-        if self.total:
-            share = self.done / self.total
-            bar = "#" * int(share * 30)
-            text = (f"\r{self.label} [{bar:<30}] {share:4.0%} {_size(self.done)}/"
-                    f"{_size(self.total)} {_size(int(rate))}/s")
-        else:
-            text = f"\r{self.label} {_size(self.done)} {_size(int(rate))}/s"
-        self.stream.write(text)
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def read_chunks(handle: IO[bytes], progress: Progress) -> Iterator[bytes]:

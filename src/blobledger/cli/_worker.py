@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from blobledger.cli import settings
 from blobledger.errors import StoreUnavailable
 from blobledger.ledger import Ledger
 
@@ -18,9 +19,9 @@ PING_TIMEOUT = 10.0
 
 @asynccontextmanager
 async def worker_ledger() -> AsyncIterator[Ledger]:
-    """A ledger from the environment, checked: the database answers and is migrated, the
+    """A ledger from the settings, checked: the database answers and is migrated, the
     store answers. Nothing is created, nothing is deleted before both checks pass."""
-    ledger = Ledger.from_env(migrate=False)
+    ledger = Ledger.from_settings(settings(), migrate=False)
     try:
         await ledger.db.ping()
         try:

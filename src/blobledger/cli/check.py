@@ -5,41 +5,46 @@ Exit 0 when nothing is violated, 1 when something is; configuration errors end a
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 
+import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from blobledger.cli import EXIT_USAGE, fail
+from blobledger.cli import EXIT_USAGE, fail, run_async, settings
+from blobledger.cli._output import is_terminal, table
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "check", help="check the invariants on the live database and store",
-        description="Check invariants I1, I3, I5 (and I4 with --settled) on the database "
-        "and store named by BLOBLEDGER_DATABASE_URL and BLOBLEDGER_STORE_URL. Exit status: "
-        "0 no violation, 1 violations found, 2 configuration error, 3 the database or the "
-        "store unreachable.")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--settled", action="store_true",
-        help="also check I4: no stale pending/deleting rows and no blob without a row "
-        "(meaningful once the sweeper and the deletion path have run past their cutoffs)")
-    parser.set_defaults(handler=run)
-
-
-async def run(args: argparse.Namespace) -> int:
+@click.command(epilog="\b\nExamples:\n  blobledger check\n  blobledger check --settled --json")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--settled", is_flag=True,
+              help="also check I4: no stale pending/deleting rows and no blob without a row "
+              "(meaningful once the sweeper and the deletion path have run past their "
+              "cutoffs)")
+@run_async
+async def command(as_json: bool, settled: bool) -> int:
+    """Check invariants I1, I3, I5 (and I4 with --settled) on the configured database and
+    store. Exit status: 0 no violation, 1 violations found, 2 configuration error, 3 the
+    database or the store unreachable."""
     try:
-        async with Ledger.from_env(migrate=False) as ledger:
-            report = await check(ledger, settled=args.settled)
+        async with Ledger.from_settings(settings(), migrate=False) as ledger:
+            report = await check(ledger, settled=settled)
     except SQLAlchemyError as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return fail(f"database error (is it migrated? run blobledger migrate): {reason[:200]}",
                     EXIT_USAGE)
-    if args.json:
+    if as_json:
         print(json.dumps(report.to_json(), indent=2))
+    elif is_terminal(sys.stdout):
+        summary = report.render().splitlines()
+        print("\n".join(summary[:4]))
+        if report.violations:
+            table(f"{len(report.violations)} violation(s)", ["invariant", "subject", "detail"],
+                  [[v.invariant, v.subject, v.detail] for v in report.violations])
+        else:
+            print("no violations")
     else:
         print(report.render())
     return 0 if report.ok else 1

@@ -1,30 +1,33 @@
 """``blobledger doctor``: check that the configured store has what the protocol relies on,
-as a pass/fail table; a failed must-have exits non-zero with one line naming it."""
+as a pass/fail table (drawn with rich on a terminal); a failed must-have exits non-zero with
+one line naming it."""
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 
-from blobledger.cli import fail
-from blobledger.config import from_env
+import click
+
+from blobledger.cli import fail, run_async, settings
+from blobledger.cli._output import is_terminal, table
 from blobledger.doctor import run_doctor
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check the configured store's features",
-        description="Probe the configured store (BLOBLEDGER_STORE_URL) for create-only "
-        "writes, index tags, tag-guarded deletes and tag updates, soft delete and the "
-        "lifecycle rule. Every probe blob is deleted again.")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(handler=run)
-
-
-async def run(args: argparse.Namespace) -> int:
-    report = await run_doctor(from_env())
-    if args.json:
+@click.command(epilog="\b\nExamples:\n  blobledger doctor\n  blobledger doctor --json")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@run_async
+async def command(as_json: bool) -> int:
+    """Probe the configured store (BLOBLEDGER_STORE_URL) for create-only writes, index
+    tags, tag-guarded deletes and tag updates, soft delete and the lifecycle rule. Every
+    probe blob is deleted again."""
+    report = await run_doctor(settings())
+    if as_json:
         print(json.dumps(report.to_json(), indent=2))
+    elif is_terminal(sys.stdout):
+        table(f"store: {report.store}", ["check", "must", "result", "detail"],
+              [[c.name, "yes" if c.must else "no", c.status.upper(), c.detail]
+               for c in report.checks])
     else:
         print(report.render(), end="")
     if report.failed:

@@ -4,32 +4,38 @@ per-case containers, each created fresh and deleted afterwards)."""
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 
-from blobledger.cli import fail
-from blobledger.config import from_env
+import click
+
+from blobledger.cli import fail, run_async, settings
+from blobledger.cli._output import is_terminal, table
 from blobledger.experiments import LETTERS, render_json, render_text, run_experiments
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "experiments", help="re-run the measured storage behaviours the protocol rests on",
-        description="Run the measured cases (" + ", ".join(LETTERS) + ") against the "
-        "configured Azure store, each in its own temporary container.")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--only", action="append", metavar="X",
-                        help="run only these cases (letters; repeatable or comma-separated)")
-    parser.set_defaults(handler=run)
-
-
-async def run(args: argparse.Namespace) -> int:
-    results = await run_experiments(from_env(), args.only)
-    if args.json:
+@click.command(epilog="\b\nExamples:\n  blobledger experiments\n"
+               "  blobledger experiments --only A,C --json")
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@click.option("--only", multiple=True, metavar="X",
+              help="run only these cases (letters; repeatable or comma-separated)")
+@run_async
+async def command(as_json: bool, only: tuple[str, ...]) -> int:
+    """Run the measured cases against the configured Azure store, each in its own
+    temporary container."""
+    results = await run_experiments(settings(), list(only) or None)
+    if as_json:
         print(json.dumps(render_json(results), indent=2))
+    elif is_terminal(sys.stdout):
+        table("experiments", ["case", "title", "result", "measured"],
+              [[r.letter, r.title, "error: " + r.error if r.error else "ok",
+                "\n".join(r.lines)] for r in results])
     else:
         print(render_text(results), end="")
     failed = [f"{r.letter} ({r.error})" for r in results if r.error]
     if failed:
         return fail("experiments failed: " + "; ".join(failed))
     return 0
+
+
+command.help = (command.help or "") + f" Cases: {', '.join(LETTERS)}."

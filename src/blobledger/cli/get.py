@@ -14,7 +14,6 @@ usual ``0666`` less the umask. FILE is never replaced when it is not a plain fil
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import contextlib
@@ -26,28 +25,19 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
+import click
 import httpx
 
 from blobledger.cli._client import (
     ClientError,
+    Connection,
     Progress,
-    add_connection_options,
     check,
+    connection_options,
     document_path,
     open_client,
     unreachable,
 )
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("get", help="download a document",
-                                   description="Write the bytes of document ID to stdout "
-                                   "or to FILE.")
-    parser.add_argument("id", metavar="ID")
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE",
-                        help="write here (atomically) instead of stdout")
-    add_connection_options(parser)
-    parser.set_defaults(handler=run)
 
 
 def announced_sha256(response: httpx.Response) -> str | None:
@@ -68,16 +58,26 @@ def copy(response: httpx.Response, out: IO[bytes], progress: Progress) -> str:
     return digest.hexdigest()
 
 
-def run(args: argparse.Namespace) -> int:
-    target: Path | None = args.output
-    with open_client(args) as client:
+@click.command(epilog="\b\nExamples:\n  blobledger get 0f3c... -o report.pdf\n"
+               "  blobledger get 0f3c... | less")
+@click.argument("doc_id", metavar="ID")
+@click.option("-o", "--output", type=click.Path(path_type=Path), metavar="FILE",
+              help="write here (atomically) instead of stdout")
+@connection_options
+def command(doc_id: str, output: Path | None, url: str | None, token: str | None) -> int:
+    """Write the bytes of document ID to stdout or to FILE."""
+    return download(doc_id, output, Connection.resolve(url, token))
+
+
+def download(doc_id: str, target: Path | None, connection: Connection) -> int:
+    with open_client(connection) as client:
         try:
-            with client.stream("GET", document_path(args.id, "/content")) as response:
+            with client.stream("GET", document_path(doc_id, "/content")) as response:
                 check(response)
                 expected = announced_sha256(response)
                 length = response.headers.get("content-length", "")
                 known = length.isascii() and length.isdigit() and len(length) <= 19
-                progress = Progress(args.id, int(length) if known else None)
+                progress = Progress(doc_id, int(length) if known else None)
                 if target is not None:
                     write_atomically(target, response, progress)
                     return 0
@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
                 got = copy(response, sys.stdout.buffer, progress)
                 sys.stdout.buffer.flush()
                 if expected is not None and got != expected:
-                    raise ClientError(f"the bytes of {args.id} do not match their SHA-256")
+                    raise ClientError(f"the bytes of {doc_id} do not match their SHA-256")
         except httpx.HTTPError as exc:
-            raise unreachable(args.url, exc) from None
+            raise unreachable(connection.url, exc) from None
     return 0
 
 

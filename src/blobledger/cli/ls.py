@@ -1,4 +1,5 @@
-"""``blobledger ls [--prefix P]``: list ready documents, following every page.
+"""``blobledger ls [--prefix P]``: list ready documents, following every page: a table on a
+terminal, tab-separated lines otherwise (``--json``: one JSON document per line).
 
 Names are printed with every character that displays as something else or as nothing
 (controls, bidirectional overrides, zero-width characters, line separators) escaped as
@@ -6,56 +7,60 @@ Names are printed with every character that displays as something else or as not
 
 from __future__ import annotations
 
-import argparse
 import json
-import unicodedata
+import sys
 
+import click
 import httpx
 
-from blobledger.cli._client import add_connection_options, check, open_client, unreachable
+from blobledger.cli._client import (
+    Connection,
+    check,
+    connection_options,
+    open_client,
+    unreachable,
+)
+from blobledger.cli._output import display_name, is_terminal, table
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("ls", help="list documents",
-                                   description="List ready documents in name order: id, "
-                                   "version, size, last change, name (tab-separated).")
-    parser.add_argument("--prefix", default="", help="only names starting with this")
-    parser.add_argument("--page-size", type=int, default=100, help="documents per request")
-    parser.add_argument("--json", action="store_true", help="one JSON document per line")
-    add_connection_options(parser)
-    parser.set_defaults(handler=run)
-
-
-def run(args: argparse.Namespace) -> int:
+@click.command(epilog="\b\nExamples:\n  blobledger ls --prefix reports/\n"
+               "  blobledger ls --json | jq -r .id")
+@click.option("--prefix", default="", help="only names starting with this")
+@click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="documents per request")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document per line")
+@connection_options
+def command(prefix: str, page_size: int, as_json: bool, url: str | None,
+            token: str | None) -> int:
+    """List ready documents in name order: id, version, size, last change, name
+    (tab-separated)."""
+    connection = Connection.resolve(url, token)
     cursor: str | None = None
-    with open_client(args) as client:
+    rich = not as_json and is_terminal(sys.stdout)
+    rows: list[list[str]] = []
+    with open_client(connection) as client:
         while True:
-            params = {"prefix": args.prefix, "limit": str(args.page_size)}
+            params = {"prefix": prefix, "limit": str(page_size)}
             if cursor:
                 params["cursor"] = cursor
             try:
                 page = check(client.get("/documents", params=params)).json()
             except httpx.HTTPError as exc:
-                raise unreachable(args.url, exc) from None
+                raise unreachable(connection.url, exc) from None
             for doc in page["items"]:
-                if args.json:
+                if as_json:
                     print(json.dumps(doc))
+                elif rich:
+                    rows.append([str(doc["id"]), str(doc["version"]), f"{doc['size']:,}",
+                                 str(doc["updated_at"]), str(doc["name"])])
                 else:
                     print(f"{doc['id']}\t{doc['version']}\t{doc['size']}\t"
                           f"{doc['updated_at']}\t{display_name(str(doc['name']))}")
             cursor = page.get("next_cursor")
             if not cursor:
-                return 0
+                break
+    if rich:
+        table(None, ["id", "version", "size", "updated", "name"], rows)
+    return 0
 
-
-#: characters shown escaped: controls, format characters (bidirectional overrides,
-#: zero-width characters), separators, surrogates, private-use and unassigned code points
-_HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
-
-
-def display_name(name: str) -> str:
-    """The name with every invisible or direction-changing character as ``\\uXXXX``."""
-    return "".join(
-        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
-        if unicodedata.category(c) in _HIDDEN or c == "\\" else c
-        for c in name)
+__all__ = ["command", "display_name"]

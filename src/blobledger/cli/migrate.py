@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
+import click
 
-from blobledger.config import from_env
+from blobledger.cli import run_async, settings
 from blobledger.db import Database
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("migrate", help="apply database migrations",
-                                   description="Apply every database migration "
-                                   "(BLOBLEDGER_DATABASE_URL).")
-    parser.add_argument("--database-url", help="overrides BLOBLEDGER_DATABASE_URL")
-    parser.set_defaults(handler=run)
-
-
-async def run(args: argparse.Namespace) -> int:
-    settings = from_env()
-    db = Database(args.database_url or settings.database_url)
-    if settings.version_table:  # embedded in an application's database
-        db.version_table = settings.version_table
+@click.command(epilog="\b\nExamples:\n  blobledger migrate\n"
+               "  blobledger migrate --database-url postgresql://app@db/blobledger")
+@click.option("--database-url", help="overrides BLOBLEDGER_DATABASE_URL")
+@run_async
+async def command(database_url: str | None) -> int:
+    """Apply every database migration (BLOBLEDGER_DATABASE_URL)."""
+    current = settings()
+    db = Database(database_url or current.database_url)
+    if current.version_table:  # embedded in an application's database
+        db.version_table = current.version_table
     try:
         await db.migrate()
     finally:

@@ -8,7 +8,6 @@ that says an earlier attempt under the key is still running. Prints the document
 
 from __future__ import annotations
 
-import argparse
 import json
 import mimetypes
 import os
@@ -17,12 +16,14 @@ import time
 import uuid
 from pathlib import Path
 
+import click
 import httpx
 
 from blobledger.cli._client import (
     ClientError,
+    Connection,
     Progress,
-    add_connection_options,
+    connection_options,
     describe,
     open_client,
     problem_type,
@@ -32,19 +33,6 @@ from blobledger.cli._client import (
 
 RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 MAX_DELAY = 10.0
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("put", help="upload a file",
-                                   description="Upload FILE as a new document.")
-    parser.add_argument("file", metavar="FILE", type=Path)
-    parser.add_argument("--name", help="the document's name (default: the file's name)")
-    parser.add_argument("--content-type", help="default: guessed from the name")
-    parser.add_argument("--retries", type=int, default=6,
-                        help="retries after a failed attempt (default 6)")
-    parser.add_argument("--idempotency-key", help="default: a new random key")
-    add_connection_options(parser)
-    parser.set_defaults(handler=run)
 
 
 def retry_delay(attempt: int, response: httpx.Response | None) -> float:
@@ -62,22 +50,49 @@ def retryable(response: httpx.Response) -> bool:
     return response.status_code == 409 and problem_type(response) == "idempotency-in-progress"
 
 
-def run(args: argparse.Namespace) -> int:
-    path: Path = args.file
+EXAMPLES = """\b
+Examples:
+  blobledger put report.pdf
+  blobledger put scan.bin --name scans/2026/03.tiff --content-type image/tiff
+  blobledger put big.iso --retries 10 --idempotency-key "$(uuidgen)"
+"""
+
+
+@click.command(epilog=EXAMPLES)
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=True))
+@click.option("--name", help="the document's name (default: the file's name)")
+@click.option("--content-type", help="default: guessed from the name")
+@click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True,
+              help="retries after a failed attempt")
+@click.option("--idempotency-key", help="default: a new random key")
+@connection_options
+def command(file: Path, name: str | None, content_type: str | None, retries: int,
+            idempotency_key: str | None, url: str | None, token: str | None) -> int:
+    """Upload FILE as a new document; print the document as JSON.
+
+    Every attempt carries the same Idempotency-Key: a retry after a lost
+    response returns the document the first attempt created. A progress bar
+    is drawn on stderr when it is a terminal."""
+    return upload(file, name=name, content_type=content_type, retries=retries,
+                  idempotency_key=idempotency_key, connection=Connection.resolve(url, token))
+
+
+def upload(path: Path, *, name: str | None, content_type: str | None, retries: int,
+           idempotency_key: str | None, connection: Connection) -> int:
     try:
         size = path.stat().st_size
         if not path.is_file():
             raise ClientError(f"{path} is not a regular file")
     except OSError as exc:
         raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
-    name = args.name or path.name
-    content_type = (args.content_type or mimetypes.guess_type(name)[0]
+    name = name or path.name
+    content_type = (content_type or mimetypes.guess_type(name)[0]
                     or "application/octet-stream")
-    headers = {"Idempotency-Key": args.idempotency_key or uuid.uuid4().hex,
+    headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex,
                "Content-Type": content_type, "Content-Length": str(size)}
     last = ""
-    with open_client(args) as client:
-        for attempt in range(max(args.retries, 0) + 1):
+    with open_client(connection) as client:
+        for attempt in range(retries + 1):
             response: httpx.Response | None = None
             progress = Progress(f"{name}", size)
             try:
@@ -88,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
             except httpx.TransportError as exc:
-                last = str(unreachable(args.url, exc))
+                last = str(unreachable(connection.url, exc))
             finally:
                 progress.finish()
             if response is not None:
@@ -98,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 if not retryable(response):
                     raise ClientError(describe(response))
                 last = describe(response)
-            if attempt < args.retries:
+            if attempt < retries:
                 time.sleep(retry_delay(attempt, response))
-    raise ClientError(f"upload of {os.fspath(path)} failed after {args.retries + 1} "
+    raise ClientError(f"upload of {os.fspath(path)} failed after {retries + 1} "
                       f"attempts: {last}")

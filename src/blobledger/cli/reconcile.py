@@ -1,42 +1,52 @@
-"""``blobledger reconcile``: compare the container with the database; optionally fix orphans."""
+"""``blobledger reconcile``: compare the container with the database; optionally fix orphans.
+
+Exit 0 when clean, 1 with findings, 2 when a ready document's blob is missing, 3 when the
+database or the store is unreachable.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 
+import click
+
+from blobledger.cli import run_async
 from blobledger.durations import format_duration, parse_duration
 from blobledger.reconciler import Finding, reconcile
 
 from ._worker import worker_ledger
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "reconcile", help="compare the container with the database",
-        description="Stream the container listing against the blobs table. Exit 0 when "
-        "clean, 1 with findings, 2 when a ready document's blob is missing.")
-    parser.add_argument("--json", action="store_true",
-                        help="one JSON object per finding, then the JSON summary")
-    parser.add_argument("--fix", action="store_true",
-                        help="delete orphans tagged pending or deleting, and uncommitted "
-                        "bytes, older than the cutoff")
-    parser.add_argument("--older-than", metavar="DURATION",
-                        help="age an orphan must pass before --fix deletes it; not shorter "
-                        "than the upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")
-    parser.add_argument("--no-blocks", action="store_true",
-                        help="skip the uncommitted-blocks check (one request per blob on Azure)")
-    parser.add_argument("--prefix", help="blob-name prefix (default: BLOBLEDGER_BLOB_PREFIX/)")
-    parser.set_defaults(handler=run)
+EXAMPLES = """\b
+Examples:
+  blobledger reconcile
+  blobledger reconcile --json --no-blocks
+  blobledger reconcile --fix --older-than 6h
+"""
 
 
-async def run(args: argparse.Namespace) -> int:
+@click.command(epilog=EXAMPLES)
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON object per finding, then the JSON summary")
+@click.option("--fix", is_flag=True,
+              help="delete orphans tagged pending or deleting, and uncommitted bytes, older "
+              "than the cutoff")
+@click.option("--older-than", metavar="DURATION",
+              help="age an orphan must pass before --fix deletes it; not shorter than the "
+              "upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")
+@click.option("--no-blocks", is_flag=True,
+              help="skip the uncommitted-blocks check (one request per blob on Azure)")
+@click.option("--prefix", help="blob-name prefix (default: BLOBLEDGER_BLOB_PREFIX/)")
+@run_async
+async def command(as_json: bool, fix: bool, older_than: str | None, no_blocks: bool,
+                  prefix: str | None) -> int:
+    """Stream the container listing against the blobs table. Exit 0 when clean, 1 with
+    findings, 2 when a ready document's blob is missing."""
     async with worker_ledger() as ledger:
-        older_than = (ledger.settings.sweep_after if args.older_than is None
-                      else parse_duration(args.older_than, what="--older-than"))
+        cutoff = (ledger.settings.sweep_after if older_than is None
+                  else parse_duration(older_than, what="--older-than"))
 
         def show(finding: Finding) -> None:
-            if args.json:
+            if as_json:
                 print(json.dumps({"event": "finding", **finding.as_dict()}), flush=True)
                 return
             age = ("" if finding.age_seconds is None
@@ -45,8 +55,7 @@ async def run(args: argparse.Namespace) -> int:
             print(f"{finding.category:<13} {finding.name}: {finding.detail}{age}{fixed}",
                   flush=True)
 
-        report = await reconcile(ledger, fix=args.fix, older_than=older_than,
-                                 prefix=args.prefix, on_finding=show,
-                                 blocks=not args.no_blocks)
+        report = await reconcile(ledger, fix=fix, older_than=cutoff, prefix=prefix,
+                                 on_finding=show, blocks=not no_blocks)
         print(report.to_log(), flush=True)
         return report.exit_code

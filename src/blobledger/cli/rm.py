@@ -2,37 +2,35 @@
 
 from __future__ import annotations
 
-import argparse
-
+import click
 import httpx
 
 from blobledger.cli._client import (
-    add_connection_options,
+    Connection,
     check,
+    connection_options,
     document_path,
     open_client,
     unreachable,
 )
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("rm", help="delete a document",
-                                   description="Delete document ID.")
-    parser.add_argument("id", metavar="ID")
-    parser.add_argument("--if-match", metavar="VERSION",
-                        help="delete only if the document is still at this version (ETag)")
-    add_connection_options(parser)
-    parser.set_defaults(handler=run)
-
-
-def run(args: argparse.Namespace) -> int:
+@click.command(epilog="\b\nExamples:\n  blobledger rm 0f3c...\n"
+               "  blobledger rm 0f3c... --if-match 3")
+@click.argument("doc_id", metavar="ID")
+@click.option("--if-match", metavar="VERSION",
+              help="delete only if the document is still at this version (ETag)")
+@connection_options
+def command(doc_id: str, if_match: str | None, url: str | None, token: str | None) -> int:
+    """Delete document ID."""
+    connection = Connection.resolve(url, token)
     headers = {}
-    if args.if_match:
-        version = str(args.if_match).strip().strip('"')
+    if if_match:
+        version = if_match.strip().strip('"')
         headers["If-Match"] = f'"{version}"'
-    with open_client(args) as client:
+    with open_client(connection) as client:
         try:
-            check(client.delete(document_path(args.id), headers=headers))
+            check(client.delete(document_path(doc_id), headers=headers))
         except httpx.HTTPError as exc:
-            raise unreachable(args.url, exc) from None
+            raise unreachable(connection.url, exc) from None
     return 0

@@ -1,4 +1,4 @@
-"""``blobledger serve``: the HTTP service on uvicorn, over ``Ledger.from_env()``.
+"""``blobledger serve``: the HTTP service on uvicorn, over ``Ledger.from_settings``.
 
 The configuration is read and checked, the database migrated and the store prepared before
 the port opens; a problem with any of them is one line and a non-zero exit. Without
@@ -11,28 +11,15 @@ raised to what the connection cap needs, or the start refused.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 from collections.abc import Awaitable, Callable
 
-from blobledger.cli import fail
-from blobledger.config import Settings, from_env
+import click
+
+from blobledger.cli import fail, run_async
+from blobledger.cli import settings as current_settings
+from blobledger.config import Settings
 from blobledger.ledger import Ledger  # loaded by the package anyway
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "serve", help="run the HTTP service",
-        description="Run the HTTP service (migrates the database first). Configured by the "
-        "BLOBLEDGER_* environment variables; with none, SQLite and local disk under ./var/.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
-    parser.add_argument("--body-timeout", type=float, default=None, metavar="SECONDS",
-                        help="refuse an upload that sends no byte for this long "
-                        "(default: BLOBLEDGER_BODY_TIMEOUT, 60s)")
-    parser.add_argument("--allow-unauthenticated", action="store_true",
-                        help="bind a non-loopback address without BLOBLEDGER_API_TOKENS")
-    parser.set_defaults(handler=run)
 
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
@@ -53,10 +40,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-async def run(args: argparse.Namespace) -> int:
-    settings = from_env()
-    if not settings.api_tokens and not is_loopback(args.host) and not args.allow_unauthenticated:
-        return fail(f"refusing to serve on {args.host} without BLOBLEDGER_API_TOKENS "
+EXAMPLES = """\b
+Examples:
+  blobledger serve
+  BLOBLEDGER_API_TOKENS=t1:write blobledger serve --host 0.0.0.0 --port 8080
+"""
+
+
+@click.command(epilog=EXAMPLES)
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="port to bind")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="refuse an upload that sends no byte for this long "
+              "(default: BLOBLEDGER_BODY_TIMEOUT, 60s)")
+@click.option("--allow-unauthenticated", is_flag=True,
+              help="bind a non-loopback address without BLOBLEDGER_API_TOKENS")
+@run_async
+async def command(host: str, port: int, body_timeout: float | None,
+                  allow_unauthenticated: bool) -> int:
+    """Run the HTTP service (migrates the database first). Configured by the settings
+    (BLOBLEDGER_* variables, .env, --config); with none, SQLite and local disk under
+    ./var/."""
+    settings = current_settings()
+    if not settings.api_tokens and not is_loopback(host) and not allow_unauthenticated:
+        return fail(f"refusing to serve on {host} without BLOBLEDGER_API_TOKENS "
                     "(set tokens, bind 127.0.0.1, or pass --allow-unauthenticated)", 2)
     # the service's modules load only when it is started (the other commands stay quick)
     from blobledger.api.app import create_app
@@ -65,17 +73,17 @@ async def run(args: argparse.Namespace) -> int:
     ensure_descriptors(settings.max_connections)  # ConfigError (one line, exit 2) if short
 
     try:
-        sock = bind(args.host, args.port)
+        sock = bind(host, port)
     except OSError as exc:
-        return fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     with sock:
-        async with Ledger.from_env() as ledger:
+        async with Ledger.from_settings(settings) as ledger:
             app = create_app(ledger, settings, workers=background_workers(settings),
-                             body_timeout=args.body_timeout)
+                             body_timeout=body_timeout)
             port = sock.getsockname()[1]
-            print(f"blobledger: serving on http://{args.host}:{port} "
+            print(f"blobledger: serving on http://{host}:{port} "
                   f"(database {ledger.db.engine.url.render_as_string(hide_password=True)}, "
                   f"store {ledger.store.url})", flush=True)
             if not await serve(app, sock, settings):
-                return fail(f"the server on {args.host}:{port} did not start")
+                return fail(f"the server on {host}:{port} did not start")
     return 0

@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
 
+import click
+
+from blobledger.cli import run_async
 from blobledger.durations import parse_duration
 from blobledger.errors import ConfigError
 from blobledger.sweeper import Sweeper, SweepReport, sweep_forever
 
 from ._worker import worker_ledger
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "sweep", help="sweep stale uploads and delete released blobs",
-        description="Sweep pending intents older than BLOBLEDGER_SWEEP_AFTER and delete "
-        "blobs in `deleting` after BLOBLEDGER_DELETE_GRACE. Prints one JSON summary per run.")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--once", action="store_true", help="one run, then exit (the default)")
-    mode.add_argument("--interval", metavar="DURATION",
-                      help="run every DURATION (90, 30s, 5m) until interrupted")
-    parser.add_argument("--batch", type=int, default=256, metavar="N",
-                        help="rows claimed per batch (1-5000, default 256)")
-    parser.set_defaults(handler=run)
+EXAMPLES = """\b
+Examples:
+  blobledger sweep --once
+  blobledger sweep --interval 5m --batch 1000
+"""
 
 
-async def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.batch <= 5000:
-        raise ConfigError(f"--batch {args.batch}: use 1 to 5000")
-    interval = None if args.interval is None else parse_duration(args.interval,
-                                                                  what="--interval")
-    if interval is not None and interval <= 0:
+@click.command(epilog=EXAMPLES)
+@click.option("--once", is_flag=True, help="one run, then exit (the default)")
+@click.option("--interval", metavar="DURATION",
+              help="run every DURATION (90, 30s, 5m) until interrupted")
+@click.option("--batch", type=click.IntRange(1, 5000), default=256, show_default=True,
+              metavar="N", help="rows claimed per batch (1-5000)")
+@run_async
+async def command(once: bool, interval: str | None, batch: int) -> int:
+    """Sweep pending intents older than BLOBLEDGER_SWEEP_AFTER and delete blobs in
+    `deleting` after BLOBLEDGER_DELETE_GRACE. Prints one JSON summary per run."""
+    if once and interval is not None:
+        raise click.UsageError("--once and --interval exclude each other")
+    every = None if interval is None else parse_duration(interval, what="--interval")
+    if every is not None and every <= 0:
         raise ConfigError("--interval must be positive")
     async with worker_ledger() as ledger:
-        if interval is None:
-            report = await Sweeper(ledger, batch=args.batch).run_once()
+        if every is None:
+            report = await Sweeper(ledger, batch=batch).run_once()
             emit(report)
             if report.aborted:
                 print(f"blobledger: error: sweep stopped: {report.aborted}", file=sys.stderr)
@@ -46,8 +48,7 @@ async def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await sweep_forever(ledger, interval=interval, batch=args.batch, stop=stop,
-                            on_report=emit)
+        await sweep_forever(ledger, interval=every, batch=batch, stop=stop, on_report=emit)
         return 0
 
 

@@ -1,0 +1,51 @@
+"""``blobledger config``: the effective settings (environment over ``.env`` over ``--config``
+over the defaults), checked, with every secret masked."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from blobledger.cli import settings
+from blobledger.config import env_name
+
+
+@click.command(epilog="\b\nExamples:\n  blobledger config\n"
+               "  blobledger --config blobledger.toml config --json")
+@click.option("--json", "as_json", is_flag=True, help="print the settings as JSON")
+def command(as_json: bool) -> int:
+    """Print the effective settings, each with its environment variable; secrets (API
+    tokens, the client's token, passwords and account keys) are masked. Exit 2 with one
+    line per mistake when the configuration is wrong."""
+    data = settings().masked()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for name, value in flatten(data):
+        print(f"{env_name(name)}={format_value(value)}")
+    return 0
+
+
+def flatten(data: dict[str, Any], parent: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...],
+                                                                            Any]]:
+    rows: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and key in ("azure", "s3"):
+            rows.extend(flatten(value, (*parent, key)))
+        else:
+            rows.append(((*parent, key), value))
+    return rows
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
