@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from blobledger import failpoints
+from blobledger import failpoints, telemetry
 from blobledger.attachments import Attachment, StagedBlob
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
@@ -91,6 +91,22 @@ PAGE = 500
 #: a name known only after the bytes have streamed (see ``Ledger.create``)
 NameSource = Callable[[], Awaitable[str]]
 LOST = "the upload was abandoned: its intent was taken over while this attempt was paused"
+
+
+_STEPS = {
+    BlobKind.CREATE: {"begin_create": "C1", "upload": "C2", "confirm": "C2-C3",
+                      "tag_committed": "C3", "commit_create": "C4"},
+    BlobKind.REPLACE: {"begin_replace": "R1", "upload": "R2", "confirm": "R2-R3",
+                       "tag_committed": "R3", "commit_replace": "R4"},
+}
+
+
+def _step(name: str, intent: Intent) -> telemetry.SpanLike:
+    """The span of one protocol step of this intent (nothing when tracing is off)."""
+    if not telemetry.enabled():
+        return telemetry.OFF
+    return telemetry.span(name, step=_STEPS[intent.kind][name],
+                          document_id=intent.document_id, blob_name=intent.blob_name)
 
 
 class Ledger:
@@ -158,11 +174,16 @@ class Ledger:
     def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Ledger:
         """A ledger on the database and store these settings name. Their test hooks apply:
         ``clock_offset`` (a process that lives hours ahead of the database's clock) and
-        ``failpoints`` (armed for this process)."""
+        ``failpoints`` (armed for this process). With ``otel`` on, spans go to the
+        process's tracer provider, SQLAlchemy's under them."""
         if settings.failpoints:
             failpoints.configure(settings.failpoints)
-        return cls(Database(settings.database_url), open_store(settings.store_url, settings),
-                   settings, clock_offset=settings.clock_offset, migrate=migrate)
+        if settings.otel and not telemetry.enabled():
+            telemetry.enable()  # on the process's tracer provider
+        db = Database(settings.database_url)
+        telemetry.instrument_engine(db.engine)
+        return cls(db, open_store(settings.store_url, settings), settings,
+                   clock_offset=settings.clock_offset, migrate=migrate)
 
     async def connect(self) -> Ledger:
         """Reach the database (migrating it unless told not to) and prepare the store."""
@@ -227,7 +248,8 @@ class Ledger:
         md5: str | None = None,
         name_after_upload: NameSource | None = None,
     ) -> Document:
-        """Create a document; it becomes visible only once its bytes are committed.
+        """Create a document; it becomes visible only once its bytes are committed (the span
+        ``create``, parent of the steps' spans).
 
         ``name=None`` with ``name_after_upload``: the name is known only once the bytes have
         streamed (a form whose ``name`` field follows its file). The intent is then recorded
@@ -246,6 +268,17 @@ class Ledger:
         content_type = check_content_type(content_type)
         if idempotency_key is not None and not _KEY.match(idempotency_key):
             raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
+        with telemetry.span("create") as span:
+            doc = await self._create(name, data, content_type, idempotency_key, sha256, md5,
+                                     name_after_upload)
+            span.set("document_id", doc.id)
+            span.set("blob_name", doc.blob)
+            return doc
+
+    async def _create(
+        self, name: str | None, data: Data, content_type: str, idempotency_key: str | None,
+        sha256: str | None, md5: str | None, name_after_upload: NameSource | None,
+    ) -> Document:
         rename = name_after_upload if name is None else None
         intent: Intent | None = None
         if idempotency_key is not None:
@@ -283,7 +316,9 @@ class Ledger:
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline))
-        await self.transitions.begin_create(intent, placeholder or name or "", idempotency_key)
+        with _step("begin_create", intent):
+            await self.transitions.begin_create(intent, placeholder or name or "",
+                                                idempotency_key)
         await failpoints.hit("create.after_insert")
         return intent
 
@@ -292,16 +327,21 @@ class Ledger:
         resumed: bool, rename: NameSource | None = None,
     ) -> Document:
         try:
-            digests = await self.upload(intent, data, sha256, md5, resumed=resumed)  # C2
+            with _step("upload", intent):
+                digests = await self.upload(intent, data, sha256, md5, resumed=resumed)  # C2
             await failpoints.hit("create.after_upload")
-            await self.confirm(intent, check_document_name(await rename()) if rename else None)
+            with _step("confirm", intent):
+                await self.confirm(intent,
+                                   check_document_name(await rename()) if rename else None)
             await failpoints.hit("create.after_confirm")
-            await self.tag_committed(intent)  # C3
+            with _step("tag_committed", intent):
+                await self.tag_committed(intent)  # C3
             await failpoints.hit("create.after_tag")
         except BaseException as exc:
             await self._fail(intent, exc)
             raise
-        doc = await self.commit_create(intent, digests)  # C4
+        with _step("commit_create", intent):
+            doc = await self.commit_create(intent, digests)  # C4
         await failpoints.hit("create.after_commit")
         return doc
 
@@ -354,21 +394,28 @@ class Ledger:
         md5: str | None = None,
     ) -> Document:
         """Point the document at new bytes if its version is still ``expected_version``;
-        returns the document as this replace wrote it."""
-        intent = await self.begin_replace(doc_id, expected_version, content_type)
-        try:
-            digests = await self.upload(intent, data, sha256, md5)  # R2
-            await failpoints.hit("replace.after_upload")
-            await self.confirm(intent)
-            await failpoints.hit("replace.after_confirm")
-            await self.tag_committed(intent)  # R3
-            await failpoints.hit("replace.after_tag")
-        except BaseException as exc:
-            await self._fail(intent, exc)
-            raise
-        doc = await self.commit_replace(intent, digests)  # R4
-        await failpoints.hit("replace.after_commit")
-        return doc
+        returns the document as this replace wrote it (the span ``replace``, parent of the
+        steps' spans)."""
+        with telemetry.span("replace", document_id=doc_id) as span:
+            intent = await self.begin_replace(doc_id, expected_version, content_type)
+            span.set("blob_name", intent.blob_name)
+            try:
+                with _step("upload", intent):
+                    digests = await self.upload(intent, data, sha256, md5)  # R2
+                await failpoints.hit("replace.after_upload")
+                with _step("confirm", intent):
+                    await self.confirm(intent)
+                await failpoints.hit("replace.after_confirm")
+                with _step("tag_committed", intent):
+                    await self.tag_committed(intent)  # R3
+                await failpoints.hit("replace.after_tag")
+            except BaseException as exc:
+                await self._fail(intent, exc)
+                raise
+            with _step("commit_replace", intent):
+                doc = await self.commit_replace(intent, digests)  # R4
+            await failpoints.hit("replace.after_commit")
+            return doc
 
     async def begin_replace(
         self, doc_id: str, expected_version: int, content_type: str | None = None
@@ -387,7 +434,8 @@ class Ledger:
             content_type=check_content_type(content_type or doc.content_type),
             expected_version=expected_version, old_blob=doc.blob_name,
             deadline=_deadline(self.settings.upload_deadline))
-        await self.transitions.begin_replace(intent)
+        with _step("begin_replace", intent):
+            await self.transitions.begin_replace(intent)
         await failpoints.hit("replace.after_insert")
         return intent
 

@@ -32,7 +32,7 @@ from datetime import datetime
 
 from sqlalchemy import exists, select
 
-from blobledger import metrics
+from blobledger import metrics, telemetry
 from blobledger.aio import prefetch
 from blobledger.config import minimum_sweep_after
 from blobledger.durations import format_duration
@@ -332,9 +332,11 @@ async def _rows(ledger: Ledger, prefix: str) -> AsyncIterator[_Row]:
     after: str | None = None
     while True:
         query = base if after is None else base.where(column > after)
-        async with ledger.db.session() as session:
-            page = [_Row(name, state, changed, bool(is_ready))
-                    for name, state, changed, is_ready in (await session.execute(query)).all()]
+        with telemetry.span("reconcile.page", after=after) as span:
+            async with ledger.db.session() as session:
+                page = [_Row(name, state, changed, bool(is_ready)) for name, state, changed,
+                        is_ready in (await session.execute(query)).all()]
+            span.set("rows", len(page))
         for row in page:
             yield row
         if len(page) < PAGE:

@@ -49,7 +49,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from blobledger import failpoints, metrics
+from blobledger import failpoints, metrics, telemetry
 from blobledger.errors import (
     BlobLedgerError,
     BlobNotFound,
@@ -83,6 +83,9 @@ PARALLEL = 4
 #: storage calls in flight at once for the per-blob steps (tags, stat)
 CONCURRENCY = 16
 T = TypeVar("T")
+
+#: the span (and log event) of one batch of each state
+SPANS = {BlobState.PENDING: "sweep.batch", BlobState.DELETING: "deletion.batch"}
 
 
 @dataclass
@@ -220,7 +223,8 @@ class Sweeper:
                 report.batches += 1
                 report.claimed += len(claim.rows)
                 try:
-                    await work(claim, report)
+                    with telemetry.span(SPANS[state], rows=len(claim.rows)):
+                        await work(claim, report)
                 except StoreUnavailable as exc:
                     report.errors += 1
                     report.aborted = str(exc)

@@ -1,0 +1,116 @@
+"""The spans of a create and a replace, through the SDK's in-memory exporter: one span per
+protocol step, under the operation's, with SQLAlchemy's statements underneath."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from blobledger import Ledger, telemetry
+from blobledger.db import Database
+from blobledger.stores.local import LocalStore
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.enable(provider)
+    yield exporter
+    telemetry.disable()
+
+
+def tree(finished: tuple[ReadableSpan, ...], root: str) -> dict[str, Any]:
+    """The root span named ``root`` and, under it, its children's names in start order."""
+    top = next(s for s in finished if s.name == root and s.parent is None)
+    assert top.context is not None
+
+    def children(span_id: int, scope: str) -> list[ReadableSpan]:
+        found = [s for s in finished if s.parent is not None and s.parent.span_id == span_id
+                 and s.instrumentation_scope is not None
+                 and s.instrumentation_scope.name == scope]
+        return sorted(found, key=lambda s: s.start_time or 0)
+
+    steps = children(top.context.span_id, "blobledger")
+    return {"root": top, "steps": steps,
+            "sql": {s.name: len(children(s.context.span_id,
+                                         "opentelemetry.instrumentation.sqlalchemy"))
+                    for s in steps if s.context is not None}}
+
+
+async def test_the_span_tree_of_a_create_and_a_replace(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path}/spans.db")
+    telemetry.instrument_engine(db.engine)
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs"))) as ledger:
+        spans.clear()
+        doc = await ledger.create("traced.txt", b"first bytes")
+        created = tree(spans.get_finished_spans(), "create")
+        root = created["root"]
+        assert root.attributes["blobledger.document_id"] == doc.id
+        assert root.attributes["blobledger.blob_name"] == doc.blob
+        assert root.attributes["blobledger.outcome"] == "ok"
+        steps = created["steps"]
+        assert [(s.name, s.attributes["blobledger.step"]) for s in steps] == [
+            ("begin_create", "C1"), ("upload", "C2"), ("confirm", "C2-C3"),
+            ("tag_committed", "C3"), ("commit_create", "C4")]
+        for step in steps:
+            assert step.attributes["blobledger.document_id"] == doc.id
+            assert step.attributes["blobledger.blob_name"] == doc.blob
+            assert step.attributes["blobledger.outcome"] == "ok"
+        # the database steps have SQLAlchemy's statements under them; the store's none
+        assert created["sql"]["begin_create"] >= 1 and created["sql"]["commit_create"] >= 1
+        assert created["sql"]["upload"] == 0 and created["sql"]["tag_committed"] == 0
+
+        spans.clear()
+        new = await ledger.replace(doc.id, b"second bytes", expected_version=1)
+        replaced = tree(spans.get_finished_spans(), "replace")
+        assert replaced["root"].attributes["blobledger.document_id"] == doc.id
+        assert replaced["root"].attributes["blobledger.blob_name"] == new.blob
+        assert [(s.name, s.attributes["blobledger.step"]) for s in replaced["steps"]] == [
+            ("begin_replace", "R1"), ("upload", "R2"), ("confirm", "R2-R3"),
+            ("tag_committed", "R3"), ("commit_replace", "R4")]
+        assert {s.attributes["blobledger.blob_name"] for s in replaced["steps"]} == {new.blob}
+
+        spans.clear()
+        from blobledger.errors import PreconditionFailed
+
+        with pytest.raises(PreconditionFailed):
+            await ledger.replace(doc.id, b"stale", expected_version=1)
+        failed = tree(spans.get_finished_spans(), "replace")
+        assert failed["root"].attributes["blobledger.outcome"] == "PreconditionFailed"
+        assert failed["steps"] == []  # refused early in R1, before its row was written
+
+
+async def test_sweep_batches_have_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    from blobledger.config import Settings
+    from blobledger.sweeper import Sweeper
+
+    settings = Settings(upload_deadline=60, sweep_after=120, delete_grace=0)
+    db = Database(f"sqlite:///{tmp_path}/sweep.db")
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")), settings) as ledger:
+        doc = await ledger.create("gone.txt", b"x")
+        await ledger.delete(doc.id)
+        spans.clear()
+        await Sweeper(ledger).run_once()
+    names = [s.name for s in spans.get_finished_spans()]
+    assert "deletion.batch" in names
+
+
+def test_off_is_one_shared_object_and_no_import() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from blobledger import Ledger, telemetry; "
+            "assert telemetry.span('upload') is telemetry.OFF; "
+            "print(any(m.startswith('opentelemetry') for m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "False"
