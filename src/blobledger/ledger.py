@@ -181,7 +181,8 @@ class Ledger:
         if settings.otel and not telemetry.enabled():
             telemetry.enable()  # on the process's tracer provider
         db = Database(settings.database_url)
-        telemetry.instrument_engine(db.engine)
+        if settings.otel:
+            telemetry.instrument_engine(db.engine)
         return cls(db, open_store(settings.store_url, settings), settings,
                    clock_offset=settings.clock_offset, migrate=migrate)
 

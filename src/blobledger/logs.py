@@ -52,3 +52,7 @@ def setup_logging(level: str = "WARNING", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.WARNING))
+    if log_format == "json" and root.level <= logging.INFO:
+        from blobledger import telemetry
+
+        telemetry.log_events(True)

@@ -25,6 +25,9 @@ Attributes: ``blobledger.step`` (C1 ...), ``blobledger.document_id``,
 class name, or a step's own word such as ``lost``). The same names are the ``event`` of the
 JSON log lines and the labels of the metrics.
 
+With :func:`log_events` on (``--log-format json`` at ``--log-level info`` or lower), each
+finished step is also one log record whose ``event`` is the span's name.
+
 Off (the default), :func:`span` returns one shared object whose methods do nothing, and
 ``opentelemetry`` is never imported. :func:`enable` (called when the ``otel`` setting is on,
 or by an application that configured its own tracer provider) turns spans on, and
@@ -33,12 +36,17 @@ or by an application that configured its own tracer provider) turns spans on, an
 
 from __future__ import annotations
 
+import logging
+import time
 from types import TracebackType
 from typing import Any
 
 PREFIX = "blobledger."
 _tracer: Any = None
 _provider: Any = None
+#: log one record per finished step on ``blobledger.events`` (``--log-format json``)
+_events = False
+events_log = logging.getLogger("blobledger.events")
 
 
 class _Off:
@@ -68,7 +76,7 @@ SpanLike = _Off
 class Span(_Off):
     """A live span: started on enter, ended on exit with its outcome."""
 
-    __slots__ = ("_attributes", "_manager", "_name", "_outcome", "_span")
+    __slots__ = ("_attributes", "_manager", "_name", "_outcome", "_span", "_started")
 
     def __init__(self, name: str, attributes: dict[str, Any]) -> None:
         self._name = name
@@ -76,23 +84,34 @@ class Span(_Off):
         self._outcome: str | None = None
         self._manager: Any = None
         self._span: Any = None
+        self._started = 0.0
 
     def __enter__(self) -> Span:
-        self._manager = _tracer.start_as_current_span(
-            self._name, attributes=self._attributes, record_exception=True,
-            set_status_on_exception=True)
-        self._span = self._manager.__enter__()
+        self._started = time.perf_counter()
+        if _tracer is not None:
+            self._manager = _tracer.start_as_current_span(
+                self._name, attributes=self._attributes, record_exception=True,
+                set_status_on_exception=True)
+            self._span = self._manager.__enter__()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         outcome = self._outcome or ("ok" if exc is None else type(exc).__name__)
-        self._span.set_attribute(PREFIX + "outcome", outcome)
-        self._manager.__exit__(kind, exc, tb)
+        if self._span is not None:
+            self._span.set_attribute(PREFIX + "outcome", outcome)
+            self._manager.__exit__(kind, exc, tb)
+        if _events:
+            fields = {**self._attributes, PREFIX + "outcome": outcome,
+                      "duration_ms": round((time.perf_counter() - self._started) * 1000, 3)}
+            events_log.info("%s %s", self._name, outcome, extra={"event": self._name,
+                                                                 **fields})
 
     def set(self, key: str, value: str | int | float | bool | None) -> None:
         if value is not None:
-            self._span.set_attribute(PREFIX + key, value)
+            self._attributes[PREFIX + key] = value
+            if self._span is not None:
+                self._span.set_attribute(PREFIX + key, value)
 
     def outcome(self, value: str) -> None:
         self._outcome = value
@@ -102,7 +121,7 @@ def span(name: str, *, step: str | None = None, document_id: str | None = None,
          blob_name: str | None = None, **attributes: str | int | float | bool | None
          ) -> _Off:
     """The span of one step (``with telemetry.span("upload", step="C2", ...) as s:``)."""
-    if _tracer is None:
+    if _tracer is None and not _events:
         return OFF
     values = {PREFIX + key: value for key, value in (
         ("step", step), ("document_id", document_id), ("blob_name", blob_name),
@@ -111,7 +130,15 @@ def span(name: str, *, step: str | None = None, document_id: str | None = None,
 
 
 def enabled() -> bool:
-    return _tracer is not None
+    """Spans or step events are on."""
+    return _tracer is not None or _events
+
+
+def log_events(on: bool = True) -> None:
+    """Log one record per finished step (name, attributes, outcome, duration) on
+    ``blobledger.events`` at INFO: the JSON log lines of ``--log-format json``."""
+    global _events
+    _events = on
 
 
 def enable(tracer_provider: Any = None) -> None:

@@ -4,6 +4,7 @@ display as something else, and an unreachable database (exit 3)."""
 from __future__ import annotations
 
 import os
+import pty
 import sqlite3
 import stat
 import subprocess
@@ -124,6 +125,29 @@ def test_ls_escapes_names_that_display_as_something_else(server: Served) -> None
     out = done.stdout.decode()
     assert "invoice\\u202etxt.exe" in out and "\u202e" not in out
     assert display_name("a\u200bb\u2028c") == "a\\u200bb\\u2028c"
+
+    # on a terminal: a rich table, the name still escaped and never taken as markup
+    controller, terminal = pty.openpty()
+    try:
+        shown = subprocess.run(
+            blobledger_command("ls"), stdout=terminal, stderr=subprocess.PIPE, timeout=60,
+            env=clean_env(BLOBLEDGER_URL=server.url, TERM="xterm-256color", COLUMNS="160"))
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+    assert shown.returncode == 0, shown.stderr
+    text = drawn.decode()
+    assert "invoice\\u202etxt.exe" in text and "\u202e" not in text
+    assert "┃" in text or "│" in text  # drawn as a table
 
 
 def test_an_unreachable_database_exits_3(tmp_path: Path) -> None:
