@@ -25,7 +25,7 @@ is re-read on its own before it is reported, so a write that raced the scan is n
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -128,9 +128,12 @@ class _Row:
     owner_column: str | None = None
 
 
-async def check(ledger: Ledger, *, settled: bool = False) -> InvariantReport:
-    """Check the invariants on the ledger's database and store, streaming both."""
+async def check(ledger: Ledger, *, settled: bool = False,
+                on_progress: Callable[[int, int], None] | None = None) -> InvariantReport:
+    """Check the invariants on the ledger's database and store, streaming both;
+    ``on_progress(rows, blobs)`` is told the counts scanned every :data:`PAGE` steps."""
     report = InvariantReport(settled=settled)
+    steps = 0
     now = ledger.clock()
     prefix = ledger.settings.blob_prefix + "/"
     stale_pending = now - timedelta(seconds=ledger.settings.sweep_after)
@@ -141,6 +144,9 @@ async def check(ledger: Ledger, *, settled: bool = False) -> InvariantReport:
     blob = await anext(stored, None)
     row = await anext(rows, None)
     while blob is not None or row is not None:
+        steps += 1
+        if on_progress is not None and steps % PAGE == 0:
+            on_progress(sum(report.blob_rows.values()), report.stored_blobs)
         if row is None or (blob is not None and blob.name < row.name):
             assert blob is not None
             report.stored_blobs += 1
@@ -155,6 +161,8 @@ async def check(ledger: Ledger, *, settled: bool = False) -> InvariantReport:
         else:
             await _row(ledger, report, row, None, stale_pending, stale_deleting)
         row = await anext(rows, None)
+    if on_progress is not None:
+        on_progress(sum(report.blob_rows.values()), report.stored_blobs)
 
     await _documents(ledger, report)
     async for _ in ledger.store.list_uncommitted(prefix):

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 
 from blobledger import metrics, telemetry
 from blobledger.aio import prefetch
@@ -124,8 +124,10 @@ class _Merge:
     def __init__(
         self, ledger: Ledger, *, fix: bool, older_than: float,
         on_finding: Callable[[Finding], None] | None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.on_progress = on_progress
         self.fix = fix
         self.older_than = older_than
         self.on_finding = on_finding
@@ -159,7 +161,11 @@ class _Merge:
         blobs = prefetch(self.ledger.store.list(prefix, tags=True, checksums=False), AHEAD)
         row = await anext(rows, None)
         blob = await anext(blobs, None)
+        steps = 0
         while row is not None or blob is not None:
+            steps += 1
+            if self.on_progress is not None and steps % PAGE == 0:
+                self.on_progress(self.report.rows, self.report.blobs)
             if blob is not None and (row is None or blob.name < row.name):
                 self.report.blobs += 1
                 await self.orphan(blob)
@@ -174,6 +180,8 @@ class _Merge:
                 self.report.rows += 1
                 self.compare(row, blob)
                 row, blob = await anext(rows, None), await anext(blobs, None)
+        if self.on_progress is not None:
+            self.on_progress(self.report.rows, self.report.blobs)
         if blocks:
             await self.uncommitted(prefix)
         return self.report
@@ -295,11 +303,13 @@ async def reconcile(
     prefix: str | None = None,
     on_finding: Callable[[Finding], None] | None = None,
     blocks: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReconcileReport:
     """Compare the store with the ``blobs`` table under the blob prefix; see the module doc.
 
     ``blocks=False`` skips the uncommitted-blocks check (on Azure the store reads one block
     list per listed blob for it, which costs far more than the merge itself).
+    ``on_progress(rows, blobs)`` is told the counts scanned every :data:`PAGE` steps.
 
     ``older_than`` (seconds) is the age an orphan must pass before ``fix`` deletes it; it
     may not be shorter than the upload deadline (an upload in flight is not an orphan).
@@ -311,7 +321,8 @@ async def reconcile(
             f"({format_duration(deadline)}); use at least "
             f"{format_duration(minimum_sweep_after(deadline))}")
     started = time.perf_counter()
-    merge = _Merge(ledger, fix=fix, older_than=older_than, on_finding=on_finding)
+    merge = _Merge(ledger, fix=fix, older_than=older_than, on_finding=on_finding,
+                   on_progress=on_progress)
     report = await merge.run(ledger.settings.blob_prefix + "/" if prefix is None else prefix,
                              blocks=blocks)
     report.seconds = time.perf_counter() - started
@@ -356,3 +367,12 @@ async def _row_state(ledger: Ledger, name: str) -> tuple[str, bool] | None:
         found = (await session.execute(
             select(BlobRow.state, ready).where(BlobRow.name == name))).first()
     return None if found is None else (str(found[0]), bool(found[1]))
+
+
+async def count_rows(ledger: Ledger, prefix: str) -> int:
+    """How many blob rows lie under ``prefix`` (the total a progress bar counts towards)."""
+    query = select(func.count()).select_from(BlobRow)
+    if prefix:
+        query = query.where(BlobRow.name.startswith(prefix, autoescape=True))
+    async with ledger.db.session() as session:
+        return int(await session.scalar(query) or 0)

@@ -125,3 +125,40 @@ async def test_lifecycle_policy_bad_input(ledger: Ledger, args: list[str]) -> No
     result = cli(ledger, "lifecycle-policy", "--container", "docs", *args)
     one_error_line(result)
     assert result.stdout == ""
+
+
+def on_a_terminal(ledger: Ledger, *args: str) -> tuple[int, str]:
+    """Run a command with stderr on a pseudo-terminal; its exit code and what it drew."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run([BLOBLEDGER, *args], stdout=subprocess.PIPE, stderr=terminal,
+                              env=env_for(ledger, TERM="xterm-256color", COLUMNS="120"),
+                              timeout=60, check=False)
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(controller)
+    return done.returncode, drawn.decode("utf-8", errors="replace")
+
+
+async def test_reconcile_and_check_draw_progress_on_a_terminal(ledger: Ledger) -> None:
+    for i in range(3):
+        await ledger.create(f"p{i}.txt", b"x")
+    code, drawn = on_a_terminal(ledger, "reconcile")
+    assert code == 0, drawn
+    assert "reconcile (3 blobs)" in drawn and "3/3" in drawn and "100%" in drawn, drawn
+    code, drawn = on_a_terminal(ledger, "check")
+    assert code == 0, drawn
+    assert "check (3 blobs)" in drawn and "3/3" in drawn, drawn
+    # not a terminal: no bar at all
+    assert cli(ledger, "reconcile").stderr == ""

@@ -83,6 +83,12 @@ class Progress:
             fields["rate"] = f"{speed:,.0f} {self.unit}/s" if speed else ""
         self._bar.update(self._task, completed=self.done, **fields)
 
+    def scanned(self, rows: int, blobs: int) -> None:
+        """For a scan (``reconcile``, ``check``): rows done of the total, blobs seen."""
+        self.add(rows - self.done)
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{self.label} ({blobs:,} blobs)")
+
     def finish(self) -> None:
         if self._bar is not None:
             if self.total is None:

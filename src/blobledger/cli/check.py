@@ -12,9 +12,10 @@ import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import EXIT_USAGE, fail, run_async, settings
-from blobledger.cli._output import is_terminal, table
+from blobledger.cli._output import Progress, is_terminal, table
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
+from blobledger.reconciler import count_rows
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger check\n  blobledger check --settled --json")
@@ -30,7 +31,13 @@ async def command(as_json: bool, settled: bool) -> int:
     database or the store unreachable."""
     try:
         async with Ledger.from_settings(settings(), migrate=False) as ledger:
-            report = await check(ledger, settled=settled)
+            progress = Progress("check", None, unit="rows")
+            if progress.enabled:  # a bar on a terminal: rows scanned of the total
+                progress.total = await count_rows(ledger, ledger.settings.blob_prefix + "/")
+            try:
+                report = await check(ledger, settled=settled, on_progress=progress.scanned)
+            finally:
+                progress.finish()
     except SQLAlchemyError as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return fail(f"database error (is it migrated? run blobledger migrate): {reason[:200]}",

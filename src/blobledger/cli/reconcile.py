@@ -11,8 +11,9 @@ import json
 import click
 
 from blobledger.cli import run_async
+from blobledger.cli._output import Progress
 from blobledger.durations import format_duration, parse_duration
-from blobledger.reconciler import Finding, reconcile
+from blobledger.reconciler import Finding, count_rows, reconcile
 
 from ._worker import worker_ledger
 
@@ -55,7 +56,15 @@ async def command(as_json: bool, fix: bool, older_than: str | None, no_blocks: b
             print(f"{finding.category:<13} {finding.name}: {finding.detail}{age}{fixed}",
                   flush=True)
 
-        report = await reconcile(ledger, fix=fix, older_than=cutoff, prefix=prefix,
-                                 on_finding=show, blocks=not no_blocks)
+        scope = ledger.settings.blob_prefix + "/" if prefix is None else prefix
+        progress = Progress("reconcile", None, unit="rows")
+        if progress.enabled:  # a bar on a terminal: rows scanned of the total, blobs seen
+            progress.total = await count_rows(ledger, scope)
+        try:
+            report = await reconcile(ledger, fix=fix, older_than=cutoff, prefix=scope,
+                                     on_finding=show, blocks=not no_blocks,
+                                     on_progress=progress.scanned)
+        finally:
+            progress.finish()
         print(report.to_log(), flush=True)
         return report.exit_code
