@@ -171,3 +171,14 @@ def test_settings_are_frozen_and_with_checks_again() -> None:
     assert settings.with_(upload_deadline=60, sweep_after=120).sweep_after == 120
     with pytest.raises(ConfigError, match="must exceed"):
         settings.with_(upload_deadline=7200)
+
+
+def test_the_settings_object_is_the_only_reader_of_the_environment() -> None:
+    import re
+
+    src = Path(__file__).resolve().parents[1] / "src" / "blobledger"
+    readers = re.compile(r"os\.environ|os\.getenv|environ\.get|getenv\(")
+    found = sorted(str(path.relative_to(src)) for path in src.rglob("*.py")
+                   if readers.search(path.read_text()))
+    # protocol.py hands its whole environment to a child process, settings written over it
+    assert found == ["config.py", "experiments/protocol.py"], found

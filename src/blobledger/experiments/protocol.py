@@ -41,6 +41,8 @@ async def _counts(ledger: Ledger, ctx: Context) -> dict[str, int]:
 
 async def _crash_create(ctx: Context, settings: Settings) -> int:
     """Run a create in a child process that dies (SIGKILL) right after its upload."""
+    # the child inherits this process's environment (PATH, the SDKs' own variables) with the
+    # settings under test written over it; the child reads them through its settings object
     env = dict(os.environ)
     env.update({
         "BLOBLEDGER_FAILPOINTS": "create.after_upload=kill",
