@@ -83,3 +83,11 @@ def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False, cwd=tmp_path)
     assert done.stderr.strip() == "['blobledger.cli.config']", done.stderr
+
+
+def test_reports_escape_hidden_characters() -> None:
+    from blobledger.cli._output import display_name, plain
+
+    assert plain("orphan  invoice\u202etxt.exe: no row\nC:\\x") == (
+        "orphan  invoice\\u202etxt.exe: no row\nC:\\x")
+    assert display_name("a\\b\u200b") == "a\\u005cb\\u200b"

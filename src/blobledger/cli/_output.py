@@ -26,6 +26,17 @@ def display_name(name: str) -> str:
         for c in name)
 
 
+def plain(text: str) -> str:
+    """A report's plain text with hidden and direction-changing characters escaped in every
+    line (backslashes kept: the report's own text may hold them)."""
+    return "\n".join("".join(_escape(c) if unicodedata.category(c) in _HIDDEN else c
+                              for c in line) for line in text.split("\n"))
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+
+
 def is_terminal(stream: IO[str]) -> bool:
     try:
         return stream.isatty()

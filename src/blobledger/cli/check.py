@@ -12,7 +12,7 @@ import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import EXIT_USAGE, fail, run_async, settings
-from blobledger.cli._output import Progress, is_terminal, table
+from blobledger.cli._output import Progress, is_terminal, plain, table
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 from blobledger.reconciler import count_rows
@@ -53,5 +53,5 @@ async def command(as_json: bool, settled: bool) -> int:
         else:
             print("no violations")
     else:
-        print(report.render())
+        print(plain(report.render()))
     return 0 if report.ok else 1

@@ -10,7 +10,7 @@ import sys
 import click
 
 from blobledger.cli import fail, run_async, settings
-from blobledger.cli._output import is_terminal, table
+from blobledger.cli._output import is_terminal, plain, table
 from blobledger.doctor import run_doctor
 
 
@@ -29,7 +29,7 @@ async def command(as_json: bool) -> int:
               [[c.name, "yes" if c.must else "no", c.status.upper(), c.detail]
                for c in report.checks])
     else:
-        print(report.render(), end="")
+        print(plain(report.render()), end="")
     if report.failed:
         return fail(f"must-have checks failed: {report.summary()}")
     return 0

@@ -10,7 +10,7 @@ import sys
 import click
 
 from blobledger.cli import fail, run_async, settings
-from blobledger.cli._output import is_terminal, table
+from blobledger.cli._output import is_terminal, plain, table
 from blobledger.experiments import LETTERS, render_json, render_text, run_experiments
 
 
@@ -31,7 +31,7 @@ async def command(as_json: bool, only: tuple[str, ...]) -> int:
               [[r.letter, r.title, "error: " + r.error if r.error else "ok",
                 "\n".join(r.lines)] for r in results])
     else:
-        print(render_text(results), end="")
+        print(plain(render_text(results)), end="")
     failed = [f"{r.letter} ({r.error})" for r in results if r.error]
     if failed:
         return fail("experiments failed: " + "; ".join(failed))

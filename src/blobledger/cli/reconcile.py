@@ -11,7 +11,7 @@ import json
 import click
 
 from blobledger.cli import run_async
-from blobledger.cli._output import Progress
+from blobledger.cli._output import Progress, display_name, plain
 from blobledger.durations import format_duration, parse_duration
 from blobledger.reconciler import Finding, count_rows, reconcile
 
@@ -53,8 +53,8 @@ async def command(as_json: bool, fix: bool, older_than: str | None, no_blocks: b
             age = ("" if finding.age_seconds is None
                    else f" (age {format_duration(round(max(finding.age_seconds, 0)))})")
             fixed = " [deleted]" if finding.fixed else ""
-            print(f"{finding.category:<13} {finding.name}: {finding.detail}{age}{fixed}",
-                  flush=True)
+            print(plain(f"{finding.category:<13} {display_name(finding.name)}: "
+                        f"{finding.detail}{age}{fixed}"), flush=True)
 
         scope = ledger.settings.blob_prefix + "/" if prefix is None else prefix
         progress = Progress("reconcile", None, unit="rows")
