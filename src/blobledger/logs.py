@@ -5,7 +5,8 @@ A JSON line carries ``time``, ``level``, ``logger``, ``event`` and ``message``, 
 field the record was given with ``extra=`` (``blobledger.document_id``,
 ``blobledger.blob_name``, ``blobledger.outcome``, ...). ``event`` is the name the same step
 has as a span and in the metrics (``begin_create``, ``sweep.batch``, ``reconcile.page``);
-records logged without one use their message.
+records logged without one use their message. A message that is itself a JSON object (the
+sweeper's and the reconciler's run summaries) is merged into the line, not quoted.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ class JsonFormatter(logging.Formatter):
             "event": getattr(record, "event", None) or message,
             "message": message,
         }
+        if message.startswith("{"):  # a summary already in JSON (sweep, reconcile): merged
+            try:
+                summary = json.loads(message)
+            except ValueError:
+                summary = None
+            if isinstance(summary, dict):
+                line.update(summary)
+                line["message"] = str(summary.get("event", ""))
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in line:
                 line[key] = value if isinstance(value, str | int | float | bool | None) \

@@ -54,3 +54,11 @@ def test_the_formatter_keeps_extra_fields_and_one_line() -> None:
     assert "\n" not in line
     parsed = json.loads(line)
     assert (parsed["event"], parsed["rows"], parsed["level"]) == ("sweep.batch", 3, "warning")
+
+
+def test_a_json_summary_is_merged_not_quoted() -> None:
+    record = logging.LogRecord("blobledger.sweeper", logging.INFO, __file__, 1, "%s",
+                               ('{"event": "sweep", "swept": 2}',), None)
+    parsed = json.loads(JsonFormatter().format(record))
+    assert (parsed["event"], parsed["swept"], parsed["logger"]) == (
+        "sweep", 2, "blobledger.sweeper")
