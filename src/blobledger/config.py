@@ -40,6 +40,7 @@ an upload still running when the sweeper judges its row stale would race the swe
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -415,4 +416,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
 
 def default_var_dir() -> Path:
     return Path("./var")
+
+
+def table_layout(name: str) -> str:
+    """The raw value of a table-layout variable (``BLOBLEDGER_TABLE_PREFIX``,
+    ``BLOBLEDGER_DB_SCHEMA``), for :mod:`blobledger.models`, which reads it once at import,
+    before any settings object exists: every prebuilt statement names the tables. A
+    settings object then states what a ledger expects (``table_prefix``, ``db_schema``)."""
+    return os.environ.get(name, "").strip()
 

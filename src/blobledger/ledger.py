@@ -41,6 +41,7 @@ from blobledger.errors import (
     BlobLedgerError,
     BlobNotFound,
     ConditionNotMet,
+    ConfigError,
     Digests,
     IdempotencyConflict,
     IdempotencyInProgress,

@@ -13,7 +13,6 @@ edges with :func:`as_utc`. Nothing here talks to storage.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,6 +20,7 @@ from enum import StrEnum
 from sqlalchemy import BigInteger, DateTime, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from blobledger.config import table_layout
 from blobledger.errors import ConfigError
 
 TABLE_PREFIX_ENV = "BLOBLEDGER_TABLE_PREFIX"
@@ -29,7 +29,7 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,30}$")
 
 
 def _layout(name: str, allow_empty: bool) -> str:
-    value = os.environ.get(name, "").strip()
+    value = table_layout(name)
     if value == "" and allow_empty:
         return value
     if not _IDENTIFIER.match(value):

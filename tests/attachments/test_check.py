@@ -27,7 +27,8 @@ def test_cli_check_reports_attachments(tmp_path: Path) -> None:
             env=env, capture_output=True, text=True, timeout=60, check=False)
         return done.returncode, json.loads(done.stdout)
 
-    with BlockingLedger.from_urls(url, store, settings=Settings(url, store)) as ledger:
+    settings = Settings(database_url=url, store_url=store)
+    with BlockingLedger.from_urls(url, store, settings=settings) as ledger:
         engine = app_engine(url)
         staged = ledger.stage(b"%PDF checked", filename="c.pdf")
         with Session(engine) as session, session.begin():

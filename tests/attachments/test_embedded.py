@@ -32,7 +32,8 @@ async def test_on_the_applications_engine(kind: str, tmp_path: Path) -> None:
             await conn.execute(text("INSERT INTO alembic_version VALUES ('app_0007')"))
             await conn.run_sync(Invoice.metadata.create_all)
         store = f"file://{tmp_path / 'blobs'}"
-        settings = Settings(database_url=url, store_url=store)
+        settings = Settings(database_url=url,
+store_url=store)
         async with Ledger.from_engine(engine, store, settings=settings) as ledger:
             staged = await ledger.stage(b"embedded", filename="e.pdf")
             sessions = async_sessionmaker(engine)
@@ -72,7 +73,8 @@ async def test_upgrade_from_0003(kind: str, tmp_path: Path) -> None:
         assert {"owner_table", "owner_key", "owner_column", "filename"} <= set(columns)
         assert tuple(old) == ("d1", None)
         store = f"file://{tmp_path / 'blobs'}"
-        async with Ledger.from_urls(url, store, settings=Settings(url, store)) as ledger:
+        settings = Settings(database_url=url, store_url=store)
+        async with Ledger.from_urls(url, store, settings=settings) as ledger:
             staged = await ledger.stage(b"after the upgrade")
             assert (await states(ledger))[staged.name] == BlobState.PENDING
     finally:
@@ -83,6 +85,7 @@ async def test_upgrade_from_0003(kind: str, tmp_path: Path) -> None:
 def test_a_layout_set_after_the_import_is_refused(tmp_path: Path) -> None:
     url, store = f"sqlite:///{tmp_path / 'x.db'}", f"file://{tmp_path / 'blobs'}"
     with pytest.raises(ConfigError, match="BLOBLEDGER_TABLE_PREFIX"):
-        Ledger.from_urls(url, store, settings=Settings(url, store, table_prefix="late_"))
-    assert Ledger.from_urls(url, store, settings=Settings(url, store, table_prefix="")) \
-        .settings.table_prefix == ""
+        Ledger.from_urls(url, store, settings=Settings(
+            database_url=url, store_url=store, table_prefix="late_"))
+    plain = Settings(database_url=url, store_url=store, table_prefix="")
+    assert Ledger.from_urls(url, store, settings=plain).settings.table_prefix == ""
