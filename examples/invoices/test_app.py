@@ -19,6 +19,7 @@ __all__ = ["azurite"]  # the session's Azurite, shared with the main suite
 from blobledger.config import Settings
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
+from blobledger.stores.azure.settings import AzureSettings
 from blobledger.sweeper import Sweeper
 from examples.invoices.app import create_app
 
@@ -35,8 +36,9 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[F
                         upload_deadline=60, sweep_after=180, delete_grace=0)
     if store == "azure":
         azurite: Azurite = request.getfixturevalue("azurite")
-        settings = settings.with_(store_url=f"azure://{new_container()}",
-                                  azure_connection_string=azurite.connection_string)
+        settings = settings.with_(
+            store_url=f"azure://{new_container()}",
+            azure=AzureSettings(connection_string=azurite.connection_string))
     application = create_app(settings)
     try:
         async with application.router.lifespan_context(application):
