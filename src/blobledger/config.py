@@ -145,6 +145,8 @@ class Settings(BaseModel):
     delete_grace: Duration = 300.0
     body_timeout: Duration = 60.0
     idempotency_retention: Duration = 86400.0
+    resumable_expiry: Duration = 86400.0  # how long a tus upload may take, all requests
+    direct_upload_expiry: Duration = 3600.0  # how long a direct-upload URL stays valid
     header_timeout: Duration = 10.0
     keep_alive_timeout: Duration = 5.0
     max_connections: Count = 1000
@@ -167,6 +169,7 @@ class Settings(BaseModel):
 
     _POSITIVE: ClassVar[tuple[str, ...]] = (
         "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
+        "resumable_expiry", "direct_upload_expiry",
         "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads")
 
     def __init__(self, **values: Any) -> None:

@@ -7,9 +7,11 @@
     │   └── InvalidName        a document name (or blob name) is not acceptable
     ├── NameTaken              a live document already has that name
     ├── NotFound               no ready document with that id
+    │   └── UploadGone         a resumable upload that expired, was terminated or swept
     ├── PreconditionFailed     the expected version no longer matches
     ├── IdempotencyConflict    an idempotency key reused with other bytes or another name
     ├── IdempotencyInProgress  an attempt under that idempotency key is still running
+    ├── OffsetMismatch         a resumable upload's part does not start at its stored offset
     ├── IntegrityError         bytes do not match the checksum they were sent with
     ├── UploadTooLarge         the body passed the configured maximum
     ├── UploadAborted          the upload ran past its deadline or its source failed
@@ -58,6 +60,19 @@ class NameTaken(BlobLedgerError):
 
 class NotFound(BlobLedgerError, LookupError):
     """Raised when no ready document has the id (pending documents are invisible)."""
+
+
+class UploadGone(NotFound):
+    """Raised when a resumable upload expired, was terminated or was swept."""
+
+
+class OffsetMismatch(BlobLedgerError):
+    """Raised when a part of a resumable upload does not start at the offset stored for it,
+    or the upload is complete (nothing is ever written to it again)."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class PreconditionFailed(BlobLedgerError):

@@ -167,6 +167,34 @@ class IdempotencyKeyRow(Base):
     )
 
 
+class UploadState(StrEnum):
+    OPEN = "open"  # parts are being received; ``offset`` bytes are stored for good
+    DONE = "done"  # completed: the document exists (``document_id``); nothing more is written
+
+
+class UploadRow(Base):
+    """A resumable (tus) upload: an intent that outlives one request. Its blob row (``blob_name``,
+    pending, owned by ``attempt``, leased until ``expires_at``) is created with it (C1);
+    ``offset`` is the number of bytes stored as committed parts (``parts``: their ids in
+    order, JSON), advanced only by compare-and-set (``transitions.record_parts``)."""
+
+    __tablename__ = "uploads"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, unique=True)
+    document_id: Mapped[str] = mapped_column(String(32), nullable=False)
+    attempt: Mapped[str] = mapped_column(String(32), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    length: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    handle: Mapped[str] = mapped_column(String(1024), nullable=False)
+    parts: Mapped[str] = mapped_column(Text, nullable=False)
+    meta: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+
+
 def utcnow() -> datetime:
     """Naive UTC now, the form stored in the database."""
     return datetime.now(UTC).replace(tzinfo=None)

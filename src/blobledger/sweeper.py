@@ -267,6 +267,7 @@ class Sweeper:
                 log.warning("sweep: delete of %s failed: %s", row.name, outcome.error)
         await failpoints.hit("sweep.after_delete")
         if gone:
+            await self._drop_staged([r.name for r in gone], report)
             removed = await self.ledger.transitions.remove_swept(
                 claim.token, [r.name for r in gone])
             if removed != len(gone):
@@ -276,6 +277,17 @@ class Sweeper:
         if refused:
             await failpoints.hit("sweep.before_resolve")
             await self._resolve_refused(refused, claim.token, report)
+
+    async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
+        """The uncommitted parts of swept resumable uploads (best effort: what a failure
+        leaves, the reconciler reports and ``--fix`` clears)."""
+        handles = await self.ledger.transitions.staged_handles(names)
+        for name, handle in handles.items():
+            try:
+                await self.ledger.store.abort_staged(name, handle)
+            except BlobLedgerError as exc:
+                report.errors += 1
+                log.warning("sweep: dropping the parts of %s failed: %s", name, exc)
 
     async def _resolve_refused(
         self, rows: Sequence[_Claimed], token: str, report: SweepReport

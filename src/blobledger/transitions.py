@@ -17,9 +17,15 @@ steps :func:`detach_replaced` and :func:`detach_owner` are plain functions on th
 *application's* connection, so that they commit or roll back with the application's own
 write (they never open a transaction of their own).
 
+Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
+intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
+by compare-and-set on the offset seen and the owner token), :meth:`finish_upload` (after C4).
+They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation.
+
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
 :meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
-:meth:`remove_deleted`, :meth:`purge_keys`.
+:meth:`remove_deleted`, :meth:`purge_keys`; an upload's row goes with its intent's
+(``staged_handles`` names the parts to drop first).
 
 Statements are built once (building one per call cost more CPU than the round trip).
 """
@@ -48,12 +54,15 @@ from blobledger.models import (
     DocumentStatus,
     IdempotencyKeyRow,
     KeyState,
+    UploadRow,
+    UploadState,
 )
 from blobledger.owners import owner_holds
 
 documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
 keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
+uploads: Table = UploadRow.__table__  # type: ignore[assignment]
 
 PENDING, COMMITTED, DELETING, ATTACHED = (s.value for s in BlobState)
 #: the name of a pending document whose real name is not known yet: control characters are
@@ -133,6 +142,21 @@ _attach = update(blobs).where(
          lease_until=NOW)
 _owned = (blobs.c.state == ATTACHED, blobs.c.owner_table == bindparam("o_table"),
           blobs.c.owner_key == bindparam("o_key"))
+_insert_upload = insert(uploads).values(
+    state=UploadState.OPEN.value, offset=0, parts="[]", created_at=NOW, changed_at=NOW,
+    expires_at=LEASE)
+_record_parts = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"), uploads.c.offset == bindparam("u_seen"),
+    uploads.c.expires_at > NOW,
+    select(blobs.c.name).where(  # the intent itself is still this upload's
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists(),
+).values(offset=bindparam("u_offset"), parts=bindparam("u_parts"), changed_at=NOW)
+_finish_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+).values(state=UploadState.DONE.value, changed_at=NOW)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
     blobs.c.attempt.is_(None))
@@ -207,6 +231,28 @@ class KeyRecord:
     content_type: str
     sha256: str | None
     response: Document | None
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    """A resumable upload as the database holds it (``expired`` on the database's clock)."""
+
+    id: str
+    blob_name: str
+    document_id: str
+    attempt: str
+    state: str
+    length: int
+    offset: int
+    handle: str
+    parts: list[str]
+    meta: dict[str, str]
+    expires_at: Any
+    expired: bool
+
+    def intent(self, content_type: str) -> Intent:
+        return Intent(self.blob_name, self.document_id, BlobKind.CREATE, self.attempt,
+                      content_type)
 
 
 @dataclass(frozen=True)
@@ -312,6 +358,76 @@ class Transitions:
         placeholder = row.name if row.name and row.name.startswith(PLACEHOLDER) else None
         return Intent(record.blob_name, record.document_id, BlobKind.CREATE, attempt,
                       row.content_type, placeholder=placeholder)
+
+    # -- resumable uploads ----------------------------------------------------------------
+    async def begin_upload(self, intent: Intent, name: str, upload_id: str, length: int,
+                           handle: str, meta: dict[str, str]) -> None:
+        """C1 of a resumable upload: the pending document, its blob row (this upload's,
+        leased until the upload expires, so no sweeper takes it before) and the upload's
+        row (offset 0), in one transaction. NameTaken if the name is taken."""
+        times = self.times(lease=self.settings.resumable_expiry)
+        try:
+            async with self.db.transaction() as conn:
+                await conn.execute(_insert_document, dict(
+                    id=intent.document_id, name=name, blob_name=intent.blob_name,
+                    content_type=intent.content_type, **times))
+                await conn.execute(_insert_blob, dict(
+                    name=intent.blob_name, document_id=intent.document_id,
+                    kind=intent.kind.value, content_type=intent.content_type,
+                    attempt=intent.attempt, **times))
+                await conn.execute(_insert_upload, dict(
+                    id=upload_id, blob_name=intent.blob_name, document_id=intent.document_id,
+                    attempt=intent.attempt, length=length, handle=handle,
+                    meta=json.dumps(meta), **times))
+        except DBIntegrityError:
+            raise NameTaken(f"a document named {name!r} already exists") from None
+
+    async def set_handle(self, upload: UploadRecord, handle: str) -> bool:
+        """The store's handle of the staged upload (started after C1), once."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(update(uploads).where(
+                uploads.c.id == upload.id, uploads.c.attempt == upload.attempt,
+                uploads.c.state == UploadState.OPEN.value, uploads.c.handle == "",
+            ).values(handle=handle))
+        return _count(won) == 1
+
+    async def find_upload(self, upload_id: str) -> UploadRecord | None:
+        """The upload's row, or None if there is none (never made, finished and forgotten,
+        terminated, or swept with its intent)."""
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(
+                select(uploads, (uploads.c.expires_at <= NOW).label("expired"))
+                .where(uploads.c.id == upload_id), self.times())).one_or_none()
+        if row is None:
+            return None
+        return UploadRecord(row.id, row.blob_name, row.document_id, row.attempt, row.state,
+                            row.length, row.offset, row.handle, json.loads(row.parts),
+                            json.loads(row.meta), row.expires_at, bool(row.expired))
+
+    async def record_parts(self, upload: UploadRecord, seen: int, offset: int,
+                           parts: Sequence[str]) -> bool:
+        """The durable offset: ``offset`` bytes are stored in ``parts``, only if the upload
+        is still open, unexpired, owned by its token and at ``seen`` (a concurrent request
+        that advanced it first wins; this one loses and stores nothing more)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_record_parts, dict(
+                u_id=upload.id, b_attempt=upload.attempt, u_seen=seen, u_offset=offset,
+                u_parts=json.dumps(list(parts)), **self.times()))
+        return _count(won) == 1
+
+    async def finish_upload(self, upload: UploadRecord) -> bool:
+        """After C4: the upload is done; nothing is ever written to it again."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_finish_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
+        """Which of these blobs belong to resumable uploads: name -> the store's handle."""
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.handle).where(
+                uploads.c.blob_name.in_(names)))).all()
+        return {r.blob_name: r.handle for r in rows}
 
     # -- C3/R3 prelude --------------------------------------------------------------------
     async def confirm(self, intent: Intent, rename: str | None = None) -> bool:
@@ -419,6 +535,7 @@ class Transitions:
             if intent.kind == BlobKind.CREATE:
                 await conn.execute(_drop_pending_document, params)
                 await conn.execute(_drop_pending_key, params)
+            await conn.execute(delete(uploads).where(uploads.c.blob_name == intent.blob_name))
         return True
 
     async def remove_abandoned(self, blob_name: str) -> bool:
@@ -495,6 +612,8 @@ class Transitions:
                 await conn.execute(delete(keys).where(
                     keys.c.blob_name.in_([r.name for r in removed]),
                     keys.c.state == KeyState.PENDING.value))
+                await conn.execute(delete(uploads).where(
+                    uploads.c.blob_name.in_([r.name for r in removed])))
         return len(removed)
 
     async def roll_forward(self, token: str, name: str, digests: Digests) -> str:
@@ -515,6 +634,8 @@ class Transitions:
             doc = Document.from_row(row)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            await conn.execute(update(uploads).where(uploads.c.blob_name == name).values(
+                state=UploadState.DONE.value, changed_at=NOW), params)
         return "ready"
 
     async def hand_to_deletion(self, token: str, names: Sequence[str]) -> int:
@@ -528,6 +649,7 @@ class Transitions:
                        blobs.c.attempt == token)
                 .values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW),
                 self.times())
+            await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
         return _count(moved)
 
     async def pointed_at(self, names: Sequence[str]) -> set[str]:

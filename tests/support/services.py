@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from blobledger.stores.base import Capabilities
+from blobledger.stores.s3 import S3Store
 
 if TYPE_CHECKING:
     from blobledger.stores.s3 import S3Store
@@ -149,7 +150,8 @@ def temp_dir(prefix: str = "blobledger-") -> Iterator[Path]:
 #: unique per intent, so only a retry resuming its own dead attempt's intent ever races for a
 #: name, with bytes the checksum comparison settles.
 MOTO_CAPABILITIES = Capabilities(create_only=False, state_conditioned_delete=False,
-                                 state_conditioned_transition=False)
+                                 state_conditioned_transition=False,
+                                 min_part_size=S3Store.SERVICE.min_part_size)
 
 
 @dataclass

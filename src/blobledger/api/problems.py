@@ -34,10 +34,12 @@ from blobledger.errors import (
     InvalidInput,
     NameTaken,
     NotFound,
+    OffsetMismatch,
     PreconditionFailed,
     StoreError,
     StoreUnavailable,
     UploadAborted,
+    UploadGone,
     UploadTooLarge,
 )
 
@@ -82,7 +84,9 @@ class _Mapping:
 ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
     (InvalidInput, _Mapping(400, "invalid-input")),
     (NameTaken, _Mapping(409, "name-taken")),
+    (UploadGone, _Mapping(410, "upload-gone")),
     (NotFound, _Mapping(404, "not-found")),
+    (OffsetMismatch, _Mapping(409, "offset-mismatch")),
     (PreconditionFailed, _Mapping(412, "precondition-failed")),
     (IdempotencyConflict, _Mapping(422, "idempotency-conflict")),
     (IdempotencyInProgress, _Mapping(409, "idempotency-in-progress", RETRY_AFTER_IN_PROGRESS)),
@@ -110,11 +114,15 @@ def problem_for(exc: BlobLedgerError) -> Problem:
     return Problem(mapping.status, mapping.kind, str(exc), headers=headers, **extra)
 
 
+#: statuses of protocols the service speaks that HTTP itself does not name (tus)
+EXTRA_PHRASES = {460: "Checksum Mismatch"}
+
+
 def problem_response(problem: Problem, instance: str | None = None) -> Response:
-    status = HTTPStatus(problem.status)
+    phrase = EXTRA_PHRASES.get(problem.status) or HTTPStatus(problem.status).phrase
     body: dict[str, Any] = {
         "type": TYPE_PREFIX + problem.kind if problem.kind != "blank" else "about:blank",
-        "title": status.phrase,
+        "title": phrase,
         "status": problem.status,
         "detail": problem.detail,
     }

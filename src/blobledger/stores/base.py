@@ -205,6 +205,8 @@ class Capabilities:
     races the comparison is not; the protocol then rests on the database fence).
     ``etag_conditioned_delete``: a delete whose ETag changed is refused.
     ``batch_delete``: one request deletes many blobs, each under its own condition.
+    ``min_part_size``: the smallest part a staged upload accepts, but for its last one
+    (S3: 5 MiB; 1 where any size is accepted).
     """
 
     create_only: bool = True
@@ -212,6 +214,7 @@ class Capabilities:
     state_conditioned_transition: bool = True
     etag_conditioned_delete: bool = True
     batch_delete: bool = False
+    min_part_size: int = 1
 
 
 class Store(abc.ABC):
@@ -315,6 +318,50 @@ class Store(abc.ABC):
 
         A committed blob is never touched, not even one committed while this runs (the
         store enforces it, not a prior check)."""
+
+    # -- staged uploads (resumable uploads: parts sent in separate requests) ----------------
+    async def begin_staged(self, name: str, *, tags: Tags,
+                           content_type: str | None = None) -> str:
+        """Start a staged upload for ``name`` that will be tagged ``tags``; its handle (an S3
+        upload id; "" where the store needs none). Nothing becomes visible under the name."""
+        raise StoreError(f"{type(self).__name__} has no staged uploads")
+
+    async def stage(self, name: str, handle: str, number: int, data: bytes) -> str:
+        """Store part ``number`` (from 1) as uncommitted bytes; the part's id for
+        :meth:`commit_staged`. Calling it again for a number stores a new part with a new id
+        and never changes the bytes of an id already returned."""
+        raise StoreError(f"{type(self).__name__} has no staged uploads")
+
+    async def commit_staged(
+        self, name: str, handle: str, parts: Sequence[str], *, tags: Tags,
+        content_type: str | None = None,
+    ) -> Digests:
+        """Create-only publication of ``parts`` in order under ``name`` (BlobAlreadyExists if
+        the name is taken: never overwrite), tagged ``tags``; the digests of what the store
+        then holds (read back where the service cannot hash it), stored with the blob."""
+        raise StoreError(f"{type(self).__name__} has no staged uploads")
+
+    async def abort_staged(self, name: str, handle: str) -> None:
+        """Drop the uncommitted parts of a staged upload; never touches a committed blob."""
+        raise StoreError(f"{type(self).__name__} has no staged uploads")
+
+    async def digest_stored(self, name: str) -> Digests:
+        """Hash the bytes the store holds under ``name`` and record the checksums with the
+        blob (for a staged upload whose commit succeeded but whose checksums were not
+        recorded: a crash in between, or a retried completion)."""
+        hasher = Hasher()
+        reader = await self.open(name)
+        try:
+            async for chunk in reader:
+                await hasher.update(chunk)
+        finally:
+            await reader.aclose()
+        digests = hasher.digests()
+        await self._record_digests(name, digests)
+        return digests
+
+    async def _record_digests(self, name: str, digests: Digests) -> None:  # noqa: B027
+        """Store checksums computed after the blob was published (where the backend can)."""
 
     @abc.abstractmethod
     async def ping(self) -> None:

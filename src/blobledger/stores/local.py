@@ -4,6 +4,7 @@ Layout under the root folder::
 
     blobs/<blob name>                 committed blobs (write-once)
     uploads/<quoted name>.<id>.part   bytes being written, never visible under blobs/
+                                      (a staged upload's parts too: ``<number>-<token>``)
 
 Publishing is temp file + fsync + ``os.link`` (never rename, never check-then-write): the
 link fails with EEXIST if the name is taken, so exactly one of many racing creators wins.
@@ -32,10 +33,10 @@ import fcntl
 import json
 import os
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import quote, unquote
 
 from blobledger import failpoints
@@ -391,6 +392,63 @@ class LocalStore(Store):
             return removed
 
         return await _in_thread(discard)
+
+    # -- staged uploads: one fsynced file per part, concatenated by a create-only put --------
+    async def begin_staged(self, name: str, *, tags: Tags,
+                           content_type: str | None = None) -> str:
+        check_blob_name(name)
+        return ""
+
+    async def stage(self, name: str, handle: str, number: int, data: bytes) -> str:
+        check_blob_name(name)
+        part = f"{number:06d}-{uuid.uuid4().hex[:16]}"
+        path = self._part_path(name, part)
+
+        def write() -> None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(self._uploads)
+
+        await _in_thread(write)
+        return part
+
+    def _part_path(self, name: str, part: str) -> Path:
+        if not part or not all(c.isalnum() or c == "-" for c in part):
+            raise ValueError(f"not a part id: {part!r}")
+        return self._uploads / f"{quote(name, safe='')}.{part}.part"
+
+    async def commit_staged(
+        self, name: str, handle: str, parts: Sequence[str], *,
+        tags: Tags, content_type: str | None = None,
+    ) -> Digests:
+        """The parts, read back in order and hashed, published by the create-only put (a
+        temp file linked under the name); then the parts are removed."""
+        paths = [self._part_path(name, part) for part in parts]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for path in paths:
+                f: BinaryIO = await _in_thread(open, path, "rb")
+                try:
+                    while chunk := await _in_thread(f.read, WRITE_CHUNK):
+                        yield chunk
+                finally:
+                    await _in_thread(f.close)
+
+        try:
+            return await self.put(name, chunks(), tags=tags, content_type=content_type)
+        except FileNotFoundError as exc:
+            raise BlobNotFound(f"{name} (a part is missing)") from exc
+        finally:
+            await self.discard_uncommitted(name)
+
+    async def abort_staged(self, name: str, handle: str) -> None:
+        await self.discard_uncommitted(name)
 
     async def ping(self) -> None:
         ok = await _in_thread(os.access, self._blobs, os.W_OK | os.X_OK)

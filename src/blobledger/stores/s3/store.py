@@ -59,6 +59,7 @@ from blobledger.stores.base import (
 
 SINGLE_PUT_LIMIT = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
+MIN_PART_SIZE = 5 * 1024 * 1024
 GET_CHUNK = 256 * 1024
 CONCURRENCY = 16  # per-object requests in flight (tags while listing, deletes in a batch)
 CHECKSUM_TAGS = ("sha256", "md5")
@@ -142,7 +143,7 @@ class S3Store(Store):
 
     #: S3 refuses overwrites and deletes of changed bytes; it has no tag conditions
     SERVICE = Capabilities(state_conditioned_delete=False,
-                           state_conditioned_transition=False)
+                           state_conditioned_transition=False, min_part_size=MIN_PART_SIZE)
 
     def __init__(
         self,
@@ -333,6 +334,56 @@ class S3Store(Store):
         with contextlib.suppress(Exception):
             s3 = await self._client()
             await s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    # -- staged uploads: a multipart upload, completed with If-None-Match: * ---------------
+    async def begin_staged(self, name: str, *, tags: Tags,
+                           content_type: str | None = None) -> str:
+        """CreateMultipartUpload, tagged ``tags`` (the object has them from its first
+        instant); the upload id."""
+        s3 = await self._client()
+        with map_errors(name, put=True):
+            created = await s3.create_multipart_upload(
+                Bucket=self.bucket, Key=self._key(name), Tagging=self._tagging(tags, None),
+                ContentType=content_type or "application/octet-stream")
+        return str(created["UploadId"])
+
+    async def stage(self, name: str, handle: str, number: int, data: bytes) -> str:
+        """UploadPart ``number``; its ETag. Every part but the last must hold at least
+        ``capabilities.min_part_size`` bytes (5 MiB), which the caller ensures."""
+        s3 = await self._client()
+        part_md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+        with map_errors(name):
+            uploaded = await s3.upload_part(
+                Bucket=self.bucket, Key=self._key(name), UploadId=handle, PartNumber=number,
+                Body=data, ContentMD5=part_md5)
+        return f"{number}:{uploaded['ETag']}"
+
+    async def commit_staged(
+        self, name: str, handle: str, parts: Sequence[str], *, tags: Tags,
+        content_type: str | None = None,
+    ) -> Digests:
+        """CompleteMultipartUpload with If-None-Match: * (the object carries the tags given
+        at the start), then the checksums of the bytes read back as tags (S3 cannot hash a
+        multipart object for us)."""
+        s3 = await self._client()
+        listed = []
+        for part in parts:
+            number, etag = part.split(":", 1)
+            listed.append({"PartNumber": int(number), "ETag": etag})
+        with map_errors(name, put=True):
+            await s3.complete_multipart_upload(
+                Bucket=self.bucket, Key=self._key(name), UploadId=handle, IfNoneMatch="*",
+                MultipartUpload={"Parts": listed})
+        await failpoints.hit("staged.after_commit")
+        return await self.digest_stored(name)
+
+    async def abort_staged(self, name: str, handle: str) -> None:
+        await self._abort(self._key(name), handle)
+
+    async def digest_stored(self, name: str) -> Digests:
+        tags = await self._repair_checksums(name, await self._all_tags(name))
+        info = await self.stat(name)
+        return Digests(size=info.size, sha256=tags["sha256"], md5=tags["md5"])
 
     # -- metadata -------------------------------------------------------------------------
     async def _all_tags(self, name: str) -> dict[str, str]:

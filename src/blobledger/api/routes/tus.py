@@ -1,0 +1,245 @@
+"""``/files/``: resumable uploads, tus 1.0 (core, creation, creation-with-upload, checksum,
+termination, expiration) over :class:`blobledger.resumable.Resumable`.
+
+This module only speaks HTTP: it parses and answers tus headers and maps errors to tus
+statuses (409 offset mismatch, 413 past the declared length, 460 checksum mismatch, 410 an
+expired or swept upload); the protocol's steps live in ``resumable.py``. The upload's
+metadata names the document (``name`` or ``filename``) and may give its content type
+(``content_type`` or ``filetype``) and whole-file ``sha256`` (hex). A completed upload
+answers with ``Blobledger-Document: <id>`` and ``Location`` of the document on HEAD.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from email.utils import format_datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+
+from blobledger.api.auth import require
+from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.problems import Problem
+from blobledger.api.routes import ledger_of, settings_of
+from blobledger.api.uploads import body_stream, declared_length
+from blobledger.documents import Document
+from blobledger.errors import IntegrityError
+from blobledger.models import UploadState, as_utc
+from blobledger.resumable import CHECKSUMS, Checksum, Resumable
+from blobledger.transitions import UploadRecord
+
+router = APIRouter(tags=["resumable uploads (tus)"])
+
+TUS_VERSION = "1.0.0"
+EXTENSIONS = "creation,creation-with-upload,checksum,termination,expiration"
+OFFSET_TYPE = "application/offset+octet-stream"
+DOCUMENT_HEADER = "Blobledger-Document"
+#: browsers may read these headers of a cross-origin answer
+EXPOSED = ("Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Location, "
+           "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Blobledger-Document")
+
+
+def _resumable(request: Request) -> Resumable:
+    existing = getattr(request.app.state, "resumable", None)
+    ledger = ledger_of(request)
+    if not isinstance(existing, Resumable) or existing.ledger is not ledger:
+        existing = Resumable(ledger)
+        request.app.state.resumable = existing
+    return existing
+
+
+def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {"Tus-Resumable": TUS_VERSION, "Access-Control-Expose-Headers": EXPOSED,
+            **(extra or {})}
+
+
+def _check_version(request: Request) -> None:
+    if request.headers.get("tus-resumable") != TUS_VERSION:
+        raise Problem(412, "tus-version", f"Tus-Resumable must be {TUS_VERSION}",
+                      headers={"Tus-Version": TUS_VERSION})
+
+
+def parse_metadata(value: str | None) -> dict[str, str]:
+    """``Upload-Metadata``: comma-separated ``key base64value`` pairs (400 if malformed)."""
+    meta: dict[str, str] = {}
+    if not value:
+        return meta
+    for pair in value.split(","):
+        parts = pair.strip().split(" ")
+        if not parts[0] or len(parts) > 2 or parts[0] in meta:
+            raise Problem(400, "invalid-metadata", "Upload-Metadata is malformed")
+        try:
+            meta[parts[0]] = base64.b64decode(parts[1], validate=True).decode() \
+                if len(parts) == 2 else ""
+        except (binascii.Error, UnicodeDecodeError):
+            raise Problem(400, "invalid-metadata",
+                          f"Upload-Metadata value of {parts[0]!r} is not base64 UTF-8") from None
+    return meta
+
+
+def format_metadata(meta: dict[str, str]) -> str:
+    return ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" if v else k
+                    for k, v in meta.items())
+
+
+def _number(request: Request, header: str) -> int:
+    value = request.headers.get(header)
+    if value is None or not value.isdigit():
+        raise Problem(400, "invalid-input", f"{header} must be a non-negative integer")
+    return int(value)
+
+
+def _checksum(value: str | None) -> Checksum | None:
+    if value is None:
+        return None
+    algorithm, _, encoded = value.strip().partition(" ")
+    if algorithm not in CHECKSUMS:
+        raise Problem(400, "unsupported-checksum",
+                      f"Upload-Checksum algorithm must be one of {', '.join(CHECKSUMS)}")
+    try:
+        return Checksum(algorithm, base64.b64decode(encoded, validate=True))
+    except binascii.Error:
+        raise Problem(400, "invalid-input", "Upload-Checksum is not base64") from None
+
+
+def _expires(upload: UploadRecord) -> str:
+    return format_datetime(as_utc(upload.expires_at), usegmt=True)
+
+
+def _done(request: Request, doc: Document, offset: int) -> dict[str, str]:
+    return {"Upload-Offset": str(offset), DOCUMENT_HEADER: doc.id,
+            "Location": str(request.url_for("show_document", doc_id=doc.id))}
+
+
+@router.options("/files/", include_in_schema=False)
+@router.options("/files/{upload_id}", include_in_schema=False)
+async def tus_options(request: Request) -> Response:
+    """What this tus server offers (also a CORS preflight answer)."""
+    headers = _headers({
+        "Tus-Version": TUS_VERSION, "Tus-Extension": EXTENSIONS,
+        "Tus-Max-Size": str(settings_of(request).max_upload_bytes),
+        "Tus-Checksum-Algorithm": ",".join(CHECKSUMS),
+        "Access-Control-Allow-Methods": "POST, HEAD, PATCH, DELETE, OPTIONS",
+        "Access-Control-Allow-Headers": (
+            "Authorization, Content-Type, Tus-Resumable, Upload-Length, Upload-Metadata, "
+            "Upload-Offset, Upload-Checksum, Upload-Defer-Length, Upload-Concat"),
+        "Access-Control-Max-Age": "86400",
+    })
+    if origin := request.headers.get("origin"):
+        headers["Access-Control-Allow-Origin"] = origin
+    return Response(status_code=204, headers=headers)
+
+
+@router.post("/files/", status_code=201, dependencies=[Depends(require("write"))],
+             responses={400: PROBLEM, 409: PROBLEM, 412: PROBLEM, 413: PROBLEM})
+async def tus_create(
+    request: Request,
+    upload_metadata: Annotated[str | None, Header(alias="Upload-Metadata")] = None,
+    upload_checksum: Annotated[str | None, Header(alias="Upload-Checksum")] = None,
+) -> Response:
+    """Create an upload (C1): ``Upload-Length`` bytes, named by its metadata; a body with
+    ``Content-Type: application/offset+octet-stream`` is its first part."""
+    _check_version(request)
+    if "upload-defer-length" in request.headers:
+        raise Problem(400, "unsupported", "Upload-Defer-Length is not supported")
+    length = _number(request, "upload-length")
+    resumable = _resumable(request)
+    upload = await resumable.create(length, parse_metadata(upload_metadata))
+    headers = _headers({"Location": str(request.url_for("tus_head", upload_id=upload.id)),
+                        "Upload-Expires": _expires(upload)})
+    if request.headers.get("content-type") == OFFSET_TYPE:
+        offset, doc = await _append(request, resumable, upload, 0, upload_checksum)
+        headers["Upload-Offset"] = str(offset)
+        if doc is not None:
+            headers.update(_done(request, doc, offset))
+    return Response(status_code=201, headers=headers)
+
+
+@router.head("/files/{upload_id}", name="tus_head", dependencies=[Depends(require("read"))],
+             responses={404: PROBLEM, 410: PROBLEM})
+async def tus_head(request: Request, upload_id: str) -> Response:
+    """The durable offset. A complete upload whose completion was interrupted (a killed
+    server) is completed here."""
+    _check_version(request)
+    resumable = _resumable(request)
+    upload = await resumable.find(upload_id)
+    headers = _headers({"Upload-Offset": str(upload.offset),
+                        "Upload-Length": str(upload.length), "Cache-Control": "no-store",
+                        "Upload-Metadata": format_metadata(upload.meta),
+                        "Upload-Expires": _expires(upload)})
+    doc: Document | None = None
+    if upload.state == UploadState.OPEN and upload.offset == upload.length:
+        doc = await resumable.complete(upload)
+    elif upload.state == UploadState.DONE:
+        doc = await resumable.document(upload)
+    if doc is not None:
+        headers.update(_done(request, doc, upload.offset))
+    return Response(status_code=200, headers=headers)
+
+
+@router.patch("/files/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
+              responses={404: PROBLEM, 409: PROBLEM, 410: PROBLEM, 413: PROBLEM,
+                         415: PROBLEM, 460: PROBLEM})
+async def tus_patch(
+    request: Request,
+    upload_id: str,
+    upload_checksum: Annotated[str | None, Header(alias="Upload-Checksum")] = None,
+) -> Response:
+    """Append the body at ``Upload-Offset``; the upload completes (C3/C4) with its last
+    byte."""
+    _check_version(request)
+    if request.headers.get("content-type") != OFFSET_TYPE:
+        raise Problem(415, "unsupported-media-type", f"Content-Type must be {OFFSET_TYPE}")
+    offset = _number(request, "upload-offset")
+    resumable = _resumable(request)
+    upload = await resumable.find(upload_id)
+    new_offset, doc = await _append(request, resumable, upload, offset, upload_checksum)
+    headers = _headers({"Upload-Offset": str(new_offset), "Upload-Expires": _expires(upload)})
+    if doc is not None:
+        headers.update(_done(request, doc, new_offset))
+    return Response(status_code=204, headers=headers)
+
+
+@router.delete("/files/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
+               responses={404: PROBLEM, 409: PROBLEM, 410: PROBLEM})
+async def tus_delete(request: Request, upload_id: str) -> Response:
+    """Terminate an upload: its intent and parts are dropped."""
+    _check_version(request)
+    resumable = _resumable(request)
+    await resumable.terminate(await resumable.find(upload_id))
+    return Response(status_code=204, headers=_headers())
+
+
+async def _append(
+    request: Request, resumable: Resumable, upload: UploadRecord, offset: int,
+    checksum_header: str | None,
+) -> tuple[int, Document | None]:
+    checksum = _checksum(checksum_header)
+    declared = declared_length(request)
+    remaining = max(upload.length - offset, 0)
+    if declared is not None and declared > remaining and upload.state == UploadState.OPEN \
+            and offset == upload.offset:
+        raise Problem(413, "upload-too-large",
+                      f"{declared} bytes from offset {offset} pass the declared length "
+                      f"{upload.length}")
+    body = body_stream(request, declared, remaining)
+    try:
+        new_offset = await resumable.append(upload, offset, body, declared, checksum)
+    except IntegrityError as exc:
+        if checksum is None:
+            raise
+        raise Checksum460(str(exc)) from None
+    if new_offset == upload.length and upload.state == UploadState.OPEN:
+        fresh = await resumable.find(upload.id)
+        if fresh.state == UploadState.OPEN:
+            return new_offset, await resumable.complete(fresh)
+        return new_offset, await resumable.document(fresh)
+    return new_offset, None
+
+
+class Checksum460(Problem):
+    """tus's 460 Checksum Mismatch: nothing of the request was recorded."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(460, "checksum-mismatch", detail)

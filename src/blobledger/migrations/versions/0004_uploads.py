@@ -1,0 +1,40 @@
+"""uploads: resumable (tus) uploads, intents that outlive one request
+
+One row per upload: its blob row's name and owner token, the declared length, the durable
+offset (bytes stored in parts), the parts' ids, the store's handle (an S3 upload id), the
+metadata it was created with, and when it expires.
+
+Revision ID: 0004
+Revises: 0003
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "uploads",
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("blob_name", sa.String(1024), nullable=False, unique=True),
+        sa.Column("document_id", sa.String(32), nullable=False),
+        sa.Column("attempt", sa.String(32), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("length", sa.BigInteger, nullable=False),
+        sa.Column("offset", sa.BigInteger, nullable=False),
+        sa.Column("handle", sa.String(1024), nullable=False),
+        sa.Column("parts", sa.Text, nullable=False),
+        sa.Column("meta", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("changed_at", sa.DateTime(), nullable=False),
+        sa.Column("expires_at", sa.DateTime(), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("uploads")

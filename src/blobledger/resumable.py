@@ -1,0 +1,305 @@
+"""Resumable uploads: a creation whose bytes arrive over many requests (the tus protocol's
+model, served at ``/files/`` by :mod:`blobledger.api.routes.tus`).
+
+An upload is an intent that outlives one request. ``create`` is C1 (the pending document and
+blob row, leased until the upload expires) plus the upload's row; ``append`` stores a
+request's bytes as parts of a staged upload in the store (Azure blocks, S3 multipart parts,
+part files on disk) and advances the durable offset after each part by compare-and-set;
+``complete`` publishes the parts create-only, hashes what the store then holds, and runs
+confirm, C3 and C4 through the ledger's own steps. ``terminate`` abandons the intent.
+
+How request bytes become parts: a request's body is cut into ``segment``-sized parts (8 MiB);
+its last piece becomes a part too if it ends the upload or is at least the store's
+``capabilities.min_part_size`` (S3: 5 MiB); a smaller piece is not acknowledged (the offset
+answered stops before it, and the client sends it again). A body cut off mid-way keeps every
+part stored before the cut, and its tail under the same rule. With a per-request checksum
+(``Upload-Checksum``), nothing of the request is recorded until the whole body matched it.
+
+This module never keeps hash state across requests (the whole file's SHA-256 is computed
+from the stored bytes at completion), never writes to a completed upload, and never deletes
+anything but its own uncommitted parts and a blob tagged ``pending`` whose intent it owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+
+from blobledger import failpoints
+from blobledger.documents import Document
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    Digests,
+    IntegrityError,
+    IntentLost,
+    InvalidInput,
+    OffsetMismatch,
+    UploadAborted,
+    UploadGone,
+    UploadTooLarge,
+)
+from blobledger.ledger import Ledger
+from blobledger.models import PENDING_TAG as PENDING
+from blobledger.models import BlobKind, UploadState
+from blobledger.names import (
+    check_content_type,
+    check_document_name,
+    new_blob_name,
+    new_document_id,
+)
+from blobledger.stores.base import Store, verify
+from blobledger.transitions import Intent, UploadRecord, new_token
+
+log = logging.getLogger("blobledger.resumable")
+
+SEGMENT = 8 * 1024 * 1024
+#: the checksum algorithms a request's ``Upload-Checksum`` may use
+CHECKSUMS = ("sha256", "sha1", "md5")
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """A request's declared checksum: algorithm and raw digest."""
+
+    algorithm: str
+    digest: bytes
+
+
+def document_name(meta: dict[str, str]) -> str:
+    """The document's name from the upload's metadata (``name``, or tus clients'
+    ``filename``)."""
+    name = meta.get("name") or meta.get("filename")
+    if not name:
+        raise InvalidInput("the upload's metadata names no document (`name` or `filename`)")
+    return check_document_name(name)
+
+
+def content_type_of(meta: dict[str, str]) -> str:
+    return check_content_type(meta.get("content_type") or meta.get("filetype"))
+
+
+class Resumable:
+    """Resumable uploads over one ledger."""
+
+    def __init__(self, ledger: Ledger, segment: int = SEGMENT) -> None:
+        self.ledger = ledger
+        self.segment = segment
+
+    @property
+    def store(self) -> Store:
+        return self.ledger.store
+
+    # -- creation -------------------------------------------------------------------------
+    async def create(self, length: int, meta: dict[str, str]) -> UploadRecord:
+        """C1 for an upload of ``length`` bytes, then the store's staged upload."""
+        settings = self.ledger.settings
+        if length < 0:
+            raise InvalidInput("Upload-Length must not be negative")
+        if length > settings.max_upload_bytes:
+            raise UploadTooLarge(settings.max_upload_bytes)
+        name = document_name(meta)
+        content_type = content_type_of(meta)
+        sha256 = meta.get("sha256")
+        if sha256 is not None and (len(sha256) != 64 or not _is_hex(sha256)):
+            raise InvalidInput("the `sha256` metadata must be 64 hex digits")
+        intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
+                        BlobKind.CREATE, new_token(), content_type)
+        upload_id = new_document_id()
+        await self.ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta)
+        await failpoints.hit("tus.after_create")
+        upload = await self.find(upload_id)
+        handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
+                                               content_type=content_type)
+        if handle:
+            await self.ledger.transitions.set_handle(upload, handle)
+        return await self.find(upload_id)
+
+    async def find(self, upload_id: str) -> UploadRecord:
+        """The upload; UploadGone if it is unknown or expired."""
+        upload = await self.ledger.transitions.find_upload(upload_id)
+        if upload is None:
+            raise UploadGone(f"no upload {upload_id!r}")
+        if upload.expired and upload.state == UploadState.OPEN:
+            raise UploadGone(f"upload {upload_id!r} expired")
+        return upload
+
+    # -- parts ----------------------------------------------------------------------------
+    async def append(
+        self, upload: UploadRecord, offset: int, body: AsyncIterable[bytes],
+        declared: int | None = None, checksum: Checksum | None = None,
+    ) -> int:
+        """Store a request's bytes from ``offset``; the new durable offset. OffsetMismatch
+        (409) if ``offset`` is not the stored one or the upload is complete, UploadTooLarge
+        (413) for bytes past the declared length, IntegrityError for a checksum mismatch."""
+        if upload.state != UploadState.OPEN:
+            if offset == upload.length and declared in (None, 0):
+                return upload.length
+            raise OffsetMismatch("the upload is complete", upload.length)
+        if offset != upload.offset:
+            raise OffsetMismatch(f"the upload is at offset {upload.offset}, not {offset}",
+                                 upload.offset)
+        remaining = upload.length - upload.offset
+        if declared is not None and declared > remaining:
+            raise UploadTooLarge(upload.length)
+        writer = _PartWriter(self, upload, checksum)
+        try:
+            async for chunk in body:
+                await writer.feed(chunk)
+        except (UploadAborted, asyncio.CancelledError, OSError, TimeoutError):
+            if checksum is None:  # keep what arrived before the cut
+                await asyncio.shield(writer.flush_tail(final_only=False))
+            raise
+        except BlobLedgerError:
+            raise
+        except Exception:
+            if checksum is None:
+                await asyncio.shield(writer.flush_tail(final_only=False))
+            raise
+        await writer.finish()
+        return writer.position
+
+    # -- completion -----------------------------------------------------------------------
+    async def complete(self, upload: UploadRecord) -> Document:
+        """Publish the parts create-only, hash what the store holds, then confirm, C3, C4.
+        Safe to repeat after a crash anywhere (a blob already published is hashed again)."""
+        if upload.offset != upload.length:
+            raise OffsetMismatch("the upload is not complete", upload.offset)
+        intent = upload.intent(content_type_of(upload.meta))
+        try:
+            digests = await self._publish(upload, intent)  # C2's end
+            await failpoints.hit("tus.after_publish")
+            if digests.size != upload.length:
+                raise IntegrityError(
+                    f"the store holds {digests.size} bytes, not {upload.length}")
+            verify(digests, upload.meta.get("sha256"), None)
+            await self.ledger.confirm(intent)
+            await failpoints.hit("tus.after_confirm")
+            await self.ledger.tag_committed(intent)  # C3
+            await failpoints.hit("tus.after_tag")
+        except IntegrityError:
+            # a lying client: the intent goes to the deletion path (if still ours)
+            await asyncio.shield(self._give_up(upload, intent))
+            raise
+        doc = await self.ledger.commit_create(intent, digests)  # C4
+        await self.ledger.transitions.finish_upload(upload)
+        await failpoints.hit("tus.after_commit")
+        return doc
+
+    async def _publish(self, upload: UploadRecord, intent: Intent) -> Digests:
+        store = self.store
+        try:
+            await store.stat(intent.blob_name)
+        except BlobNotFound:
+            try:
+                return await store.commit_staged(
+                    intent.blob_name, upload.handle, upload.parts, tags=PENDING,
+                    content_type=intent.content_type)
+            except BlobAlreadyExists:
+                pass  # a concurrent completion of the same upload published it
+        return await store.digest_stored(intent.blob_name)
+
+    async def document(self, upload: UploadRecord) -> Document | None:
+        """The document a completed upload made (None if it is gone since)."""
+        try:
+            return await self.ledger.get(upload.document_id)
+        except BlobLedgerError:
+            return None
+
+    # -- termination ----------------------------------------------------------------------
+    async def terminate(self, upload: UploadRecord) -> None:
+        """Abandon the upload: its intent to the deletion path, its parts dropped."""
+        if upload.state != UploadState.OPEN:
+            raise OffsetMismatch("the upload is complete: delete the document instead",
+                                 upload.length)
+        intent = upload.intent(content_type_of(upload.meta))
+        if await self.ledger.abandon(intent) is False:
+            raise IntentLost("the upload's intent was taken over (swept)")
+        await self._drop_parts(upload)
+
+    async def _give_up(self, upload: UploadRecord, intent: Intent) -> None:
+        await self.ledger.abandon(intent)
+        await self._drop_parts(upload)
+
+    async def _drop_parts(self, upload: UploadRecord) -> None:
+        try:
+            await self.store.abort_staged(upload.blob_name, upload.handle)
+        except BlobLedgerError as exc:
+            log.warning("dropping the parts of %s failed (%s); the reconciler reports them",
+                        upload.blob_name, type(exc).__name__)
+
+
+class _PartWriter:
+    """One request's bytes, cut into parts; the offset recorded after each part (or once,
+    after the request's checksum matched)."""
+
+    def __init__(self, owner: Resumable, upload: UploadRecord,
+                 checksum: Checksum | None) -> None:
+        self.owner = owner
+        self.upload = upload
+        self.checksum = checksum
+        self.hasher = hashlib.new(checksum.algorithm) if checksum else None
+        self.parts: list[str] = list(upload.parts)
+        self.position = upload.offset  # bytes stored in parts (this request's included)
+        self.recorded = upload.offset  # bytes recorded in the database
+        self.buffer = bytearray()
+
+    async def feed(self, chunk: bytes) -> None:
+        if self.position + len(self.buffer) + len(chunk) > self.upload.length:
+            raise UploadTooLarge(self.upload.length)
+        if self.hasher is not None:
+            self.hasher.update(chunk)
+        self.buffer += chunk
+        while len(self.buffer) >= self.owner.segment:
+            piece = bytes(self.buffer[:self.owner.segment])
+            del self.buffer[:self.owner.segment]
+            await self._store(piece)
+
+    async def flush_tail(self, *, final_only: bool) -> None:
+        """The buffered tail as a part, if the store accepts a part that small here."""
+        if not self.buffer:
+            return
+        ends = self.position + len(self.buffer) == self.upload.length
+        big = len(self.buffer) >= self.owner.store.capabilities.min_part_size
+        if ends or (big and not final_only):
+            piece = bytes(self.buffer)
+            self.buffer.clear()
+            try:
+                await self._store(piece)
+            except BlobLedgerError as exc:
+                log.warning("keeping the tail of a cut request failed (%s)",
+                            type(exc).__name__)
+
+    async def finish(self) -> None:
+        if self.hasher is not None and self.checksum is not None \
+                and self.hasher.digest() != self.checksum.digest:
+            raise IntegrityError(f"the request's {self.checksum.algorithm} does not match "
+                                 "Upload-Checksum")
+        await self.flush_tail(final_only=False)
+        if self.hasher is not None and self.position != self.recorded:
+            await self._record()
+
+    async def _store(self, piece: bytes) -> None:
+        upload = self.upload
+        part = await self.owner.store.stage(upload.blob_name, upload.handle,
+                                            len(self.parts) + 1, piece)
+        self.parts.append(part)
+        self.position += len(piece)
+        await failpoints.hit("tus.after_part")
+        if self.hasher is None:
+            await self._record()
+
+    async def _record(self) -> None:
+        if not await self.owner.ledger.transitions.record_parts(
+                self.upload, self.recorded, self.position, self.parts):
+            raise OffsetMismatch("another request advanced the upload first", self.recorded)
+        self.recorded = self.position
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
+
