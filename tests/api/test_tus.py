@@ -15,7 +15,7 @@ from sqlalchemy import select
 from blobledger import Ledger
 from blobledger.models import UploadRow
 from blobledger.resumable import Resumable
-from blobledger.stores.s3 import MIN_PART_SIZE
+from blobledger.stores.s3.store import MIN_PART_SIZE
 from blobledger.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
 
