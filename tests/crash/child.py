@@ -25,7 +25,8 @@ CHUNK = 64 * 1024
 # Small limits so a payload of a few chunks is a staged upload on Azure (blocks, then
 # Put Block List): the crash points inside an upload then leave uncommitted blocks.
 AZURE_OPTIONS: dict[str, Any] = {"single_put_limit": CHUNK, "block_size": CHUNK}
-SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0}
+SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
+            "resumable_expiry": 120.0}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Target:
         settings = Settings(database_url=self.database_url, store_url=store.url,
                             upload_deadline=SETTINGS["upload_deadline"],
                             sweep_after=SETTINGS["sweep_after"],
-                            delete_grace=SETTINGS["delete_grace"])
+                            delete_grace=SETTINGS["delete_grace"],
+                            resumable_expiry=SETTINGS["resumable_expiry"])
         return Ledger(Database(self.database_url), store, settings,
                       clock_offset=clock_offset, migrate=migrate)
 
@@ -75,7 +77,7 @@ class Job:
 
     target: Target
     failpoints: str
-    op: str  # create | replace | delete | sweep
+    op: str  # create | replace | delete | sweep | tus
     args: dict[str, Any] = field(default_factory=dict)
     clock_offset: float = 0.0
 
@@ -92,6 +94,14 @@ async def _run(job: Job) -> None:
                                  expected_version=args["version"])
         elif job.op == "delete":
             await ledger.delete(args["doc_id"], expected_version=args["version"])
+        elif job.op == "tus":
+            from blobledger.resumable import Resumable
+
+            resumable = Resumable(ledger, segment=CHUNK)
+            data = payload(args["seed"])
+            upload = await resumable.create(len(data), {"name": args["name"]})
+            await resumable.append(upload, 0, chunks(data))
+            await resumable.complete(await resumable.find(upload.id))
         elif job.op == "sweep":
             from blobledger.sweeper import Sweeper
 

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
+from blobledger.models import UploadRow, UploadState
+from blobledger.resumable import Resumable
 from tests.conftest import DATABASES, STORES
-from tests.crash.child import Job, Target, chunks, payload
+from tests.crash.child import CHUNK, Job, Target, chunks, payload
 from tests.crash.conftest import make_target
 from tests.crash.harness import (
     LEASE_EXPIRED,
@@ -80,6 +83,15 @@ REPLACE = [
     ("after R3 (tagged committed)", "replace.after_tag", UNCHANGED),
     ("after R4 (committed)", "replace.after_commit", REPLACED),
 ]
+TUS = [
+    ("after C1 (upload and rows inserted)", "tus.after_create", ABSENT),
+    ("mid-upload (second part staged, not yet recorded)", "tus.after_part@2", ABSENT),
+    ("every part staged, the last not yet recorded", "tus.after_part@4", ABSENT),
+    ("parts published create-only, tagged pending, hashed", "tus.after_publish", ABSENT),
+    ("after confirm", "tus.after_confirm", ABSENT),
+    ("after C3 (tagged committed)", "tus.after_tag", CREATED),
+    ("after C4 (committed)", "tus.after_commit", CREATED),
+]
 SWEEP = [
     ("stale intents claimed", "sweep.after_claim"),
     ("pending blobs deleted, rows not yet removed", "sweep.after_delete"),
@@ -94,6 +106,9 @@ CASES = [
            retry=True) for t, p, _ in CREATE],
     *[Case("Replace", t, p, "replace", e) for t, p, e in REPLACE],
     Case("Delete", "after the commit", "delete.after_commit", "delete", ABSENT),
+    *[Case("Resumable upload (tus), abandoned", t, p, "tus", e) for t, p, e in TUS],
+    *[Case("Resumable upload (tus), resumed by another process", t, p, "tus", CREATED,
+           retry=True) for t, p, _ in TUS],
     *[Case("Sweeper and deletion path (four crashed writers: after C2, after C3, after R3, "
            "a delete)", t, p, "sweep", AFTER_SWEEP) for t, p in SWEEP],
 ]
@@ -110,6 +125,8 @@ async def test_crash_point(
     offset = 0.0
     if case.op == "create":
         args: dict[str, object] = {"name": "doc.bin", "seed": NEW, "key": KEY}
+    elif case.op == "tus":
+        args = {"name": "doc.bin", "seed": NEW}
     elif case.op == "sweep":
         await _crashed_writers(target)
         args, offset = {}, PAST_CUTOFFS
@@ -122,7 +139,7 @@ async def test_crash_point(
         left = await describe(ledger)
     steps = []
     if case.retry:
-        steps.append(await _retry(target))
+        steps.append(await (_resume_upload(target) if case.op == "tus" else _retry(target)))
     resolution = await resolve(target, settle)
     report = resolution.report
     assert report is not None and report.ok, f"{left}\n{report and report.render()}"
@@ -152,6 +169,26 @@ async def _retry(target: Target) -> str:
         again = await ledger.create("doc.bin", chunks(payload(NEW)), idempotency_key=KEY)
         assert again.id == doc.id and again.blob == doc.blob
     return "retry under the key returned the document"
+
+
+async def _resume_upload(target: Target) -> str:
+    """Another process continues the upload from its durable offset and completes it."""
+    async with target.ledger() as ledger:
+        resumable = Resumable(ledger, segment=CHUNK)
+        async with ledger.db.session() as session:
+            ids = (await session.execute(select(UploadRow.id))).scalars().all()
+        assert len(ids) == 1, ids
+        upload = await resumable.find(ids[0])
+        if upload.state == UploadState.DONE:
+            return "the upload had completed"
+        offset = upload.offset
+        data = payload(NEW)
+        if offset < upload.length:
+            await resumable.append(upload, offset, chunks(data[offset:]))
+            upload = await resumable.find(upload.id)
+        doc = await resumable.complete(upload)
+        assert await read_all(ledger, doc.id) == data
+    return f"resumed at offset {offset} of {len(data)} and completed"
 
 
 async def _outcome(target: Target, expect: tuple[Doc, ...]) -> str:
