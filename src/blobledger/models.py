@@ -172,15 +172,22 @@ class UploadState(StrEnum):
     DONE = "done"  # completed: the document exists (``document_id``); nothing more is written
 
 
+class UploadMode(StrEnum):
+    TUS = "tus"  # resumable: parts through ``serve`` (``/files/``)
+    DIRECT = "direct"  # the client puts the bytes itself (``/uploads``)
+
+
 class UploadRow(Base):
-    """A resumable (tus) upload: an intent that outlives one request. Its blob row (``blob_name``,
-    pending, owned by ``attempt``, leased until ``expires_at``) is created with it (C1);
+    """A resumable (tus) or direct upload: an intent that outlives one request. Its blob row
+    (``blob_name``, pending, owned by ``attempt``, leased until ``expires_at``) is created
+    with it (C1);
     ``offset`` is the number of bytes stored as committed parts (``parts``: their ids in
     order, JSON), advanced only by compare-and-set (``transitions.record_parts``)."""
 
     __tablename__ = "uploads"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16), nullable=False)  # UploadMode
     blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, unique=True)
     document_id: Mapped[str] = mapped_column(String(32), nullable=False)
     attempt: Mapped[str] = mapped_column(String(32), nullable=False)
@@ -190,6 +197,8 @@ class UploadRow(Base):
     handle: Mapped[str] = mapped_column(String(1024), nullable=False)
     parts: Mapped[str] = mapped_column(Text, nullable=False)
     meta: Mapped[str] = mapped_column(Text, nullable=False)
+    # what the service hashed from the stored bytes, recorded before C3 (never the client's)
+    sha256: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)

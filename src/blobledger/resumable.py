@@ -173,22 +173,10 @@ class Resumable:
         try:
             digests = await self._publish(upload, intent)  # C2's end
             await failpoints.hit("tus.after_publish")
-            if digests.size != upload.length:
-                raise IntegrityError(
-                    f"the store holds {digests.size} bytes, not {upload.length}")
-            verify(digests, upload.meta.get("sha256"), None)
-            await self.ledger.confirm(intent)
-            await failpoints.hit("tus.after_confirm")
-            await self.ledger.tag_committed(intent)  # C3
-            await failpoints.hit("tus.after_tag")
         except IntegrityError:
-            # a lying client: the intent goes to the deletion path (if still ours)
-            await asyncio.shield(self._give_up(upload, intent))
+            await asyncio.shield(self.give_up(upload, intent))
             raise
-        doc = await self.ledger.commit_create(intent, digests)  # C4
-        await self.ledger.transitions.finish_upload(upload)
-        await failpoints.hit("tus.after_commit")
-        return doc
+        return await settle(self, upload, intent, digests, "tus")
 
     async def _publish(self, upload: UploadRecord, intent: Intent) -> Digests:
         store = self.store
@@ -221,7 +209,8 @@ class Resumable:
             raise IntentLost("the upload's intent was taken over (swept)")
         await self._drop_parts(upload)
 
-    async def _give_up(self, upload: UploadRecord, intent: Intent) -> None:
+    async def give_up(self, upload: UploadRecord, intent: Intent) -> None:
+        """A lying client: the intent to the deletion path (if still ours), parts dropped."""
         await self.ledger.abandon(intent)
         await self._drop_parts(upload)
 
@@ -231,6 +220,33 @@ class Resumable:
         except BlobLedgerError as exc:
             log.warning("dropping the parts of %s failed (%s); the reconciler reports them",
                         upload.blob_name, type(exc).__name__)
+
+
+async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests: Digests,
+                 points: str) -> Document:
+    """The end of any upload that outlives a request, once ``digests`` were computed from
+    the stored bytes: their size and declared SHA-256 checked, the verified SHA-256
+    recorded, then confirm, C3 and C4 (the ledger's own steps), and the upload done. A
+    mismatch gives the upload up (IntegrityError). ``points`` prefixes the failpoints."""
+    ledger = owner.ledger
+    try:
+        if digests.size != upload.length:
+            raise IntegrityError(
+                f"the store holds {digests.size} bytes, not the {upload.length} declared")
+        verify(digests, upload.meta.get("sha256"), None)
+        await ledger.transitions.record_verified(upload, digests.sha256)
+        await failpoints.hit(f"{points}.after_verify")
+        await ledger.confirm(intent)
+        await failpoints.hit(f"{points}.after_confirm")
+        await ledger.tag_committed(intent)  # C3
+        await failpoints.hit(f"{points}.after_tag")
+    except IntegrityError:
+        await asyncio.shield(owner.give_up(upload, intent))
+        raise
+    doc = await ledger.commit_create(intent, digests)  # C4
+    await ledger.transitions.finish_upload(upload)
+    await failpoints.hit(f"{points}.after_commit")
+    return doc
 
 
 class _PartWriter:

@@ -310,6 +310,16 @@ class Sweeper:
         creations = [r for r in committed if r.kind == BlobKind.CREATE]
         replacements = [r.name for r in committed if r.kind != BlobKind.CREATE]
         if creations:
+            # An upload's blob is rolled forward only if the service verified its bytes
+            # before C3 (a direct-upload client that tagged its own blob committed has not).
+            verified = await self.ledger.transitions.unverified([r.name for r in creations])
+            unverified = [r.name for r in creations
+                          if r.name in verified and verified[r.name] is None]
+            creations = [r for r in creations if r.name not in unverified]
+            if unverified:
+                report.moved_to_deleting += await self.ledger.transitions.discard_unverified(
+                    token, unverified)
+        if creations:
             await self._roll_forward(creations, token, report)
         if replacements:
             moved = await self.ledger.transitions.hand_to_deletion(token, replacements)

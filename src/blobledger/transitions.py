@@ -54,6 +54,7 @@ from blobledger.models import (
     DocumentStatus,
     IdempotencyKeyRow,
     KeyState,
+    UploadMode,
     UploadRow,
     UploadState,
 )
@@ -238,6 +239,7 @@ class UploadRecord:
     """A resumable upload as the database holds it (``expired`` on the database's clock)."""
 
     id: str
+    mode: UploadMode
     blob_name: str
     document_id: str
     attempt: str
@@ -361,11 +363,14 @@ class Transitions:
 
     # -- resumable uploads ----------------------------------------------------------------
     async def begin_upload(self, intent: Intent, name: str, upload_id: str, length: int,
-                           handle: str, meta: dict[str, str]) -> None:
-        """C1 of a resumable upload: the pending document, its blob row (this upload's,
-        leased until the upload expires, so no sweeper takes it before) and the upload's
-        row (offset 0), in one transaction. NameTaken if the name is taken."""
-        times = self.times(lease=self.settings.resumable_expiry)
+                           handle: str, meta: dict[str, str], *,
+                           mode: UploadMode = UploadMode.TUS) -> None:
+        """C1 of a resumable or direct upload: the pending document, its blob row (this
+        upload's, leased until the upload expires, so no sweeper takes it before) and the
+        upload's row (offset 0), in one transaction. NameTaken if the name is taken."""
+        expiry = (self.settings.resumable_expiry if mode == UploadMode.TUS
+                  else self.settings.direct_upload_expiry)
+        times = self.times(lease=expiry)
         try:
             async with self.db.transaction() as conn:
                 await conn.execute(_insert_document, dict(
@@ -376,7 +381,8 @@ class Transitions:
                     kind=intent.kind.value, content_type=intent.content_type,
                     attempt=intent.attempt, **times))
                 await conn.execute(_insert_upload, dict(
-                    id=upload_id, blob_name=intent.blob_name, document_id=intent.document_id,
+                    id=upload_id, mode=mode.value, blob_name=intent.blob_name,
+                    document_id=intent.document_id,
                     attempt=intent.attempt, length=length, handle=handle,
                     meta=json.dumps(meta), **times))
         except DBIntegrityError:
@@ -400,7 +406,8 @@ class Transitions:
                 .where(uploads.c.id == upload_id), self.times())).one_or_none()
         if row is None:
             return None
-        return UploadRecord(row.id, row.blob_name, row.document_id, row.attempt, row.state,
+        return UploadRecord(row.id, UploadMode(row.mode), row.blob_name, row.document_id,
+                            row.attempt, row.state,
                             row.length, row.offset, row.handle, json.loads(row.parts),
                             json.loads(row.meta), row.expires_at, bool(row.expired))
 
@@ -414,6 +421,28 @@ class Transitions:
                 u_id=upload.id, b_attempt=upload.attempt, u_seen=seen, u_offset=offset,
                 u_parts=json.dumps(list(parts)), **self.times()))
         return _count(won) == 1
+
+    async def record_verified(self, upload: UploadRecord, sha256: str) -> bool:
+        """Before C3: the SHA-256 the service computed from the stored bytes, only while the
+        upload and its intent are still this upload's. The sweeper rolls a committed
+        upload forward only if this was recorded (a client that tagged its own direct
+        upload ``committed`` gets it deleted instead)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(update(uploads).where(
+                uploads.c.id == upload.id, uploads.c.state == UploadState.OPEN.value,
+                uploads.c.attempt == upload.attempt,
+                select(blobs.c.name).where(
+                    blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+                    blobs.c.attempt == upload.attempt).exists(),
+            ).values(sha256=sha256, changed_at=NOW), self.times())
+        return _count(won) == 1
+
+    async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
+        """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
+        async with self.db.transaction() as conn:
+            rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.sha256).where(
+                uploads.c.blob_name.in_(names)))).all()
+        return {r.blob_name: r.sha256 for r in rows}
 
     async def finish_upload(self, upload: UploadRecord) -> bool:
         """After C4: the upload is done; nothing is ever written to it again."""
@@ -651,6 +680,24 @@ class Transitions:
                 self.times())
             await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
         return _count(moved)
+
+    async def discard_unverified(self, token: str, names: Sequence[str]) -> int:
+        """Claimed upload intents whose blob is tagged committed although the service never
+        verified its bytes (a direct-upload client tagged it itself): to ``deleting``, with
+        their pending documents and upload rows, never to ``ready``."""
+        async with self.db.transaction() as conn:
+            moved = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+                .returning(blobs.c.name), self.times())).scalars().all()
+            if moved:
+                await conn.execute(delete(documents).where(
+                    documents.c.blob_name.in_(moved),
+                    documents.c.status == DocumentStatus.PENDING.value))
+                await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(moved)))
+        return len(moved)
 
     async def pointed_at(self, names: Sequence[str]) -> set[str]:
         """Which of these blobs a document points at, are ``attached``, or are still held by

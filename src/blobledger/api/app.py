@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from blobledger import __version__
 from blobledger.api import problems
 from blobledger.api.guard import Guard
-from blobledger.api.routes import content, documents, service, tus
+from blobledger.api.routes import content, direct, documents, service, tus
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -86,6 +86,7 @@ def create_app(
     app.include_router(content.router)
     app.include_router(service.router)
     app.include_router(tus.router)
+    app.include_router(direct.router)
     app.add_middleware(Guard, max_uploads=settings.max_uploads)
     return app
 

@@ -193,6 +193,18 @@ def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:
 
 
 @dataclass(frozen=True)
+class DirectPut:
+    """How a client creates one blob itself, without the bytes passing through blobledger:
+    one ``method`` request to ``url`` carrying ``headers``, valid until ``expires_at``. The
+    service behind the URL creates the blob only if its name is free (never overwrites)."""
+
+    url: str
+    headers: Mapping[str, str]
+    expires_at: datetime
+    method: str = "PUT"
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What the storage service itself enforces, as opposed to what the store checks before
     it asks. An emulator's gap is a capability it lacks; the conformance suite asserts each
@@ -344,6 +356,14 @@ class Store(abc.ABC):
     async def abort_staged(self, name: str, handle: str) -> None:
         """Drop the uncommitted parts of a staged upload; never touches a committed blob."""
         raise StoreError(f"{type(self).__name__} has no staged uploads")
+
+    # -- direct uploads -------------------------------------------------------------------
+    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+                         expires_in: float) -> DirectPut | None:
+        """A short-lived URL through which a client can create exactly ``name`` (and no other
+        blob), tagged ``tags``, never overwriting; None where the store has none (the service
+        then receives the bytes itself)."""
+        return None
 
     async def digest_stored(self, name: str) -> Digests:
         """Hash the bytes the store holds under ``name`` and record the checksums with the

@@ -20,8 +20,9 @@ import base64
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 from azure.core import MatchConditions
@@ -36,7 +37,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 from azure.core.pipeline.transport import AioHttpTransport
-from azure.storage.blob import BlobBlock, ContentSettings
+from azure.storage.blob import BlobBlock, BlobSasPermissions, ContentSettings, generate_blob_sas
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
 
 from blobledger import failpoints
@@ -60,6 +61,7 @@ from blobledger.stores.base import (
     Capabilities,
     Condition,
     DeleteOutcome,
+    DirectPut,
     Hasher,
     Store,
     Tags,
@@ -473,6 +475,31 @@ class AzureStore(Store):
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)
+
+    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+                         expires_in: float) -> DirectPut | None:
+        """A service SAS for this one blob with create and tag permissions only (``c``,
+        ``t``): the service refuses to overwrite an existing blob under it. The client
+        sends ``If-None-Match: *`` and the ``pending`` tag (``x-ms-tags``). None without an
+        account key (a SAS is then a user delegation SAS, not offered yet)."""
+        check_blob_name(name)
+        self._client()
+        credential = getattr(self._service, "credential", None)
+        key = getattr(credential, "account_key", None)
+        account = getattr(credential, "account_name", None)
+        if not key or not account:
+            return None
+        expires_at = datetime.now(UTC) + timedelta(seconds=expires_in)
+        sas = generate_blob_sas(account_name=account, container_name=self.container_name,
+                                blob_name=name, account_key=key,
+                                permission=BlobSasPermissions(create=True, tag=True),
+                                expiry=expires_at, start=datetime.now(UTC) - timedelta(
+                                    minutes=5))
+        url = self._client().get_blob_client(name).url.split("?", 1)[0]
+        return DirectPut(url=f"{url}?{sas}", expires_at=expires_at, headers={
+            "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
+            "x-ms-tags": urlencode(sorted(tags.items()), quote_via=quote),
+            "Content-Type": content_type})
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
         with map_errors(name):

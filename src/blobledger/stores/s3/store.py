@@ -25,7 +25,7 @@ import contextlib
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -49,6 +49,7 @@ from blobledger.stores.base import (
     Capabilities,
     Condition,
     DeleteOutcome,
+    DirectPut,
     Hasher,
     Store,
     Tags,
@@ -202,7 +203,7 @@ class S3Store(Store):
                     connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
                     retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
                     s3={"addressing_style": "path" if self.path_style else "auto"},
-                    max_pool_connections=64,
+                    max_pool_connections=64, signature_version="s3v4",
                     request_checksum_calculation="when_required",
                     response_checksum_validation="when_required")
                 stack = AsyncExitStack()
@@ -376,6 +377,20 @@ class S3Store(Store):
                 MultipartUpload={"Parts": listed})
         await failpoints.hit("staged.after_commit")
         return await self.digest_stored(name)
+
+    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+                         expires_in: float) -> DirectPut | None:
+        """A presigned PutObject of this one key whose signature covers ``If-None-Match: *``
+        and the tags (``x-amz-tagging``): S3 refuses the request without them, and refuses
+        it with them if the key exists."""
+        s3 = await self._client()
+        tagging = self._tagging(tags, None)
+        url = await s3.generate_presigned_url("put_object", Params={
+            "Bucket": self.bucket, "Key": self._key(name), "IfNoneMatch": "*",
+            "Tagging": tagging, "ContentType": content_type}, ExpiresIn=int(expires_in))
+        return DirectPut(url=str(url), expires_at=datetime.now(UTC)
+                         + timedelta(seconds=int(expires_in)), headers={
+            "If-None-Match": "*", "x-amz-tagging": tagging, "Content-Type": content_type})
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self._abort(self._key(name), handle)

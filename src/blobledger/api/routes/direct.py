@@ -1,0 +1,94 @@
+"""``/uploads``: direct uploads over :class:`blobledger.direct.DirectUploads`.
+
+``POST /uploads`` (JSON: ``name``, ``size``, optional ``content_type`` and ``sha256``) records
+the intent and answers where to put the bytes (``method``, ``url``, ``headers``,
+``expires_at``); ``POST /uploads/{id}/complete`` checks what the store holds and makes the
+document ready; ``DELETE /uploads/{id}`` abandons it. Where the store offers no URL of its own,
+the URL is ``PUT /uploads/{id}/content?token=…`` on this service, whose token is its only
+credential (like a SAS). This module only speaks HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse
+
+from blobledger.api.auth import require
+from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.routes import document_response, ledger_of, settings_of
+from blobledger.api.uploads import body_stream, check_declared_size
+from blobledger.direct import DirectUploads
+from blobledger.documents import Document
+
+router = APIRouter(tags=["direct uploads"])
+
+
+class UploadRequest(BaseModel):
+    name: str = Field(max_length=1024)
+    size: int = Field(ge=0)
+    content_type: str | None = Field(default=None, max_length=255)
+    sha256: str | None = Field(default=None, description="hex SHA-256 of the bytes")
+
+
+def _direct(request: Request) -> DirectUploads:
+    existing = getattr(request.app.state, "direct", None)
+    ledger = ledger_of(request)
+    if not isinstance(existing, DirectUploads) or existing.ledger is not ledger:
+        existing = DirectUploads(ledger)
+        request.app.state.direct = existing
+    return existing
+
+
+@router.post("/uploads", status_code=201, dependencies=[Depends(require("write"))],
+             responses={400: PROBLEM, 409: PROBLEM, 413: PROBLEM})
+async def begin_upload(request: Request, body: UploadRequest) -> Response:
+    """Record the intent (C1); the answer says where to PUT the bytes, until when."""
+    began = await _direct(request).begin(body.name, body.size, body.content_type, body.sha256)
+    upload = began.upload
+    if began.target is not None:
+        where: dict[str, Any] = {"method": began.target.method, "url": began.target.url,
+                                 "headers": dict(began.target.headers), "via": "store"}
+    else:
+        url = str(request.url_for("put_upload_content", upload_id=upload.id))
+        where = {"method": "PUT", "url": f"{url}?token={began.token}",
+                 "headers": {"Content-Type": upload.meta["content_type"]}, "via": "service"}
+    complete = str(request.url_for("complete_upload", upload_id=upload.id))
+    payload = {"id": upload.id, **where, "size": upload.length,
+               "expires_at": began.expires_at.isoformat().replace("+00:00", "Z"),
+               "complete_url": complete}
+    return JSONResponse(payload, status_code=201,
+                        headers={"Location": f"/uploads/{upload.id}"})
+
+
+@router.put("/uploads/{upload_id}/content", name="put_upload_content", status_code=201,
+            responses={400: PROBLEM, 409: PROBLEM, 410: PROBLEM, 413: PROBLEM})
+async def put_upload_content(
+    request: Request, upload_id: str,
+    token: Annotated[str, Query(max_length=256)],
+) -> Response:
+    """The bytes of a direct upload whose store has no URL of its own (create-only)."""
+    limit = settings_of(request).max_upload_bytes
+    declared = check_declared_size(request, limit)
+    await _direct(request).receive(upload_id, token, body_stream(request, declared, limit))
+    return Response(status_code=201)
+
+
+@router.post("/uploads/{upload_id}/complete", name="complete_upload", status_code=201,
+             dependencies=[Depends(require("write"))],
+             responses={201: {"model": Document}, 400: PROBLEM, 409: PROBLEM, 410: PROBLEM,
+                        503: PROBLEM})
+async def complete_upload(request: Request, upload_id: str) -> Response:
+    """Check size and SHA-256 against what the store holds, then C3/C4: the document."""
+    doc = await _direct(request).complete(upload_id)
+    return document_response(doc, 201)
+
+
+@router.delete("/uploads/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
+               responses={409: PROBLEM, 410: PROBLEM})
+async def cancel_upload(request: Request, upload_id: str) -> Response:
+    """Abandon a direct upload (its intent goes to the deletion path)."""
+    await _direct(request).cancel(upload_id)
+    return Response(status_code=204)
