@@ -40,7 +40,7 @@ from blobledger.errors import (
 )
 from blobledger.ledger import Ledger
 from blobledger.models import PENDING_TAG as PENDING
-from blobledger.models import STATE_TAG, BlobKind, UploadMode, UploadState, as_utc
+from blobledger.models import STATE_TAG, BlobKind, BlobState, UploadMode, UploadState, as_utc
 from blobledger.names import check_content_type, check_document_name, new_blob_name, new_document_id
 from blobledger.resumable import Resumable, settle
 from blobledger.stores.base import DirectPut
@@ -143,9 +143,13 @@ class DirectUploads:
         except BlobNotFound:
             raise OffsetMismatch("nothing has been uploaded yet", 0) from None
         try:
-            if tags.get(STATE_TAG) != PENDING[STATE_TAG]:
+            # committed is ours only after we verified it (a completion retried after C3)
+            ours = tags.get(STATE_TAG) == BlobState.COMMITTED and upload.sha256 is not None
+            if tags.get(STATE_TAG) != PENDING[STATE_TAG] and not ours:
                 raise IntegrityError(f"the uploaded blob is tagged {tags}, not {PENDING}")
             digests = await store.digest_stored(upload.blob_name)  # what the store holds
+            if ours and digests.sha256 != upload.sha256:
+                raise IntegrityError("the stored bytes changed since they were verified")
         except IntegrityError:
             await asyncio.shield(self.resumable.give_up(upload, intent))
             raise

@@ -251,6 +251,7 @@ class UploadRecord:
     meta: dict[str, str]
     expires_at: Any
     expired: bool
+    sha256: str | None = None  # what the service verified from the stored bytes (before C3)
 
     def intent(self, content_type: str) -> Intent:
         return Intent(self.blob_name, self.document_id, BlobKind.CREATE, self.attempt,
@@ -409,7 +410,8 @@ class Transitions:
         return UploadRecord(row.id, UploadMode(row.mode), row.blob_name, row.document_id,
                             row.attempt, row.state,
                             row.length, row.offset, row.handle, json.loads(row.parts),
-                            json.loads(row.meta), row.expires_at, bool(row.expired))
+                            json.loads(row.meta), row.expires_at, bool(row.expired),
+                            row.sha256)
 
     async def record_parts(self, upload: UploadRecord, seen: int, offset: int,
                            parts: Sequence[str]) -> bool:

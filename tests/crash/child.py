@@ -6,6 +6,7 @@ interpreter start; it still dies by a real SIGKILL with no cleanup of any kind."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import random
@@ -77,9 +78,33 @@ class Job:
 
     target: Target
     failpoints: str
-    op: str  # create | replace | delete | sweep | tus
+    op: str  # create | replace | delete | sweep | tus | direct
     args: dict[str, Any] = field(default_factory=dict)
     clock_offset: float = 0.0
+
+
+async def direct_upload(ledger: Ledger, name: str, data: bytes,
+                        upload_id: str | None = None) -> str:
+    """A direct upload: the intent, the client's create-only put (to serve, or to the
+    store's URL: here the store's own put, as that URL's client would), the completion."""
+    from blobledger.direct import DirectUploads
+    from blobledger.errors import BlobAlreadyExists
+    from blobledger.models import PENDING_TAG
+
+    direct = DirectUploads(ledger)
+    if upload_id is None:
+        began = await direct.begin(name, len(data), sha256=sha256(data))
+        upload_id = began.upload.id
+        if began.token is not None:
+            await direct.receive(upload_id, began.token, chunks(data))
+        else:
+            await ledger.store.put(began.upload.blob_name, chunks(data), tags=PENDING_TAG)
+            await failpoints.hit("direct.after_upload")
+    else:  # resumed: the client re-sends only if nothing arrived
+        upload = await direct.find(upload_id)
+        with contextlib.suppress(BlobAlreadyExists):
+            await ledger.store.put(upload.blob_name, chunks(data), tags=PENDING_TAG)
+    return (await direct.complete(upload_id)).id
 
 
 async def _run(job: Job) -> None:
@@ -102,6 +127,8 @@ async def _run(job: Job) -> None:
             upload = await resumable.create(len(data), {"name": args["name"]})
             await resumable.append(upload, 0, chunks(data))
             await resumable.complete(await resumable.find(upload.id))
+        elif job.op == "direct":
+            await direct_upload(ledger, args["name"], payload(args["seed"]))
         elif job.op == "sweep":
             from blobledger.sweeper import Sweeper
 

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from blobledger.models import UploadRow, UploadState
 from blobledger.resumable import Resumable
 from tests.conftest import DATABASES, STORES
-from tests.crash.child import CHUNK, Job, Target, chunks, payload
+from tests.crash.child import CHUNK, Job, Target, chunks, direct_upload, payload
 from tests.crash.conftest import make_target
 from tests.crash.harness import (
     LEASE_EXPIRED,
@@ -92,6 +92,14 @@ TUS = [
     ("after C3 (tagged committed)", "tus.after_tag", CREATED),
     ("after C4 (committed)", "tus.after_commit", CREATED),
 ]
+DIRECT = [
+    ("after C1 (the URL handed out)", "direct.after_create", ABSENT),
+    ("after the client's create-only put", "direct.after_upload", ABSENT),
+    ("completion: stored bytes hashed and recorded", "direct.after_verify", ABSENT),
+    ("completion: after confirm", "direct.after_confirm", ABSENT),
+    ("completion: after C3 (tagged committed)", "direct.after_tag", CREATED),
+    ("completion: after C4 (committed)", "direct.after_commit", CREATED),
+]
 SWEEP = [
     ("stale intents claimed", "sweep.after_claim"),
     ("pending blobs deleted, rows not yet removed", "sweep.after_delete"),
@@ -107,6 +115,9 @@ CASES = [
     *[Case("Replace", t, p, "replace", e) for t, p, e in REPLACE],
     Case("Delete", "after the commit", "delete.after_commit", "delete", ABSENT),
     *[Case("Resumable upload (tus), abandoned", t, p, "tus", e) for t, p, e in TUS],
+    *[Case("Direct upload, abandoned", t, p, "direct", e) for t, p, e in DIRECT],
+    *[Case("Direct upload, completed again by another process", t, p, "direct", CREATED,
+           retry=True) for t, p, _ in DIRECT],
     *[Case("Resumable upload (tus), resumed by another process", t, p, "tus", CREATED,
            retry=True) for t, p, _ in TUS],
     *[Case("Sweeper and deletion path (four crashed writers: after C2, after C3, after R3, "
@@ -125,7 +136,7 @@ async def test_crash_point(
     offset = 0.0
     if case.op == "create":
         args: dict[str, object] = {"name": "doc.bin", "seed": NEW, "key": KEY}
-    elif case.op == "tus":
+    elif case.op in ("tus", "direct"):
         args = {"name": "doc.bin", "seed": NEW}
     elif case.op == "sweep":
         await _crashed_writers(target)
@@ -139,7 +150,8 @@ async def test_crash_point(
         left = await describe(ledger)
     steps = []
     if case.retry:
-        steps.append(await (_resume_upload(target) if case.op == "tus" else _retry(target)))
+        resume = {"tus": _resume_upload, "direct": _complete_direct}.get(case.op, _retry)
+        steps.append(await resume(target))
     resolution = await resolve(target, settle)
     report = resolution.report
     assert report is not None and report.ok, f"{left}\n{report and report.render()}"
@@ -189,6 +201,19 @@ async def _resume_upload(target: Target) -> str:
         doc = await resumable.complete(upload)
         assert await read_all(ledger, doc.id) == data
     return f"resumed at offset {offset} of {len(data)} and completed"
+
+
+async def _complete_direct(target: Target) -> str:
+    """Another process completes the direct upload (the client re-sends if nothing arrived)."""
+    async with target.ledger() as ledger:
+        async with ledger.db.session() as session:
+            rows = (await session.execute(select(UploadRow.id, UploadRow.state))).all()
+        assert len(rows) == 1, rows
+        if rows[0].state == UploadState.DONE:
+            return "the upload had completed"
+        doc_id = await direct_upload(ledger, "doc.bin", payload(NEW), upload_id=rows[0].id)
+        assert await read_all(ledger, doc_id) == payload(NEW)
+    return "completed by another process"
 
 
 async def _outcome(target: Target, expect: tuple[Doc, ...]) -> str:
