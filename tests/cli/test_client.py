@@ -11,7 +11,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+from sqlalchemy import select
 
+from blobledger.db import Database
+from blobledger.models import UploadRow
+from tests.conftest import run_sync
 from tests.support.server import (
     Server,
     blobledger_command,
@@ -176,3 +181,34 @@ def test_put_retries_until_the_server_answers(azurite: Azurite, tmp_path: Path) 
             put.kill()
             put.wait()
 
+
+
+@pytest.mark.parametrize("kind", ["local", "azure", "s3"])
+def test_put_direct_sends_the_bytes_to_the_store(
+        kind: str, azurite: Azurite, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """``put --direct``: POST /uploads, the bytes to the URL it answers, then complete."""
+    from tests.api.test_tus_clients import store_env
+
+    moto = request.getfixturevalue("moto") if kind == "s3" else None
+    data = os.urandom(1024 * 1024 + 17)
+    source = tmp_path / "direct.bin"
+    source.write_bytes(data)
+    with fresh_database() as url, running_server(
+            azurite, url, extra=store_env(kind, tmp_path, moto)) as server:
+        done = cli("put", str(source), "--direct", url=server.url)
+        doc = json.loads(done.stdout)
+        assert doc["name"] == "direct.bin" and doc["size"] == len(data)
+        content = httpx.get(f"{server.url}/documents/{doc['id']}/content").content
+        assert content == data
+        assert run_sync(_uploads(url)) == [("direct", "done", doc["blob"])]
+
+
+async def _uploads(database_url: str) -> list[tuple[str, str, str]]:
+    db = Database(database_url)
+    try:
+        async with db.session() as session:
+            rows = (await session.execute(select(
+                UploadRow.mode, UploadRow.state, UploadRow.blob_name))).all()
+    finally:
+        await db.dispose()
+    return [(r.mode, r.state, r.blob_name) for r in rows]

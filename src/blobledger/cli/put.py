@@ -8,6 +8,7 @@ that says an earlier attempt under the key is still running. Prints the document
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mimetypes
 import os
@@ -65,20 +66,24 @@ Examples:
 @click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True,
               help="retries after a failed attempt")
 @click.option("--idempotency-key", help="default: a new random key")
+@click.option("--direct", is_flag=True,
+              help="send the bytes straight to the store if the server offers it")
 @connection_options
 def command(file: Path, name: str | None, content_type: str | None, retries: int,
-            idempotency_key: str | None, url: str | None, token: str | None) -> int:
+            idempotency_key: str | None, direct: bool, url: str | None,
+            token: str | None) -> int:
     """Upload FILE as a new document; print the document as JSON.
 
     Every attempt carries the same Idempotency-Key: a retry after a lost
     response returns the document the first attempt created. A progress bar
     is drawn on stderr when it is a terminal."""
     return upload(file, name=name, content_type=content_type, retries=retries,
-                  idempotency_key=idempotency_key, connection=Connection.resolve(url, token))
+                  idempotency_key=idempotency_key, connection=Connection.resolve(url, token),
+                  direct=direct)
 
 
 def upload(path: Path, *, name: str | None, content_type: str | None, retries: int,
-           idempotency_key: str | None, connection: Connection) -> int:
+           idempotency_key: str | None, connection: Connection, direct: bool = False) -> int:
     try:
         size = path.stat().st_size
         if not path.is_file():
@@ -92,6 +97,11 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                "Content-Type": content_type, "Content-Length": str(size)}
     last = ""
     with open_client(connection) as client:
+        if direct:
+            doc = direct_upload(connection.url, retries, client, path, name, content_type, size)
+            if doc is not None:
+                print(json.dumps(doc))
+                return 0
         for attempt in range(retries + 1):
             response: httpx.Response | None = None
             progress = Progress(f"{name}", size)
@@ -117,3 +127,71 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                 time.sleep(retry_delay(attempt, response))
     raise ClientError(f"upload of {os.fspath(path)} failed after {retries + 1} "
                       f"attempts: {last}")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name: str,
+                  content_type: str, size: int) -> dict[str, object] | None:
+    """POST /uploads, PUT the bytes where it says, complete; None if not offered."""
+    try:
+        sha256 = _sha256(path)
+    except OSError as exc:
+        raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        began = client.post("/uploads", json={"name": name, "size": size,
+                                              "content_type": content_type, "sha256": sha256})
+    except httpx.TransportError as exc:
+        raise unreachable(url, exc) from None
+    if began.status_code in (404, 405):
+        return None  # a server without direct uploads
+    if began.status_code != 201:
+        raise ClientError(describe(began))
+    target = began.json()
+    last = ""
+    for attempt in range(retries + 1):
+        response: httpx.Response | None = None
+        progress = Progress(name, size)
+        try:
+            with path.open("rb") as handle, httpx.Client(timeout=None) as storage:
+                response = storage.request(
+                    target["method"], target["url"],
+                    headers={**target["headers"], "Content-Length": str(size)},
+                    content=read_chunks(handle, progress))
+        except httpx.TransportError as exc:
+            last = f"the store was unreachable: {exc}"
+        finally:
+            progress.finish()
+        # 403/409/412 on a retry: the create-only put refused, the bytes are there already
+        if response is not None and (response.status_code < 300 or (
+                attempt > 0 and response.status_code in (403, 409, 412))):
+            break
+        if response is not None and response.status_code not in RETRY_STATUSES:
+            raise ClientError(f"the store refused the upload: HTTP {response.status_code} "
+                              f"{response.text[:200]}")
+        if response is not None:
+            last = f"HTTP {response.status_code}"
+        if attempt < retries:
+            time.sleep(retry_delay(attempt, response))
+    else:
+        raise ClientError(f"direct upload of {os.fspath(path)} failed: {last}")
+    for attempt in range(retries + 1):
+        try:
+            done = client.post(f"/uploads/{target['id']}/complete")
+        except httpx.TransportError as exc:
+            last = str(unreachable(url, exc))
+        else:
+            if done.status_code < 300:
+                return dict(done.json())
+            if not retryable(done):
+                raise ClientError(describe(done))
+            last = describe(done)
+        if attempt < retries:
+            time.sleep(retry_delay(attempt, None))
+    raise ClientError(f"completing the upload of {os.fspath(path)} failed: {last}")
