@@ -9,7 +9,9 @@ bounded whatever the container holds. Findings:
   at it or the row is an ``attached`` attachment (a bug: exit code 2);
 - ``mismatch``: the blob's ``state`` tag disagrees with its row past the step's cutoff (an
   ``attached`` row's blob is tagged ``committed``);
-- ``uncommitted``: bytes uploaded under a name but never committed, older than the deadline.
+- ``uncommitted``: bytes uploaded under a name but never committed, older than the deadline
+  (a resumable upload's parts count as in flight until the upload expires; an abandoned
+  upload's are reported, and ``--fix`` clears them once no row refers to the name).
 
 Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
 as ``in_flight``, not reported. Before an orphan or a missing ready blob is reported, the row
@@ -240,8 +242,8 @@ class _Merge:
                                    else "the blob of an attachment is missing",
                                    row_state=row.state, age_seconds=self.age(row.changed_at)))
                 return
-        elif not self.past_cutoff(row):
-            self.report.in_flight += 1
+        elif not self.past_cutoff(row) or await self.ledger.transitions.upload_live(row.name):
+            self.report.in_flight += 1  # (a resumable or direct upload lives until it expires)
             return
         self.found(Finding("missing", row.name, f"row {row.state!r} whose blob is absent",
                            row_state=row.state, age_seconds=self.age(row.changed_at)))
@@ -261,8 +263,9 @@ class _Merge:
         deadline = self.ledger.settings.upload_deadline
         async for info in self.ledger.store.list_uncommitted(prefix):
             age = self.age(info.last_modified)
-            if age is not None and age <= deadline:
-                self.report.in_flight += 1
+            if (age is not None and age <= deadline) or \
+                    await self.ledger.transitions.upload_live(info.name):
+                self.report.in_flight += 1  # (a resumable upload's parts live until it expires)
                 continue
             fixed = False
             if self.fix and age is not None and age > self.older_than:

@@ -453,6 +453,14 @@ class Transitions:
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
+    async def upload_live(self, blob_name: str) -> bool:
+        """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""
+        async with self.db.transaction() as conn:
+            found = (await conn.execute(select(uploads.c.id).where(
+                uploads.c.blob_name == blob_name, uploads.c.state == UploadState.OPEN.value,
+                uploads.c.expires_at > NOW), self.times())).first()
+        return found is not None
+
     async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
         """Which of these blobs belong to resumable uploads: name -> the store's handle."""
         async with self.db.transaction() as conn:

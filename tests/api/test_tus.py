@@ -206,3 +206,25 @@ async def test_tokens_apply(ledger: Ledger) -> None:
                 403)
         ok = await client.post("/files/", headers={**headers, "Authorization": "Bearer w"})
         assert ok.status_code == 201
+
+
+async def test_reconciler_reports_abandoned_parts_only(
+        ledger: Ledger, tus: httpx.AsyncClient) -> None:
+    from blobledger.reconciler import reconcile
+
+    _, chunk = sizes(ledger)
+    url = await create(tus, chunk * 3, name="parts.bin")
+    await tus.patch(url, content=os.urandom(chunk), headers={**PATCH, "Upload-Offset": "0"})
+    later = ledger.settings.sweep_after + 60  # past the upload deadline, before expiry
+    ledger.transitions.offset = later
+    try:
+        live = await reconcile(ledger, fix=False, older_than=ledger.settings.sweep_after)
+        assert live.total == 0, live.as_dict()
+        expired = ledger.settings.resumable_expiry + 60
+        ledger.transitions.offset = expired
+        report = await reconcile(ledger, fix=False, older_than=ledger.settings.sweep_after)
+        assert report.uncommitted == 1, report.as_dict()
+        assert (await Sweeper(ledger).run_once()).swept == 1
+        assert [u async for u in ledger.store.list_uncommitted()] == []
+    finally:
+        ledger.transitions.offset = 0
