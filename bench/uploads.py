@@ -1,7 +1,7 @@
 """Direct and resumable uploads: what ``serve`` spends, and what a cut costs.
 
 1. A 1 GiB upload (256 MiB with --quick) to Azurite, through ``serve`` (``POST /documents``)
-   and direct (``POST /uploads``, the bytes PUT to the SAS URL by the client, then
+   and direct (``POST /uploads``, the bytes PUT to the SAS URL in one Put Blob, then
    ``complete``), on a real ``serve`` subprocess on PostgreSQL: the service's CPU time
    (utime + stime from /proc) and its peak RSS growth. The direct path's CPU is the
    completion's read-back of the bytes (hashing what the store holds: the honest check,
@@ -24,7 +24,6 @@ import threading
 import time
 
 import httpx
-from azure.storage.blob import BlobClient
 from tests.support.server import Server, running_server
 from tusclient import client as tus_client
 
@@ -59,7 +58,7 @@ def chunks(size: int, block: bytes) -> io.BufferedReader:
 
 
 def through_serve(server: Server, size: int, block: bytes) -> None:
-    response = httpx.post(f"{server.url}/documents", params={"name": "serve.bin"},
+    response = httpx.post(f"{server.url}/documents", params={"name": f"serve-{size}.bin"},
                           content=chunks(size, block), timeout=900,
                           headers={"Content-Length": str(size)})
     response.raise_for_status()
@@ -70,13 +69,11 @@ def direct(server: Server, size: int, block: bytes, sha256: str) -> None:
                                                       "sha256": sha256})
     began.raise_for_status()
     target = began.json()
-    blob = BlobClient.from_blob_url(target["url"], api_version="2026-06-06",
-                                    max_single_put_size=8 * MIB, max_block_size=8 * MIB)
-    try:
-        blob.upload_blob(chunks(size, block), length=size, tags={"state": "pending"},
-                         max_concurrency=4)
-    finally:
-        blob.close()
+    # one Put Blob, streamed, as `blobledger put --direct` sends it (Azurite refuses Put Block
+    # under a SAS without write permission, which a create-only SAS must not have)
+    put = httpx.put(target["url"], content=chunks(size, block), timeout=900,
+                    headers={**target["headers"], "Content-Length": str(size)})
+    put.raise_for_status()
     done = httpx.post(f"{server.url}/uploads/{target['id']}/complete", timeout=900)
     done.raise_for_status()
 
