@@ -21,10 +21,12 @@ from blobledger.errors import (
     InvalidName,
     NameTaken,
     NotFound,
+    OffsetMismatch,
     PreconditionFailed,
     StoreError,
     StoreUnavailable,
     UploadAborted,
+    UploadGone,
     UploadTooLarge,
 )
 from blobledger.ledger import Ledger
@@ -46,10 +48,12 @@ __all__ = [
     "Ledger",
     "NameTaken",
     "NotFound",
+    "OffsetMismatch",
     "PreconditionFailed",
     "StoreError",
     "StoreUnavailable",
     "UploadAborted",
+    "UploadGone",
     "UploadTooLarge",
 ]
 __version__ = "0.1.0"

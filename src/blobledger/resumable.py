@@ -113,10 +113,14 @@ class Resumable:
         await self.ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta)
         await failpoints.hit("tus.after_create")
         upload = await self.find(upload_id)
-        handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
-                                               content_type=content_type)
-        if handle:
-            await self.ledger.transitions.set_handle(upload, handle)
+        try:
+            handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
+                                                   content_type=content_type)
+            if handle:
+                await self.ledger.transitions.set_handle(upload, handle)
+        except BaseException:
+            await asyncio.shield(self.give_up(upload, intent))  # nothing stored yet
+            raise
         return await self.find(upload_id)
 
     async def find(self, upload_id: str) -> UploadRecord:
