@@ -184,7 +184,7 @@ class UploadRow(Base):
     ``offset`` is the number of bytes stored as committed parts (``parts``: their ids in
     order, JSON), advanced only by compare-and-set (``transitions.record_parts``)."""
 
-    __tablename__ = "uploads"
+    __tablename__ = table_name("uploads")
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     mode: Mapped[str] = mapped_column(String(16), nullable=False)  # UploadMode

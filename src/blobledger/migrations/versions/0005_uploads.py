@@ -7,22 +7,26 @@ its URL's token), the metadata it was created with, when it expires, and the SHA
 service computed from the stored bytes (set before C3; the sweeper rolls forward only what
 was verified).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+from blobledger.models import SCHEMA, table_name
+
+UPLOADS = table_name("uploads")
+
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
     op.create_table(
-        "uploads",
+        UPLOADS,
         sa.Column("id", sa.String(32), primary_key=True),
         sa.Column("mode", sa.String(16), nullable=False),
         sa.Column("blob_name", sa.String(1024), nullable=False, unique=True),
@@ -38,8 +42,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("changed_at", sa.DateTime(), nullable=False),
         sa.Column("expires_at", sa.DateTime(), nullable=False),
+        schema=SCHEMA,
     )
 
 
 def downgrade() -> None:
-    op.drop_table("uploads")
+    op.drop_table(UPLOADS, schema=SCHEMA)
