@@ -4,6 +4,11 @@ Every attempt carries the same ``Idempotency-Key``, so a retry after a lost resp
 the document the first attempt created instead of a second one. Connection failures, 408,
 429 and 5xx are retried with exponential backoff (honouring Retry-After), and so is a 409
 that says an earlier attempt under the key is still running. Prints the document as JSON.
+
+With ``--direct`` the bytes go to the store itself when the server offers it (``POST
+/uploads``; a server without it gets the ordinary upload): the file's SHA-256 is declared, the
+bytes are PUT to the URL the server answered (never with this client's token), and the
+server completes the upload after checking what the store holds.
 """
 
 from __future__ import annotations
