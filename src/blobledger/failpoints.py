@@ -11,10 +11,16 @@ Points in the ledger: ``create.after_{insert,upload,tag,commit}``,
 ``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
 staged, before the create-only publication: the local ``link``, Azure's Put Block List).
 
-Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``raise``
-(:class:`FailpointError`), ``delay:SECONDS`` (sleep, then go on). A suffix ``@N`` acts on
-the N-th pass through the point only (``put.mid_stream=kill@3``: die after the third chunk
-was taken).
+Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
+process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it
+goes on as if nothing happened), ``raise`` (:class:`FailpointError`), ``delay:SECONDS``
+(sleep, then go on). A suffix ``@N`` acts on the N-th pass through the point only
+(``put.mid_stream=kill@3``: die after the third chunk was taken).
+
+In-process tests may instead install a hook with :func:`set_hook`: an async callable that
+:func:`hit` awaits with the point's name at every point (before any configured action), so a
+test can suspend one task at any step and resume it later. With neither actions nor a hook,
+:func:`hit` still costs one emptiness test of a dict.
 """
 
 from __future__ import annotations
@@ -22,9 +28,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 
 ENV = "BLOBLEDGER_FAILPOINTS"
+#: an in-process hook, awaited with the point's name at every point
+Hook = Callable[[str], Awaitable[None]]
+#: the entry in ``_ACTIVE`` that stands for an installed hook (no point has this name)
+_HOOKED = "\x00hook"
 
 
 class FailpointError(RuntimeError):
@@ -44,19 +54,35 @@ def _parse(text: str) -> dict[str, str]:
 
 _ACTIVE: dict[str, str] = {}
 _PASSES: dict[str, int] = {}
+_HOOK: list[Hook] = []
 
 
 def configure(text: str) -> None:
-    """Replace the active failpoints (for in-process tests); '' disables all."""
+    """Replace the active failpoints (for in-process tests); '' disables all (an installed
+    hook stays)."""
     _ACTIVE.clear()
     _PASSES.clear()
     _ACTIVE.update(_parse(text))
+    if _HOOK:
+        _ACTIVE[_HOOKED] = "hook"
+
+
+def set_hook(hook: Hook | None) -> None:
+    """Install ``hook`` (awaited as ``hook(point)`` at every point, in the task that reached
+    it, before the point's configured action) or, with None, remove it."""
+    _HOOK.clear()
+    _ACTIVE.pop(_HOOKED, None)
+    if hook is not None:
+        _HOOK.append(hook)
+        _ACTIVE[_HOOKED] = "hook"
 
 
 async def hit(point: str) -> None:
-    """Run the action configured for ``point``, if any."""
+    """Await the hook, if one is installed, then run the action configured for ``point``."""
     if not _ACTIVE:
         return
+    if _HOOK:
+        await _HOOK[0](point)
     action = _ACTIVE.get(point)
     if action is None:
         return
@@ -67,6 +93,9 @@ async def hit(point: str) -> None:
             return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sent SIGCONT
+        return
     if action.startswith("delay:"):
         await asyncio.sleep(float(action.split(":", 1)[1]))
         return
@@ -75,8 +104,9 @@ async def hit(point: str) -> None:
 
 def stream(data: AsyncIterable[bytes], point: str) -> AsyncIterable[bytes]:
     """``data``, passing ``point`` each time a chunk has been taken by the consumer (so a
-    kill there dies mid-transfer); ``data`` itself when no failpoint is active."""
-    if point not in _ACTIVE:
+    kill there dies mid-transfer); ``data`` itself when neither an action for ``point`` nor
+    a hook is active."""
+    if point not in _ACTIVE and not _HOOK:
         return data
     return _watched(data, point)
 

@@ -1,15 +1,22 @@
-"""The process the crash tests kill: it opens a ledger on the given database and store,
-arms one failpoint and runs one operation. It is forked from a server that has already
+"""The process the crash tests kill or pause: it opens a ledger on the given database and
+store, arms one failpoint and runs one operation. It is forked from a server that has already
 imported blobledger (``multiprocessing`` ``forkserver``), so a child costs a fork, not an
-interpreter start; it still dies by a real SIGKILL with no cleanup of any kind."""
+interpreter start; it still dies by a real SIGKILL with no cleanup of any kind.
+
+A paused child (``stop`` action) stops itself with SIGSTOP at the point; on SIGCONT its
+clock jumps to ``Job.wake_offset`` (the time that passed while it slept) and it carries on,
+then writes what its caller would have been told to ``Job.report`` as JSON: the document
+(``id``, ``version``, ``sha256``) or the error (``error``, its class names, ``message``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import random
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +24,12 @@ from typing import Any
 from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
+from blobledger.documents import Document
 from blobledger.ledger import Ledger
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
+from tests.support.clock import set_clock_offset
 
 CHUNK = 64 * 1024
 # Small limits so a payload of a few chunks is a staged upload on Azure (blocks, then
@@ -81,6 +90,9 @@ class Job:
     op: str  # create | replace | delete | sweep | tus | direct
     args: dict[str, Any] = field(default_factory=dict)
     clock_offset: float = 0.0
+    #: where a paused child writes its outcome (JSON), and its clock offset once woken
+    report: str | None = None
+    wake_offset: float | None = None
 
 
 async def direct_upload(ledger: Ledger, name: str, data: bytes,
@@ -107,37 +119,64 @@ async def direct_upload(ledger: Ledger, name: str, data: bytes,
     return (await direct.complete(upload_id)).id
 
 
-async def _run(job: Job) -> None:
+async def _run(job: Job) -> dict[str, Any]:
     failpoints.configure(job.failpoints)
     args = job.args
     async with job.target.ledger(clock_offset=job.clock_offset) as ledger:
+        if job.wake_offset is not None:
+            wake = job.wake_offset
+            # Runs in the main thread right after SIGCONT, before the next bytecode of the
+            # stopped code: the writer wakes to a clock that moved on while it slept.
+            signal.signal(signal.SIGCONT, lambda *_: set_clock_offset(ledger, wake))
         if job.op == "create":
-            await ledger.create(args["name"], chunks(payload(args["seed"])),
-                                idempotency_key=args.get("key"))
-        elif job.op == "replace":
-            await ledger.replace(args["doc_id"], chunks(payload(args["seed"])),
-                                 expected_version=args["version"])
-        elif job.op == "delete":
+            return _answer(await ledger.create(
+                args["name"], chunks(payload(args["seed"])), idempotency_key=args.get("key")))
+        if job.op == "replace":
+            return _answer(await ledger.replace(args["doc_id"], chunks(payload(args["seed"])),
+                                                expected_version=args["version"]))
+        if job.op == "delete":
             await ledger.delete(args["doc_id"], expected_version=args["version"])
-        elif job.op == "tus":
+            return {"deleted": args["doc_id"]}
+        if job.op == "tus":
             from blobledger.resumable import Resumable
 
             resumable = Resumable(ledger, segment=CHUNK)
             data = payload(args["seed"])
             upload = await resumable.create(len(data), {"name": args["name"]})
             await resumable.append(upload, 0, chunks(data))
-            await resumable.complete(await resumable.find(upload.id))
-        elif job.op == "direct":
-            await direct_upload(ledger, args["name"], payload(args["seed"]))
-        elif job.op == "sweep":
+            return _answer(await resumable.complete(await resumable.find(upload.id)))
+        if job.op == "direct":
+            doc_id = await direct_upload(ledger, args["name"], payload(args["seed"]))
+            return _answer(await ledger.get(doc_id))
+        if job.op == "sweep":
             from blobledger.sweeper import Sweeper
 
-            await Sweeper(ledger).run_once()
-        else:
-            raise ValueError(f"unknown operation {job.op}")
+            report = await Sweeper(ledger).run_once()
+            return {"sweep": report.as_dict()}
+        raise ValueError(f"unknown operation {job.op}")
+
+
+def _answer(doc: Document) -> dict[str, Any]:
+    return {"id": doc.id, "version": doc.version, "sha256": doc.sha256}
+
+
+async def _outcome(job: Job) -> dict[str, Any]:
+    """What the caller was told: the answer, or the error it got."""
+    try:
+        return await _run(job)
+    except Exception as exc:
+        return {"error": type(exc).__name__,
+                "classes": [cls.__name__ for cls in type(exc).__mro__],
+                "message": str(exc)}
 
 
 def main(job: Job) -> None:
-    """Entry point in the child: run the job; exit 0 if the failpoint was never reached."""
-    asyncio.run(_run(job))
+    """Entry point in the child: run the job; exit 0 if the failpoint was never reached
+    (or, for a paused job, once its outcome is written)."""
+    if job.report is None:
+        asyncio.run(_run(job))
+    else:
+        outcome = asyncio.run(_outcome(job))
+        with open(job.report, "w") as out:
+            json.dump(outcome, out)
     os._exit(0)

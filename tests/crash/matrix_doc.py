@@ -1,6 +1,7 @@
 """``docs/crash-matrix.md``, generated from a run of the crash matrix (never edited by hand):
-one row per failpoint, what the SIGKILLed process left, what resolved it, and the end state,
-merged over the backend combinations that ran."""
+one row per failpoint, what the SIGKILLed process left, what resolved it, the end state, and
+what happened when the process paused there instead, merged over the backend combinations
+that ran."""
 
 from __future__ import annotations
 
@@ -21,12 +22,27 @@ class Row:
     outcome: str
 
 
+@dataclass(frozen=True)
+class PauseRow:
+    """The same failpoint with the process paused there instead (``test_pauses.py``)."""
+
+    group: str
+    title: str
+    point: str
+    backend: str
+    text: str
+
+
 @dataclass
 class MatrixRows:
     rows: list[Row] = field(default_factory=list)
+    pauses: list[PauseRow] = field(default_factory=list)
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
+
+    def add_pause(self, row: PauseRow) -> None:
+        self.pauses.append(row)
 
 
 def _merge(values: dict[str, str]) -> str:
@@ -45,12 +61,19 @@ def _merge(values: dict[str, str]) -> str:
 def render(rows: MatrixRows) -> str:
     order: list[tuple[str, str, str]] = []
     cells: dict[tuple[str, str, str], dict[str, Row]] = defaultdict(dict)
+    pauses: dict[tuple[str, str, str], dict[str, str]] = defaultdict(dict)
     for row in rows.rows:
         key = (row.group, row.title, row.point)
         if key not in cells:
             order.append(key)
         cells[key][row.backend] = row
-    backends = sorted({row.backend for row in rows.rows})
+    for pause in rows.pauses:
+        key = (pause.group, pause.title, pause.point)
+        if key not in cells and key not in pauses:
+            order.append(key)
+        pauses[key][pause.backend] = pause.text
+    backends = sorted({row.backend for row in rows.rows}
+                      | {pause.backend for pause in rows.pauses})
     lines = [
         "# Crash matrix",
         "",
@@ -62,6 +85,14 @@ def render(rows: MatrixRows) -> str:
         "checker ran with `settled=True` (I1, I3, I4, I5); every row passed it. Rows marked",
         "*retry* resumed the create under its idempotency key before the sweep (I6).",
         "",
+        "The column *paused there instead* comes from `tests/crash/test_pauses.py`: the",
+        "process stopped itself (SIGSTOP) at the same point; while it slept past its deadline",
+        "the sweeper, the deletion path and the reconciler (`fix=True`) ran with the clock",
+        "far past every cutoff (*meanwhile*); then it woke (SIGCONT) to that clock and",
+        "finished (*woke*: acknowledged, or the error its caller got), and one more",
+        "resolution ran (*then*). It must end with its bytes readable and acknowledged, or",
+        "with a clear error and nothing changed; the settled invariants held on every row.",
+        "",
         f"Backends: {', '.join(backends)}. Run: {datetime.now(UTC):%Y-%m-%d}.",
         "",
     ]
@@ -70,14 +101,17 @@ def render(rows: MatrixRows) -> str:
         if key[0] != group:
             group = key[0]
             lines += [f"## {group}", "",
-                      "| dies at | it left | resolved by | end state | backends |",
-                      "| --- | --- | --- | --- | --- |"]
+                      "| dies at | it left | resolved by | end state | paused there instead "
+                      "| backends |",
+                      "| --- | --- | --- | --- | --- | --- |"]
         by_backend = cells[key]
-        left = _merge({b: r.left for b, r in by_backend.items()})
-        resolved = _merge({b: r.resolved for b, r in by_backend.items()})
-        outcome = _merge({b: r.outcome for b, r in by_backend.items()})
-        lines.append(f"| {key[1]} (`{key[2]}`) | {left} | {resolved} | {outcome} | "
-                     f"{len(by_backend)}/{len(backends)} |")
+        left = _merge({b: r.left for b, r in by_backend.items()}) if by_backend else "not run"
+        resolved = _merge({b: r.resolved for b, r in by_backend.items()}) if by_backend else ""
+        outcome = _merge({b: r.outcome for b, r in by_backend.items()}) if by_backend else ""
+        paused = _merge(pauses[key]) if pauses[key] else "not run"
+        ran = max(len(by_backend), len(pauses[key]))
+        lines.append(f"| {key[1]} (`{key[2]}`) | {left} | {resolved} | {outcome} | {paused} | "
+                     f"{ran}/{len(backends)} |")
         if key == order[-1] or order[order.index(key) + 1][0] != group:
             lines.append("")
     return "\n".join(lines)

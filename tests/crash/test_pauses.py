@@ -1,0 +1,136 @@
+"""The crash matrix with pauses: at every failpoint of the matrix, on the four backend
+combinations, the process stops (SIGSTOP) instead of dying. While it sleeps past its deadline
+the sweeper, the deletion path and ``reconcile --fix`` run with the clock far past every
+cutoff; then it wakes to that clock and finishes.
+
+It must end with its bytes readable and acknowledged, or with a clear error (a
+``BlobLedgerError``, never a storage error) and nothing changed. A paused sweeper must simply
+finish. After one more resolution the settled invariants hold, the store holds exactly the
+blobs of ready documents, and every acknowledged write reads back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.crash.child import Job, Target, chunks, payload, sha256
+from tests.crash.conftest import make_target
+from tests.crash.harness import PAST_CUTOFFS, create_ready, read_all
+from tests.crash.matrix_doc import MatrixRows, PauseRow
+from tests.crash.pause import (
+    WAKE_AT,
+    Outcome,
+    paused,
+    resolve_finally,
+    resolve_meanwhile,
+)
+from tests.crash.test_matrix import (
+    ABSENT,
+    AFTER_SWEEP,
+    BACKENDS,
+    CASES,
+    CREATED,
+    KEY,
+    NEW,
+    OLD,
+    REPLACED,
+    UNCHANGED,
+    Case,
+    Doc,
+    _crashed_writers,
+    _outcome,
+)
+
+#: a retry under the key while the first attempt sleeps: past its lease and the sweeper's
+#: margin, before the resolvers run
+RETRY_AT = PAST_CUTOFFS
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_pause_point(
+    case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+    matrix_rows: MatrixRows,
+) -> None:
+    target = await make_target(backend, tmp_path, request)
+    offset = 0.0
+    if case.op == "create":
+        args: dict[str, object] = {"name": "doc.bin", "seed": NEW, "key": KEY}
+    elif case.op == "sweep":
+        await _crashed_writers(target)
+        args, offset = {}, PAST_CUTOFFS
+    else:
+        doc = await create_ready(target, "doc.bin", OLD)
+        args = {"doc_id": doc.id, "version": 1, "seed": NEW}
+    point = case.failpoints.replace("=kill", "=stop")
+    job = Job(target, point, case.op, args, clock_offset=offset,
+              report=str(tmp_path / "outcome.json"), wake_offset=WAKE_AT)
+    retried: dict[str, object] | None = None
+    async with paused(job) as child:
+        meanwhile = []
+        if case.retry:
+            retried = await _retry(target)
+            meanwhile.append("a retry under the key returned the document")
+        if case.op == "sweep" and target.database_url.startswith("sqlite"):
+            # One sweeper at a time on SQLite (the paused one holds the lock), and its other
+            # claims may have stopped inside a write transaction, which locks out every
+            # writer: nothing can run meanwhile. The woken sweeper must still finish.
+            meanwhile.append("nothing can run (SQLite: the paused sweeper holds the sweep "
+                             "lock and maybe the write lock)")
+        else:
+            meanwhile += await resolve_meanwhile(target)
+        outcome = await child.resume()
+    final, report = await resolve_finally(target)
+    assert report.ok, f"woke to {outcome}\n{report.render()}"
+    expect = _judge(case, outcome, retried)
+    end = await _outcome(target, expect)
+    await _acknowledged_reads_back(target, case, outcome)
+    told = ("finished" if case.op == "sweep" else
+            "acknowledged" if outcome.ok else f"`{outcome.error}`")
+    text = (f"meanwhile: {'; '.join(meanwhile) or 'nothing to do'}; woke: {told}"
+            + (f"; then {'; '.join(final)}" if final else "") + f"; end: {end}")
+    matrix_rows.add_pause(PauseRow(case.group, case.title, case.point, backend, text))
+
+
+async def _retry(target: Target) -> dict[str, object]:
+    """The client retries under the same key and bytes while the first attempt sleeps."""
+    async with target.ledger(clock_offset=RETRY_AT) as ledger:
+        doc = await ledger.create("doc.bin", chunks(payload(NEW)), idempotency_key=KEY)
+        assert await read_all(ledger, doc.id) == payload(NEW)
+    return {"id": doc.id, "version": doc.version, "sha256": doc.sha256}
+
+
+def _judge(case: Case, outcome: Outcome, retried: dict[str, object] | None) -> tuple[Doc, ...]:
+    """What the woken process was told, checked; the ready documents that must follow."""
+    if case.op == "sweep":
+        assert outcome.ok, f"the woken sweeper failed: {outcome}"
+        return AFTER_SWEEP
+    if not outcome.ok:
+        assert outcome.clear_error(), f"{case.op} woke to an unclear error: {outcome}"
+    if retried is not None:  # the retry's answer is the key's answer
+        if outcome.ok:
+            assert outcome.answer == retried, f"first attempt {outcome}, retry {retried}"
+        return CREATED
+    if case.op == "create":
+        if outcome.ok:
+            assert (outcome.answer["version"], outcome.answer["sha256"]) == (
+                1, sha256(payload(NEW))), outcome
+        return CREATED if outcome.ok else ABSENT
+    if case.op == "replace":
+        if outcome.ok:
+            assert (outcome.answer["version"], outcome.answer["sha256"]) == (
+                2, sha256(payload(NEW))), outcome
+        return REPLACED if outcome.ok else UNCHANGED
+    assert case.op == "delete"
+    return ABSENT if outcome.ok else UNCHANGED
+
+
+async def _acknowledged_reads_back(target: Target, case: Case, outcome: Outcome) -> None:
+    if case.op not in ("create", "replace") or not outcome.ok:
+        return
+    async with target.ledger() as ledger:
+        doc = await ledger.get(str(outcome.answer["id"]))
+        assert doc.version == outcome.answer["version"]
+        assert await read_all(ledger, doc.id) == payload(NEW)
