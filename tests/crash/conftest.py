@@ -23,7 +23,7 @@ def matrix_rows() -> Iterator[MatrixRows]:
     rows = MatrixRows()
     yield rows
     path = os.environ.get(DOC_ENV)
-    if path and rows.rows:
+    if path and (rows.rows or rows.pauses):
         write_matrix(Path(path), rows)
 
 
