@@ -73,6 +73,8 @@ CREATE = [
     ("after C1 (rows inserted)", "create.after_insert", ABSENT),
     *[(title, point, ABSENT) for title, point in UPLOAD_POINTS],
     ("after C2 (uploaded, tagged pending)", "create.after_upload", ABSENT),
+    ("after C2, the intent confirmed as its own (lease extended)", "create.after_confirm",
+     ABSENT),
     ("after C3 (tagged committed)", "create.after_tag", CREATED),
     ("after C4 (committed)", "create.after_commit", CREATED),
 ]
@@ -80,6 +82,8 @@ REPLACE = [
     ("after R1 (row inserted)", "replace.after_insert", UNCHANGED),
     *[(title, point, UNCHANGED) for title, point in UPLOAD_POINTS],
     ("after R2 (uploaded, tagged pending)", "replace.after_upload", UNCHANGED),
+    ("after R2, the intent confirmed as its own (lease extended)", "replace.after_confirm",
+     UNCHANGED),
     ("after R3 (tagged committed)", "replace.after_tag", UNCHANGED),
     ("after R4 (committed)", "replace.after_commit", REPLACED),
 ]

@@ -78,6 +78,17 @@ def upload_paused_before_publication(r: Replay) -> None:
     r.finish(op)
 
 
+def upload_paused_while_reconciled(r: Replay) -> None:
+    """A create sleeps mid-upload past its deadline; no sweep has run, so its pending row
+    still names the blob, but ``reconcile --fix`` finds the staged bytes old; the create
+    wakes: it must end acknowledged or with a clear error, never a storage error."""
+    op = r.create()
+    r.machine.run_to(op, "put.mid_stream")
+    r.jump_clock(seconds=PAST_DEADLINE)
+    r.reconcile_fix()
+    r.finish(op)
+
+
 def first_attempt_wakes_after_retry_took_over(r: Replay) -> None:
     """A keyed create sleeps after C1; past its lease (and the sweeper's margin) a retry
     under the key takes the intent over and sleeps mid-upload; the first attempt wakes and
@@ -114,6 +125,7 @@ SCENARIOS: list[Scenario] = [
     replace_paused_after_r3,
     create_paused_after_r3_rolled_forward,
     upload_paused_before_publication,
+    upload_paused_while_reconciled,
     first_attempt_wakes_after_retry_took_over,
     retry_after_a_replace,
     retry_after_a_delete,
