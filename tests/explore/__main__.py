@@ -58,7 +58,8 @@ def _progress(started: float) -> str:
 
 def _summary(started: float) -> str:
     pairs = Counter(pair for sequence in STATS.interleavings for pair in sequence
-                    if pair[1] and pair[0] in ("create", "retry", "replace", "delete"))
+                    if pair[1] and pair[0] in ("create", "retry", "replace", "delete",
+                                                        "sweeper"))
     return "\n".join([
         f"ran {STATS.examples} examples, {STATS.steps} steps in "
         f"{time.monotonic() - started:.0f}s",

@@ -55,14 +55,14 @@ from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.documents import Document
-from blobledger.errors import BlobLedgerError, StoreError, StoreUnavailable
+from blobledger.errors import BlobLedgerError, StoreError, StoreUnavailable, SweeperBusy
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 from blobledger.reconciler import reconcile
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
-from blobledger.sweeper import SWEEP_LEASE, Sweeper
+from blobledger.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.support.clock import set_clock_offset
 from tests.support.services import create_database, drop_database
 
@@ -183,7 +183,7 @@ class Op:
     """One client operation, run as a task that stops at every failpoint it reaches."""
 
     n: int
-    kind: str  # create | retry | replace | delete
+    kind: str  # create | retry | replace | delete | sweeper
     doc_id: str | None = None  # replace, delete
     name: str | None = None  # create, retry
     expected: int | None = None  # replace, delete
@@ -210,7 +210,8 @@ class Op:
         what = {"create": f"create({self.name!r}{', keyed' if self.key else ''})",
                 "retry": f"retry({self.name!r}, key of group {self.group})",
                 "replace": f"replace({self.doc_id}, v{self.expected})",
-                "delete": f"delete({self.doc_id}, v{self.expected})"}[self.kind]
+                "delete": f"delete({self.doc_id}, v{self.expected})",
+                "sweeper": "sweeper run"}[self.kind]
         return f"op{self.n} {what}"
 
     async def suspend(self, point: str) -> None:
@@ -329,6 +330,10 @@ class Explorer(RuleBasedStateMachine):
                 assert op.name is not None
                 return await self.ledger.create(op.name, _chunks(op.data),
                                                 idempotency_key=op.key)
+            if op.kind == "sweeper":
+                # one worker, so the run stops at one step at a time
+                await Sweeper(self.ledger, parallel=1).run_once()
+                return None
             assert op.doc_id is not None and op.expected is not None
             if op.kind == "replace":
                 return await self.ledger.replace(op.doc_id, _chunks(op.data),
@@ -375,6 +380,8 @@ class Explorer(RuleBasedStateMachine):
         exc = op.task.exception()
         if exc is not None:
             self._event(f"op{op.n}", op.kind, "failed:", type(exc).__name__)
+            if op.kind == "sweeper" and not isinstance(exc, SweeperBusy):
+                self._fail(f"{op.label()} failed: {type(exc).__name__}: {exc}")
             if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
                 self._fail(f"{op.label()} failed with an unclear error "
                            f"{type(exc).__name__}: {exc}")
@@ -383,6 +390,9 @@ class Explorer(RuleBasedStateMachine):
                            f"had answered {op.first} before it started")
             return
         doc = op.task.result()
+        if op.kind == "sweeper":
+            self._event(f"op{op.n}", "sweeper", "finished")
+            return
         if op.kind == "delete":
             self._event(f"op{op.n}", "delete", "acknowledged")
             assert op.doc_id is not None
@@ -538,13 +548,31 @@ class Explorer(RuleBasedStateMachine):
         if not op.done:
             self._run(self._finish(op))
 
+    @rule(target=ops)
+    def start_sweeper(self) -> Op:
+        """A sweeper run that stops at each of its steps too (a paused sweeper)."""
+        op = self._op("sweeper")
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
     @rule()
     def sweep(self) -> None:
-        """One sweeper run: stale intents, then the deletion path."""
-        report = self._run(Sweeper(self.ledger).run_once())
+        """One sweeper run to its end: stale intents, then the deletion path. On SQLite one
+        sweeper runs at a time: busy while a paused one holds the lock."""
         self.signature.append(("sweep", ""))
+        report = self._run(self._sweep_once())
+        if report is None:
+            self._event("sweep", "busy: a paused sweeper holds the SQLite lock")
+            return
         self._event("sweep", *[f"{k}={v}" for k, v in report.as_dict().items()
                                if isinstance(v, int) and v and k not in ("batches",)])
+
+    async def _sweep_once(self) -> SweepReport | None:
+        try:
+            return await Sweeper(self.ledger).run_once()
+        except SweeperBusy:
+            return None
 
     @rule()
     def reconcile_fix(self) -> None:
