@@ -9,12 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.explore.machine import STATS, PostgresAzure, SqliteLocal, explore
-from tests.explore.scenarios import (
-    SCENARIOS,
-    Scenario,
-    replay,
-    upload_paused_while_reconciled,
-)
+from tests.explore.scenarios import SCENARIOS, Scenario, replay
 from tests.support.services import Azurite
 
 
@@ -30,17 +25,7 @@ def test_interleavings_on_postgresql_and_azurite(pg_url: str, azurite: Azurite) 
     assert STATS.examples - examples >= 5
 
 
-#: reconcile --fix clears the staged bytes of a local upload whose pending row still names
-#: them (the row is not consulted), and the woken writer fails with StoreUnavailable ("local
-#: store I/O failed: No such file or directory"), a 503 that blames the store
-RECONCILER_CLEARS_LIVE_UPLOAD = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="reconcile --fix discards the staged bytes of a name a pending row refers to")
-ON_LOCAL = [pytest.param(s, marks=RECONCILER_CLEARS_LIVE_UPLOAD)
-            if s is upload_paused_while_reconciled else s for s in SCENARIOS]
-
-
-@pytest.mark.parametrize("scenario", ON_LOCAL, ids=[s.__name__ for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
 def test_known_interleaving_on_sqlite_and_local_disk(
     scenario: Scenario, tmp_path: Path
 ) -> None:
