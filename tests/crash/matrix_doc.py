@@ -46,15 +46,16 @@ class MatrixRows:
 
 
 def _merge(values: dict[str, str]) -> str:
-    """One text if every backend agrees, else one per store (or per backend)."""
+    """One text if every backend agrees, else one per store, per database or per backend."""
     distinct = set(values.values())
     if len(distinct) == 1:
         return distinct.pop()
-    by_store: dict[str, set[str]] = defaultdict(set)
-    for backend, value in values.items():
-        by_store[backend.split("-")[1]].add(value)
-    if all(len(v) == 1 for v in by_store.values()):
-        return "<br>".join(f"*{store}*: {next(iter(v))}" for store, v in sorted(by_store.items()))
+    for part in (1, 0):  # by store, else by database
+        by_part: dict[str, set[str]] = defaultdict(set)
+        for backend, value in values.items():
+            by_part[backend.split("-")[part]].add(value)
+        if all(len(v) == 1 for v in by_part.values()):
+            return "<br>".join(f"*{name}*: {next(iter(v))}" for name, v in sorted(by_part.items()))
     return "<br>".join(f"*{b}*: {v}" for b, v in sorted(values.items()))
 
 
