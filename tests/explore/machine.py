@@ -222,13 +222,15 @@ class Op:
         self.go.clear()
         self.point = None
 
-    async def advance(self) -> None:
-        """Let it run to its next step or its end."""
+    async def advance(self, *, resume: bool = True) -> None:
+        """Let it run (``resume``: on from the step it stopped at) to its next step or its
+        end."""
         assert self.task is not None
         if self.task.done():
             return
-        self.arrived.clear()
-        self.go.set()
+        if resume:
+            self.arrived.clear()
+            self.go.set()
         arrived = asyncio.ensure_future(self.arrived.wait())
         try:
             await asyncio.wait([arrived, self.task], timeout=STEP_TIMEOUT,
@@ -345,16 +347,7 @@ class Explorer(RuleBasedStateMachine):
         await self._until_step(op, starting=True)
 
     async def _until_step(self, op: Op, *, starting: bool = False) -> None:
-        if starting:
-            assert op.task is not None
-            arrived = asyncio.ensure_future(op.arrived.wait())
-            try:
-                await asyncio.wait([arrived, op.task], timeout=STEP_TIMEOUT,
-                                   return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                arrived.cancel()
-        else:
-            await op.advance()
+        await op.advance(resume=not starting)
         if op.done:
             await self._answered(op)
         else:
