@@ -5,6 +5,7 @@ it with hypothesis' shrunk trace of steps (exit 1)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections import Counter
@@ -21,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=25, help="examples per hypothesis run")
     parser.add_argument("--steps", type=int, default=40, help="steps per example at most")
     args = parser.parse_args(argv)
+    # A paused sweeper that lost its claims says so at WARNING; expected here, not news.
+    logging.getLogger("blobledger").setLevel(logging.ERROR)
     names = ["sqlite-local", "postgresql-azure"] if args.backend == "both" else [args.backend]
     seconds = args.minutes * 60 / len(names)
     started = time.monotonic()
@@ -40,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                     explore(backend, seconds=seconds, batch=args.batch, steps=args.steps,
                             on_batch=lambda: print(_progress(started), flush=True))
                 except AssertionError as exc:
-                    print(f"violation on {name} (the shrunk steps are above):\n{exc}",
-                          file=sys.stderr)
+                    steps = "\n".join(getattr(exc, "__notes__", []))
+                    print(f"violation on {name}:\n{exc}\n{steps}", file=sys.stderr)
                     status = 1
                     break
     finally:

@@ -55,7 +55,13 @@ from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.documents import Document
-from blobledger.errors import BlobLedgerError, StoreError, StoreUnavailable, SweeperBusy
+from blobledger.errors import (
+    BlobLedgerError,
+    IdempotencyConflict,
+    StoreError,
+    StoreUnavailable,
+    SweeperBusy,
+)
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 from blobledger.reconciler import reconcile
@@ -192,6 +198,7 @@ class Op:
     group: int = 0  # creations sharing a key (and bytes) share a group
     #: a retry: the first answer under its key when it started (it must get that again)
     first: tuple[str, int, str] | None = None
+    other_bytes: bool = False  # a retry under the key with bytes of its own (or its retry)
     task: asyncio.Task[Document | None] | None = None
     point: str | None = None  # where it is stopped now
     points: list[str] = field(default_factory=list)
@@ -208,7 +215,8 @@ class Op:
 
     def label(self) -> str:
         what = {"create": f"create({self.name!r}{', keyed' if self.key else ''})",
-                "retry": f"retry({self.name!r}, key of group {self.group})",
+                "retry": f"retry({self.name!r}, key {self.key}"
+                         + (", other bytes)" if self.other_bytes else ")"),
                 "replace": f"replace({self.doc_id}, v{self.expected})",
                 "delete": f"delete({self.doc_id}, v{self.expected})",
                 "sweeper": "sweeper run"}[self.kind]
@@ -378,9 +386,13 @@ class Explorer(RuleBasedStateMachine):
             if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
                 self._fail(f"{op.label()} failed with an unclear error "
                            f"{type(exc).__name__}: {exc}")
-            if op.first is not None:
+            if op.first is not None and op.sha256 == op.first[2]:
                 self._fail(f"{op.label()} failed ({type(exc).__name__}: {exc}), but its key "
-                           f"had answered {op.first} before it started")
+                           f"had answered {op.first} for these bytes before it started")
+            if op.first is not None and not isinstance(exc, IdempotencyConflict):
+                self._fail(f"{op.label()} failed with {type(exc).__name__}: {exc}, not an "
+                           f"idempotency conflict, though its key had answered {op.first} "
+                           "for other bytes")
             return
         doc = op.task.result()
         if op.kind == "sweeper":
@@ -483,11 +495,27 @@ class Explorer(RuleBasedStateMachine):
 
     @rule(target=ops, original=ops)
     def start_retry(self, original: Op) -> Any:
-        """Retry an earlier keyed create with its key, name and bytes (else no step)."""
+        """Retry an earlier keyed create (or retry) with its key, name and bytes (else no
+        step)."""
         if original.kind not in ("create", "retry") or original.key is None:
             return multiple()
         op = self._op("retry", name=original.name, key=original.key, data=original.data,
-                      group=original.group, first=self.first_answer.get(original.key))
+                      group=original.group, other_bytes=original.other_bytes,
+                      first=self.first_answer.get(original.key))
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, original=ops)
+    def start_retry_with_other_bytes(self, original: Op) -> Any:
+        """Reuse an earlier create's key and name with other bytes: once the key has
+        answered, a conflict; before, it may stand for a create of its own."""
+        if original.kind not in ("create", "retry") or original.key is None:
+            return multiple()
+        group = next(self.groups)
+        op = self._op("retry", name=original.name, key=original.key, group=group,
+                      data=f"other bytes {group} ".encode() * 20, other_bytes=True,
+                      first=self.first_answer.get(original.key))
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op

@@ -121,6 +121,16 @@ def retry_after_a_delete(r: Replay) -> None:
     r.finish(retry)
 
 
+def retry_with_other_bytes(r: Replay) -> None:
+    """The key of an acknowledged create reused with other bytes: a conflict that changes
+    nothing; a retry with the first bytes still gets the first response."""
+    op = r.created(keyed=True)
+    other: Op = r.start_retry_with_other_bytes(original=op)
+    r.finish(other)
+    retry: Op = r.start_retry(original=op)
+    r.finish(retry)
+
+
 SCENARIOS: list[Scenario] = [
     replace_paused_after_r3,
     create_paused_after_r3_rolled_forward,
@@ -129,6 +139,7 @@ SCENARIOS: list[Scenario] = [
     first_attempt_wakes_after_retry_took_over,
     retry_after_a_replace,
     retry_after_a_delete,
+    retry_with_other_bytes,
 ]
 
 
