@@ -5,8 +5,8 @@ Enabled only by ``BLOBLEDGER_FAILPOINTS`` (read by the settings object, armed by
 ``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated
 by ``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
 
-Points in the ledger: ``create.after_{insert,upload,tag,commit}``,
-``replace.after_{insert,upload,tag,commit}``, ``delete.after_commit``,
+Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
+``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); during any upload,
 ``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
 staged, before the create-only publication: the local ``link``, Azure's Put Block List).
