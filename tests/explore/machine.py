@@ -293,7 +293,7 @@ class Explorer(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.settings = Settings(**SETTINGS)  # type: ignore[arg-type]
+        self.settings = Settings(**SETTINGS)
         self.ledger = self._run(self.backend.fresh(self.settings))
         self._run(self.ledger.connect())
         self.offset = 0.0
