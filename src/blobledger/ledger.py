@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from blobledger import failpoints, telemetry
+from blobledger import failpoints, metrics, telemetry
 from blobledger.attachments import Attachment, StagedBlob
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
@@ -355,6 +355,7 @@ class Ledger:
             doc = await self.transitions.settled_create(intent)
         if doc is None:
             raise IntentLost(LOST)
+        metrics.DOCUMENTS_CREATED.inc()
         return doc
 
     async def _by_key(

@@ -7,7 +7,7 @@ Counters accumulate over the process's life; ``*_last_*`` gauges describe the la
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Gauge
 
@@ -32,6 +32,11 @@ SWEEP_LAST_SECONDS = Gauge("blobledger_sweep_last_duration_seconds",
 SWEEP_LAST = Gauge("blobledger_sweep_last_rows", "Rows per outcome in the latest sweep",
                    ["outcome"])
 
+DOCUMENTS_CREATED = Counter("blobledger_documents_created",
+                            "Documents made ready by a create (any route)")
+HTTP_ERRORS = Counter("blobledger_http_errors", "Responses with a 5xx status, by status",
+                      ["status"])
+
 RECONCILE_RUNS = Counter("blobledger_reconcile_runs", "Reconciler runs completed")
 RECONCILE_FINDINGS = Gauge("blobledger_reconcile_findings",
                            "Findings per category in the latest reconcile", ["category"])
@@ -43,8 +48,19 @@ RECONCILE_LAST_SECONDS = Gauge("blobledger_reconcile_last_duration_seconds",
 RECONCILE_BLOBS = Gauge("blobledger_reconcile_last_blobs", "Blobs listed by the latest reconcile")
 
 
+#: the latest sweep and reconcile of this process: ``{"sweep": {"at": <unix>, ...}}``
+_LAST: dict[str, dict[str, Any]] = {}
+
+
+def last_reports() -> dict[str, dict[str, Any] | None]:
+    """The latest sweep and reconcile summaries of this process (None: none ran yet)."""
+    return {kind: (dict(_LAST[kind]) if kind in _LAST else None)
+            for kind in ("sweep", "reconcile")}
+
+
 def record_sweep(report: SweepReport) -> None:
     """Add one sweep's counts to the metrics."""
+    _LAST["sweep"] = {"at": time.time(), **report.as_dict()}
     SWEEP_RUNS.inc()
     for outcome in SWEEP_OUTCOMES:
         value = int(getattr(report, outcome))
@@ -57,6 +73,7 @@ def record_sweep(report: SweepReport) -> None:
 
 def record_reconcile(report: ReconcileReport) -> None:
     """Publish one reconcile's findings."""
+    _LAST["reconcile"] = {"at": time.time(), **report.as_dict()}
     RECONCILE_RUNS.inc()
     for category in RECONCILE_CATEGORIES:
         RECONCILE_FINDINGS.labels(category).set(report.count(category))

@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from fastapi import FastAPI
 
-from blobledger import __version__
+from blobledger import __version__, web
 from blobledger.api import problems
 from blobledger.api.guard import Guard
-from blobledger.api.routes import content, direct, documents, service, tus
+from blobledger.api.routes import content, direct, documents, ops, service, tus
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -56,6 +56,8 @@ def create_app(
         tasks = [asyncio.create_task(_run(worker, app.state.ledger),
                                      name=getattr(worker, "__name__", "worker"))
                  for worker in workers]
+        tasks.append(asyncio.create_task(ops.sample_metrics(app.state.metrics_history),
+                                         name="metrics history"))
         try:
             yield
         finally:
@@ -87,6 +89,9 @@ def create_app(
     app.include_router(service.router)
     app.include_router(tus.router)
     app.include_router(direct.router)
+    app.include_router(ops.router)
+    app.include_router(web.router)
+    app.state.metrics_history = ops.MetricsHistory()
     app.add_middleware(Guard, max_uploads=settings.max_uploads)
     return app
 

@@ -14,6 +14,7 @@ import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from blobledger import metrics
 from blobledger.api.problems import Problem, error_response, problem_response
 
 log = logging.getLogger("blobledger.api")
@@ -76,6 +77,8 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if message["status"] >= 500:
+                    metrics.HTTP_ERRORS.labels(str(message["status"])).inc()
                 status = message["status"]
                 if status in CLOSING_STATUSES or (
                         status >= 400 and not body_done and not _may_drain(scope, received)):
