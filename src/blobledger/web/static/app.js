@@ -371,6 +371,14 @@ function startTus(item) {
       headers: token() ? { Authorization: `Bearer ${token()}` } : {},
       storeFingerprintForResuming: false,
       onProgress: (sent, total) => progressed(item, sent, total),
+      onShouldRetry: (err, attempt) => {
+        const status = err.originalResponse ? err.originalResponse.getStatus() : 0;
+        const retry = (!status || status >= 500 || status === 409 || status === 423)
+          && navigator.onLine;
+        if (retry) item.statusLine.textContent = `Connection lost at ${bytes(item.sent || 0)}; `
+          + `resuming (attempt ${attempt + 1})…`;
+        return retry;
+      },
       onAfterResponse: (_req, res) => {
         const id = res.getHeader("Blobledger-Document");
         if (id) item.documentId = id;
