@@ -58,12 +58,14 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(path).is_file():
         pytest.fail(f"no Chromium at {path}: scripts/test installs Debian's chromium "
                     "(apt-get install chromium), or set BLOBLEDGER_CHROMIUM", pytrace=False)
+    failure = ""
     try:  # Playwright gives every launch a fresh, temporary user-data-dir
         instance = playwright.chromium.launch(executable_path=path, args=CHROMIUM_FLAGS,
                                               headless=True)
     except Error as exc:
-        first = (str(exc).strip().splitlines() or ["?"])[0]
-        pytest.fail(f"Chromium at {path} did not start: {first}", pytrace=False)
+        failure = (str(exc).strip().splitlines() or ["?"])[0]
+    if failure:
+        pytest.fail(f"Chromium at {path} did not start: {failure}", pytrace=False)
     try:
         yield instance
     finally:
