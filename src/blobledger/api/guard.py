@@ -77,9 +77,9 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if message["status"] >= 500:
-                    metrics.HTTP_ERRORS.labels(str(message["status"])).inc()
                 status = message["status"]
+                if status >= 500:
+                    metrics.HTTP_ERRORS.labels(str(status)).inc()
                 if status in CLOSING_STATUSES or (
                         status >= 400 and not body_done and not _may_drain(scope, received)):
                     message = {**message, "headers": [*message.get("headers", []),
