@@ -77,3 +77,10 @@ async def test_the_page_and_its_files(ledger: Ledger) -> None:
         for path in ("/static/nope.js", "/static/../api/app.py",
                      "/static/%2e%2e/%2e%2e/api/app.py", "/static/vendor/tus-js-client/VERSION"):
             problem(await client.get(path), 404)
+
+
+async def test_without_tokens_everything_is_open(ledger: Ledger) -> None:
+    async with client_for(ledger) as client:
+        assert (await client.get("/ops/whoami")).json() == {
+            "tokens": False, "scopes": ["read", "write"]}
+        assert (await client.get("/ops/overview")).json()["pending"]["count"] == 0
