@@ -136,19 +136,23 @@ function show(view) {
 
 // -- documents -------------------------------------------------------------------------------
 
+let loads = 0;
+
 async function loadPage() {
   const params = new URLSearchParams({ limit: $("limit").value });
   const prefix = $("prefix").value;
   if (prefix) params.set("prefix", prefix);
   const cursor = state.cursors[state.page];
   if (cursor) params.set("cursor", cursor);
+  const ticket = ++loads;  // only the latest request's answer is shown
   let page;
   try {
     page = await api("GET", `/documents?${params}`);
   } catch (err) {
-    if (err.status !== 401) say(`Could not list documents: ${err.message}`, true);
+    if (err.status !== 401 && ticket === loads) say(`Could not list documents: ${err.message}`, true);
     return;
   }
+  if (ticket !== loads) return;
   state.next = page.next_cursor;
   const rows = $("doc-rows");
   rows.replaceChildren(...page.items.map(docRow));
