@@ -174,11 +174,13 @@ class MotoS3:
                 "BLOBLEDGER_S3_ADDRESSING": "path", "AWS_ACCESS_KEY_ID": self.access_key,
                 "AWS_SECRET_ACCESS_KEY": self.secret_key, "AWS_DEFAULT_REGION": "us-east-1"}
 
-    def store(self, **options: Any) -> S3Store:
-        """An S3 store on a fresh bucket of this server, with moto's capabilities."""
+    def store(self, *, endpoint_url: str | None = None, **options: Any) -> S3Store:
+        """An S3 store on a fresh bucket of this server, with moto's capabilities
+        (``endpoint_url``: reach it through a proxy)."""
         from blobledger.stores.s3 import S3Store
 
-        return S3Store(f"b{uuid.uuid4().hex[:20]}", endpoint_url=self.endpoint_url,
+        return S3Store(f"b{uuid.uuid4().hex[:20]}",
+                       endpoint_url=endpoint_url or self.endpoint_url,
                        region="us-east-1", path_style=True, access_key=self.access_key,
                        secret_key=self.secret_key, capabilities=MOTO_CAPABILITIES, **options)
 
