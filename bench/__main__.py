@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--json] [--only CASE ...]``: every case, one table."""
+"""``python -m bench [--quick] [--json] [--only CASE ...] [--latency MS ...]``: every case,
+one table, and the ratios by added round-trip time."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.latency import start_process
 from tests.support.services import create_database, drop_database, start_azurite, start_moto
 
-from bench.common import Context, Result, table
+from bench.common import Context, Result, latency_table, table
 
 SKIP = {"common", "__main__"}
+#: added round-trip times (ms) every storage case also runs at, beside loopback
+LATENCIES = (2, 20)
+QUICK_LATENCIES = (20,)
 
 
 def cases() -> dict[str, Any]:
@@ -39,12 +44,18 @@ async def main_async(args: argparse.Namespace) -> int:
                   f"known: {', '.join(selected)}", file=sys.stderr)
             return 2
         selected = {k: v for k, v in selected.items() if k in args.only}
+    if args.latency is None:
+        args.latency = QUICK_LATENCIES if args.quick else LATENCIES
+    latencies = tuple(sorted({float(ms) for ms in [0, *args.latency]}))
     azurite = start_azurite()
     moto = start_moto()
     ctx = Context(azurite=azurite, postgres_url="", quick=args.quick,
-                  repeats=1 if args.quick else 3, moto=moto)
+                  repeats=1 if args.quick else 3, moto=moto, latencies=latencies)
     results: list[Result] = []
     try:
+        for ms in latencies[1:]:
+            ctx.proxies["azure", ms] = start_process(azurite.port, ms)
+            ctx.proxies["s3", ms] = start_process(moto.port, ms)
         for name, module in selected.items():
             print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
             ctx.postgres_url = await create_database()  # each case on a database of its own
@@ -53,15 +64,22 @@ async def main_async(args: argparse.Namespace) -> int:
             finally:
                 await drop_database(ctx.postgres_url)
     finally:
+        for proxy in ctx.proxies.values():
+            proxy.stop()
         azurite.stop()
         moto.stop()
     machine = f"{platform.node()} {platform.machine()} python {platform.python_version()}"
     if args.json:
-        print(json.dumps({"machine": machine, "quick": args.quick, "notes": ctx.notes,
+        print(json.dumps({"machine": machine, "quick": args.quick, "latencies_ms": latencies,
+                          "notes": ctx.notes,
                           "results": [r.to_json() for r in results]}, indent=2))
     else:
         print(f"machine: {machine}{' (quick run)' if args.quick else ''}")
         print(table(results))
+        by_latency = latency_table(results)
+        if by_latency:
+            print()
+            print(by_latency)
         for note in ctx.notes:
             print(f"note: {note}")
         missed = [r for r in results if not r.met]
@@ -75,6 +93,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI)")
     parser.add_argument("--json", action="store_true", help="results as JSON")
     parser.add_argument("--only", nargs="+", metavar="CASE", help="run only these cases")
+    parser.add_argument(
+        "--latency", nargs="*", type=float, metavar="MS",
+        help="added round-trip times in ms, each case also run through a delaying proxy "
+        f"at each (default: {' '.join(map(str, LATENCIES))}; with --quick "
+        f"{' '.join(map(str, QUICK_LATENCIES))}; none: loopback only)")
     return asyncio.run(main_async(parser.parse_args()))
 
 

@@ -7,6 +7,12 @@ A case is a module in ``bench/`` (not starting with ``_`` and not this one) defi
 
 Each :class:`Result` names the baseline, the figure, the ratio and the target, and says
 plainly whether the target was met. Timing is median-of-N of interleaved repeats.
+
+**Latency.** ``ctx.latencies`` lists the added round-trip times (milliseconds) every storage
+case runs at: 0 is loopback, straight to the service; any other is a delaying proxy in
+front of Azurite and of moto's S3 server (``tests/support/latency.py``: each response is held
+that long, so every request/response exchange costs one more round trip). The figure and
+its baseline always go through the same proxy, in the same run, interleaved.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tests.support.services import Azurite, MotoS3
+from tests.support.latency import ProxyProcess
+from tests.support.services import Azurite, MotoS3, connection_string
 
 from blobledger import Ledger
 from blobledger.config import Settings
 from blobledger.db import Database
+from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 
 
@@ -35,14 +43,37 @@ class Context:
     quick: bool = False
     repeats: int = 3
     notes: list[str] = field(default_factory=list)
+    #: added round-trip times in milliseconds, 0 (loopback) first
+    latencies: tuple[float, ...] = (0.0,)
+    #: (service, milliseconds) -> the delaying proxy in front of it
+    proxies: dict[tuple[str, float], ProxyProcess] = field(default_factory=dict)
+
+    def azure_connection_string(self, latency_ms: float = 0.0) -> str:
+        """Azurite's connection string, through the proxy for ``latency_ms`` (if not 0)."""
+        if not latency_ms:
+            return self.azurite.connection_string
+        return connection_string(self.proxies["azure", latency_ms].port)
+
+    def s3_endpoint(self, latency_ms: float = 0.0) -> str:
+        assert self.moto is not None, "the S3 cases need moto's server"
+        if not latency_ms:
+            return self.moto.endpoint_url
+        return f"http://127.0.0.1:{self.proxies['s3', latency_ms].port}"
+
+
+def rtt(latency_ms: float) -> str:
+    """How a case's name shows its added round trip ("" on loopback)."""
+    return f" @{latency_ms:g}ms" if latency_ms else ""
 
 
 @asynccontextmanager
-async def azure_ledger(ctx: Context) -> AsyncIterator[tuple[Ledger, AzureStore]]:
-    """A connected ledger on the case's PostgreSQL database and a fresh Azurite container,
-    which is deleted afterwards."""
+async def azure_ledger(
+    ctx: Context, latency_ms: float = 0.0
+) -> AsyncIterator[tuple[Ledger, AzureStore]]:
+    """A connected ledger on the case's PostgreSQL database and a fresh Azurite container
+    (reached with ``latency_ms`` added per round trip), which is deleted afterwards."""
     store = AzureStore(f"bench{uuid.uuid4().hex[:12]}",
-                       connection_string=ctx.azurite.connection_string)
+                       connection_string=ctx.azure_connection_string(latency_ms))
     ledger = Ledger(Database(ctx.postgres_url), store,
                     Settings(database_url=ctx.postgres_url, store_url=store.url))
     await ledger.connect()
@@ -60,11 +91,14 @@ BACKENDS = ("azure", "s3")
 @dataclass
 class Backend:
     """A connected ledger on one storage backend, and a raw put on the same client for the
-    baselines (a naive handler, a bare upload)."""
+    baselines (a naive handler, a bare upload); ``direct`` is the same container or bucket
+    without the added latency (for seeding, which is not timed)."""
 
     kind: str
     ledger: Ledger
     raw_put: Callable[[str, bytes], Awaitable[object]]
+    direct: Store
+    latency_ms: float = 0.0
 
     @property
     def label(self) -> str:
@@ -72,25 +106,36 @@ class Backend:
 
 
 @asynccontextmanager
-async def backend_ledger(ctx: Context, kind: str) -> AsyncIterator[Backend]:
+async def backend_ledger(
+    ctx: Context, kind: str, latency_ms: float = 0.0
+) -> AsyncIterator[Backend]:
     """A ledger on the case's PostgreSQL database and a fresh container (Azurite) or bucket
-    (moto's S3 server)."""
+    (moto's S3 server), reached with ``latency_ms`` added to every round trip."""
     if kind == "azure":
-        async with azure_ledger(ctx) as (ledger, store):
+        async with azure_ledger(ctx, latency_ms) as (ledger, store):
             client = store._client()
-            yield Backend(kind, ledger, lambda name, data: client.upload_blob(
-                name, data, max_concurrency=4))
+            direct = AzureStore(store.container_name,
+                                connection_string=ctx.azure_connection_string())
+            try:
+                yield Backend(kind, ledger, lambda name, data: client.upload_blob(
+                    name, data, max_concurrency=4), direct, latency_ms)
+            finally:
+                await direct.close()
         return
     assert ctx.moto is not None, "the S3 cases need moto's server"
-    s3 = ctx.moto.store()
+    s3 = ctx.moto.store(endpoint_url=ctx.s3_endpoint(latency_ms))
+    direct_s3 = type(s3)(s3.bucket, endpoint_url=ctx.s3_endpoint(), region="us-east-1",
+                         path_style=True, access_key=ctx.moto.access_key,
+                         secret_key=ctx.moto.secret_key, capabilities=s3.capabilities)
     ledger = Ledger(Database(ctx.postgres_url), s3,
                     Settings(database_url=ctx.postgres_url, store_url=s3.url))
     await ledger.connect()
     try:
         raw = await s3._client()
         yield Backend(kind, ledger, lambda name, data: raw.put_object(
-            Bucket=s3.bucket, Key=name, Body=data))
+            Bucket=s3.bucket, Key=name, Body=data), direct_s3, latency_ms)
     finally:
+        await direct_s3.close()
         await ledger.close()
 
 
@@ -107,6 +152,8 @@ class Result:
     #: None: reported for context, with no target of its own
     target: float | None
     detail: str = ""
+    #: the added round-trip time it ran at (0: loopback)
+    latency_ms: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -147,7 +194,7 @@ async def interleaved(
 
 
 def table(results: list[Result]) -> str:
-    header = f"{'case':<34} {'figure':>14} {'baseline':>14} {'ratio':>7} {'target':>8}  verdict"
+    header = f"{'case':<40} {'figure':>14} {'baseline':>14} {'ratio':>7} {'target':>8}  verdict"
     lines = [header, "-" * len(header)]
     for r in results:
         if r.target is None:
@@ -156,9 +203,37 @@ def table(results: list[Result]) -> str:
             target = (">=" if r.better == "higher" else "<=") + f"{r.target:g}x"
             verdict = "met" if r.met else "MISSED"
         lines.append(
-            f"{r.case:<34} {r.figure:>10.2f} {r.unit:<3} {r.baseline:>10.2f} {r.unit:<3} "
-            f"{r.ratio:>6.2f}x {target:>8}  {verdict}"
+            f"{r.case + rtt(r.latency_ms):<40} {r.figure:>10.2f} {r.unit:<3} "
+            f"{r.baseline:>10.2f} {r.unit:<3} {r.ratio:>6.2f}x {target:>8}  {verdict}"
         )
         lines.append(f"    figure: {r.figure_name}; baseline: {r.baseline_name}"
                      + (f"; {r.detail}" if r.detail else ""))
+    return "\n".join(lines)
+
+
+def latency_table(results: list[Result]) -> str:
+    """The ratio of every case at every added round trip, one row per case (``*``: target
+    missed at that latency)."""
+    latencies = sorted({r.latency_ms for r in results})
+    rows: dict[str, dict[float, Result]] = {}
+    for r in results:
+        rows.setdefault(r.case, {})[r.latency_ms] = r
+    if len(latencies) < 2:
+        return ""
+    header = f"{'ratio by added RTT':<40}" + "".join(f"{f'{ms:g} ms':>16}" for ms in latencies)
+    lines = [header, "-" * len(header)]
+    for case, by_latency in rows.items():
+        if len(by_latency) < 2:
+            continue
+        cells = []
+        for ms in latencies:
+            if ms not in by_latency:
+                cells.append(f"{'':>16}")
+                continue
+            r = by_latency[ms]
+            target = "" if r.target is None else (
+                (">=" if r.better == "higher" else "<=") + f"{r.target:g}")
+            mark = "" if r.met else "*"
+            cells.append(f"{f'{r.ratio:.2f}x{mark}' + (f' ({target})' if target else ''):>16}")
+        lines.append(f"{case:<40}" + "".join(cells))
     return "\n".join(lines)
