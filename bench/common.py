@@ -17,6 +17,8 @@ its baseline always go through the same proxy, in the same run, interleaved.
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import time
 import uuid
@@ -59,6 +61,22 @@ class Context:
         if not latency_ms:
             return self.moto.endpoint_url
         return f"http://127.0.0.1:{self.proxies['s3', latency_ms].port}"
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far, all its threads (0 if it is gone)."""
+    if pid == os.getpid():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def rtt(latency_ms: float) -> str:

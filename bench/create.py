@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import uuid
 from collections.abc import Awaitable, Callable
 
 from sqlalchemy import Column, MetaData, String, Table, insert
 
-from bench.common import BACKENDS, Backend, Context, Result, backend_ledger, interleaved
+from bench.common import (
+    BACKENDS,
+    Backend,
+    Context,
+    Result,
+    backend_ledger,
+    cpu_seconds,
+    interleaved,
+)
 
 TITLE = ("create throughput: ledger vs naive handler vs bare SDK upload (PostgreSQL + "
          "Azurite, and S3 on moto)")
@@ -88,10 +97,27 @@ async def measure(
         await gather_limited(files, concurrency, lambda i: raw_put(
             f"bare/{uuid.uuid4().hex}.bin", payload))
 
+    server = ctx.azurite.process.pid if backend.kind == "azure" else (
+        ctx.moto.process.pid if ctx.moto else 0)
+    cpu: dict[str, list[tuple[float, float]]] = {"ledger": [], "naive": []}
+
+    def counted(name: str, trial: Callable[[], Awaitable[None]]
+                ) -> Callable[[], Awaitable[None]]:
+        """The trial, with this process's and the storage server's CPU seconds per file."""
+        async def run() -> None:
+            mine, theirs = cpu_seconds(os.getpid()), cpu_seconds(server)
+            await trial()
+            cpu[name].append(((cpu_seconds(os.getpid()) - mine) / files * 1000,
+                              (cpu_seconds(server) - theirs) / files * 1000))
+        return run
+
     await ledger_trial()  # warm-up: connections, caches
     times = await interleaved(
-        {"ledger": ledger_trial, "naive": naive_trial, "bare": bare_trial}, ctx.repeats)
+        {"ledger": counted("ledger", ledger_trial), "naive": counted("naive", naive_trial),
+         "bare": bare_trial}, ctx.repeats)
     rate = {k: files / v for k, v in times.items()}
+    cpu_ms = {k: (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
+              for k, v in cpu.items()}
     unit = f"{size // KIB} KiB" if size < MIB else f"{size // MIB} MiB"
     target = 0.45 if size < MIB and concurrency == 16 else (0.95 if size >= 64 * MIB else None)
     if backend.latency_ms:
@@ -104,7 +130,10 @@ async def measure(
         figure=rate["ledger"], baseline_name="naive upload-then-insert creates/s",
         baseline=rate["naive"], unit="/s", better="higher", target=target,
         detail=f"bare SDK upload {rate['bare']:.1f}/s; ledger/bare "
-               f"{rate['ledger'] / rate['bare']:.2f}x", latency_ms=backend.latency_ms)
+               f"{rate['ledger'] / rate['bare']:.2f}x; CPU ms per create, this process + "
+               f"storage server: ledger {cpu_ms['ledger'][0]:.1f} + {cpu_ms['ledger'][1]:.1f}, "
+               f"naive {cpu_ms['naive'][0]:.1f} + {cpu_ms['naive'][1]:.1f}",
+        latency_ms=backend.latency_ms)
 
 
 async def run(ctx: Context) -> list[Result]:

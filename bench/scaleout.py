@@ -25,23 +25,12 @@ import aiohttp
 import asyncpg
 from tests.support.server import Server, running_server
 
-from bench.common import Context, Result
+from bench.common import Context, Result, cpu_seconds
 
 TITLE = "scale-out: creates/s through 1, 2 and 4 serve processes (PostgreSQL + Azurite)"
 PROCESSES = (1, 2, 4)
 CONCURRENCY = 32
 POOL_BOUND = 10 + 20  # blobledger/db.py: pool_size + max_overflow, per process
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 async def connection_peak(admin_url: str, database: str, stop: asyncio.Event) -> int:
