@@ -68,7 +68,7 @@ async def run(ctx: Context) -> list[Result]:
 
 
 async def run_at(ctx: Context, latency_ms: float) -> list[Result]:
-    files = 64 if ctx.quick else 400
+    files = 32 if ctx.quick else 400
     counts = PROCESSES[:2] if ctx.quick else PROCESSES  # --quick: 1 and 2 processes
     payload = os.urandom(4096)
     admin_url = ctx.postgres_url.rsplit("/", 1)[0] + "/postgres"

@@ -7,6 +7,7 @@ the loop makes one per intent). Seeding goes straight to the service and is not 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ from datetime import timedelta
 
 from sqlalchemy import delete, insert, select
 
-from bench.common import BACKENDS, Context, Result, backend_ledger, interleaved
+from bench.common import BACKENDS, Context, Result, backend_ledger, cpu_seconds, interleaved
 from blobledger import Ledger
 from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
 from blobledger.names import new_blob_name, new_document_id
@@ -84,7 +85,7 @@ async def run(ctx: Context) -> list[Result]:
 
 def count(quick: bool, kind: str, latency_ms: float) -> int:
     if kind == "azure":
-        return (300 if quick else 1500) if latency_ms < 20 else (300 if quick else 1000)
+        return (300 if quick else 1500) if latency_ms < 20 else (200 if quick else 1000)
     return 100 if quick else 500
 
 
@@ -92,24 +93,36 @@ async def run_on(ctx: Context, kind: str, latency_ms: float = 0.0) -> Result:
     n = count(ctx.quick, kind, latency_ms)
     counts: dict[str, int] = {}
     elapsed: dict[str, list[float]] = {"sweeper": [], "loop": []}
+    server = ctx.azurite.process.pid if kind == "azure" else (
+        ctx.moto.process.pid if ctx.moto else 0)
+    pids = (os.getpid(), server)
+    cpu: dict[str, list[tuple[float, ...]]] = {"sweeper": [], "loop": []}
     async with backend_ledger(ctx, kind, latency_ms) as backend:
         ledger = backend.ledger
 
         async def sweeper() -> None:
             await seed(ledger, n, store=backend.direct)
+            before = [cpu_seconds(p) for p in pids]
             started = time.perf_counter()
             counts["sweeper"] = (await Sweeper(ledger).run_once()).swept
             elapsed["sweeper"].append(time.perf_counter() - started)
+            cpu["sweeper"].append(tuple((cpu_seconds(p) - b) / n * 1000
+                                        for p, b in zip(pids, before, strict=True)))
 
         async def loop() -> None:
             await seed(ledger, n, store=backend.direct)
+            before = [cpu_seconds(p) for p in pids]
             started = time.perf_counter()
             counts["loop"] = await one_by_one(ledger)
             elapsed["loop"].append(time.perf_counter() - started)
+            cpu["loop"].append(tuple((cpu_seconds(p) - b) / n * 1000
+                                     for p, b in zip(pids, before, strict=True)))
 
         await interleaved({"sweeper": sweeper, "loop": loop}, ctx.repeats)
     assert counts == {"sweeper": n, "loop": n}, counts
     best = {k: statistics.median(v) for k, v in elapsed.items()}
+    per = {k: [statistics.median(c[i] for c in v) for i in range(2)] for k, v in cpu.items()}
+    wall = {k: best[k] / n * 1000 for k in best}
     where = "" if kind == "azure" else f" {backend.label}"
     return Result(
         case=f"sweep stale intents{where}", figure_name="sweeper intents/s",
@@ -118,6 +131,8 @@ async def run_on(ctx: Context, kind: str, latency_ms: float = 0.0) -> Result:
         target=(20.0 if latency_ms >= 20 else 2.5 if not latency_ms else None)
         if kind == "azure" else None,
         detail=f"{n} intents; sweeper {best['sweeper']:.2f}s, loop {best['loop']:.2f}s "
-        "(seeding not timed)"
+        "(seeding not timed); ms per intent, wall / CPU of this process + storage server: "
+        f"sweeper {wall['sweeper']:.2f} / {per['sweeper'][0]:.2f} + {per['sweeper'][1]:.2f}, "
+        f"loop {wall['loop']:.2f} / {per['loop'][0]:.2f} + {per['loop'][1]:.2f}"
         + ("" if kind == "azure" else "; no batch delete on S3: 16 conditional deletes at once"),
         latency_ms=latency_ms)
