@@ -60,7 +60,9 @@ async def main_async(args: argparse.Namespace) -> int:
             print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
             ctx.postgres_url = await create_database()  # each case on a database of its own
             try:
-                results.extend(await module.run(ctx))
+                found = await module.run(ctx)
+                results.extend(found)
+                print(table(found), file=sys.stderr, flush=True)  # kept if a later case fails
             finally:
                 await drop_database(ctx.postgres_url)
     finally:
