@@ -279,8 +279,12 @@ class _Merge:
     async def discard(self, name: str) -> bool:
         """Clear leftover uncommitted bytes (the store never touches a committed blob; on
         Azure, blocks beside a committed blob stay until the service drops them). Bytes under
-        a name that a row refers to belong to that intent (a retry may resume it): kept."""
-        if not await self.still_unreferenced(name):
+        a pending intent belong to it (a retry may resume it): kept. Under any other row
+        (committed, deleting, attached) nothing can resume them: cleared."""
+        state = await _row_state(self.ledger, name)
+        if state is not None and state[0] == BlobState.PENDING.value:
+            self.report.kept += 1
+            log.info("reconcile: %s belongs to a pending intent; its bytes are kept", name)
             return False
         try:
             cleared = await self.ledger.store.discard_uncommitted(name)
