@@ -6,7 +6,6 @@ a read token can and cannot do. Each view's screenshot is saved (see ``conftest.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import re
 from collections.abc import Iterator
@@ -27,9 +26,6 @@ from tests.web.conftest import READ_TOKEN, WRITE_TOKEN
 
 BIG = 64 * 1024 * 1024
 HOSTILE = '<img src=x onerror="window.__pwned=1">.txt'
-TUS_MISSING = importlib.util.find_spec("blobledger.api.routes.tus") is None
-TUS_REASON = ("resumable uploads are not in this build: blobledger.api.routes.tus (tus 1.0 at "
-              "/files/) is missing, so the page uploads through POST /documents")
 
 
 @pytest.fixture(scope="module")
@@ -295,36 +291,6 @@ def test_a_read_token_cannot_change_anything(
     assert not [u for u in urls if READ_TOKEN in u], "the token appeared in a URL"
 
 
-@pytest.mark.skipif(not TUS_MISSING, reason="the resumable test below covers /files/")
-def test_big_upload_dropped_and_retried_without_tus(
-    web_server: Server, base: str, proxy: FaultProxy, page: Page, tmp_path: Path,
-    screenshots: Path,
-) -> None:
-    """Without /files/, a 64 MiB upload goes through POST /documents with progress; a dropped
-    connection fails it visibly and Retry starts it over under the same idempotency key."""
-    big = tmp_path / "big-plain.bin"
-    big.write_bytes(os.urandom(BIG))
-    # every attempt until the page gives up: Chromium itself retries a dropped request
-    proxy.add(lambda r: r.method == "POST" and r.path == "/documents"
-              and int(r.header("content-length") or 0) == BIG, "reset_request", times=100)
-    sign_in(page, base, WRITE_TOKEN, "upload")
-    expect(page.locator("#transport")).to_contain_text("no resumable upload endpoint")
-    page.set_input_files("#pick", str(big))
-    item = page.locator("#queue li")
-    item.locator("button[data-action=start]").click()
-    expect(item).to_have_attribute("data-state", "failed", timeout=60_000)
-    expect(item.locator(".state")).to_contain_text("Connection lost")
-    assert proxy.injected["reset_request"] >= 1
-    proxy.clear()
-    page.screenshot(path=str(screenshots / "upload-dropped.png"), full_page=True)
-    item.locator("button[data-action=retry]").click()
-    expect(item).to_have_attribute("data-state", "done", timeout=120_000)
-    [doc] = by_name(web_server, "big-plain.bin")
-    assert doc["size"] == BIG
-    assert doc["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
-
-
-@pytest.mark.skipif(TUS_MISSING, reason=TUS_REASON)
 def test_big_upload_paused_dropped_and_resumed_through_tus(
     web_server: Server, base: str, proxy: FaultProxy, page: Page, tmp_path: Path,
     screenshots: Path,
