@@ -41,17 +41,25 @@ SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
 
 @dataclass(frozen=True)
 class Target:
-    """Where a ledger lives: a database URL and a store (a folder or an Azure container)."""
+    """Where a ledger lives: a database URL and a store (a folder, an Azure container, or a
+    bucket on moto's S3 server)."""
 
     database_url: str
-    store: str  # "local" or "azure"
-    location: str  # the folder, or the container name
-    connection_string: str | None = None
+    store: str  # "local", "azure" or "s3"
+    location: str  # the folder, the container or the bucket
+    connection_string: str | None = None  # Azure's; for S3 the server's endpoint URL
     azure_options: dict[str, Any] = field(default_factory=lambda: dict(AZURE_OPTIONS))
 
     def open_store(self) -> Store:
         if self.store == "local":
             return LocalStore(self.location)
+        if self.store == "s3":
+            from blobledger.stores.s3 import S3Store
+            from tests.support.services import MOTO_CAPABILITIES
+
+            return S3Store(self.location, endpoint_url=self.connection_string,
+                           region="us-east-1", path_style=True, access_key="testing",
+                           secret_key="testing", capabilities=MOTO_CAPABILITIES)
         return AzureStore(self.location, connection_string=self.connection_string,
                           **self.azure_options)
 

@@ -5,6 +5,7 @@ backend combinations, and the collector that writes ``docs/crash-matrix.md`` whe
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,5 +39,8 @@ async def make_target(backend: str, tmp_path: Path, request: pytest.FixtureReque
         await db.dispose()
     if store_kind == "local":
         return Target(url, "local", str(tmp_path / "store"))
+    if store_kind == "s3":
+        moto = request.getfixturevalue("moto")
+        return Target(url, "s3", f"c{uuid.uuid4().hex[:20]}", moto.endpoint_url)
     azurite = request.getfixturevalue("azurite")
     return Target(url, "azure", new_container(), azurite.connection_string)

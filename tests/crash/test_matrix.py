@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from blobledger.models import UploadRow, UploadState
 from blobledger.resumable import Resumable
-from tests.conftest import DATABASES, STORES
+from tests.conftest import BACKENDS as ALL_BACKENDS
 from tests.crash.child import CHUNK, Job, Target, chunks, direct_upload, payload
 from tests.crash.conftest import make_target
 from tests.crash.harness import (
@@ -127,11 +127,21 @@ CASES = [
     *[Case("Sweeper and deletion path (four crashed writers: after C2, after C3, after R3, "
            "a delete)", t, p, "sweep", AFTER_SWEEP) for t, p in SWEEP],
 ]
-BACKENDS = [f"{d}-{s}" for d in DATABASES for s in STORES]
+BACKENDS = ALL_BACKENDS  # every database with every store, and PostgreSQL + S3
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def runs_on(case: Case, backend: str) -> bool:
+    """Every case on every backend but tus on S3: S3 takes multipart parts of 5 MiB or more
+    (but the last), and the matrix's tus uploads are four parts of a few KiB (the S3 part
+    mapping is tested with real sizes in tests/api/test_tus*.py)."""
+    return not (case.op == "tus" and backend.endswith("-s3"))
+
+
+MATRIX = [(c, b) for c in CASES for b in BACKENDS if runs_on(c, b)]
+
+
+@pytest.mark.parametrize(("case", "backend"), MATRIX,
+                         ids=[f"{c.id}-{b}" for c, b in MATRIX])
 async def test_crash_point(
     case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     matrix_rows: MatrixRows,

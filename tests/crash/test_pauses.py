@@ -43,13 +43,16 @@ from tests.crash.test_matrix import (
     _outcome,
 )
 
+#: the cases paused here: the documents' own writers and the sweeper (the direct and
+#: resumable uploads are killed at each of their steps in test_matrix.py, not paused yet)
+PAUSED = [c for c in CASES if c.op in ("create", "replace", "delete", "sweep")]
 #: a retry under the key while the first attempt sleeps: past its lease and the sweeper's
 #: margin, before the resolvers run
 RETRY_AT = PAST_CUTOFFS
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", PAUSED, ids=[c.id for c in PAUSED])
 async def test_pause_point(
     case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     matrix_rows: MatrixRows,
