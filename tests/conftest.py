@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy import text
 
-from blobledger import Ledger
+from blobledger import Ledger, failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
+from tests.support.holds import Holds
 from tests.support.services import (
     Azurite,
     MotoS3,
@@ -125,3 +126,19 @@ async def ledger(
                         sweep_after=180, delete_grace=0)
     async with Ledger(Database(url), store, settings) as instance:
         yield instance
+
+
+@pytest.fixture
+def holds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Holds]:
+    """Writers held at named failpoints until released (``tests.support.holds``)."""
+    held = Holds()
+    real = failpoints.hit
+
+    async def hit(point: str) -> None:
+        await held.hit(point)
+        await real(point)
+
+    monkeypatch.setattr(failpoints, "hit", hit)
+    yield held
+    held.release_all()
+

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from blobledger import IntentLost, failpoints
+from blobledger import IntentLost
 from blobledger.errors import AttachLost
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
@@ -21,24 +20,12 @@ from blobledger.models import BlobState
 from blobledger.sweeper import Sweeper
 from tests.attachments.conftest import Invoice
 from tests.attachments.test_attach import PDF, read, settle, states
-from tests.ledger.test_fencing import Holds
+from tests.support.holds import Holds
 
 #: the clock past the lease and the sweep cutoff of anything staged now
 STALE = 180.0 + 3600
 
 
-@pytest.fixture
-def holds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Holds]:
-    held = Holds()
-    real = failpoints.hit
-
-    async def hit(point: str) -> None:
-        await held.hit(point)
-        await real(point)
-
-    monkeypatch.setattr(failpoints, "hit", hit)
-    yield held
-    held.release_all()
 
 
 async def sweep_at(ledger: Ledger, offset: float) -> None:
