@@ -37,6 +37,7 @@ from blobledger.errors import BlobNotFound, NotFound
 from blobledger.ledger import Ledger
 from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus
 from blobledger.owners import owner_holds
+from blobledger.scan import merged, pages
 from blobledger.stores.base import BlobInfo
 from blobledger.transitions import Owner
 
@@ -140,27 +141,18 @@ async def check(ledger: Ledger, *, settled: bool = False,
     stale_deleting = now - timedelta(seconds=ledger.settings.delete_grace)
 
     stored = aiter(ledger.store.list(prefix, tags=True))
-    rows = aiter(_rows(ledger))
-    blob = await anext(stored, None)
-    row = await anext(rows, None)
-    while blob is not None or row is not None:
+    async for row, blob in merged(_rows(ledger), stored, lambda r: r.name):
         steps += 1
         if on_progress is not None and steps % PAGE == 0:
             on_progress(sum(report.blob_rows.values()), report.stored_blobs)
-        if row is None or (blob is not None and blob.name < row.name):
-            assert blob is not None
+        if blob is not None:
             report.stored_blobs += 1
+        if row is None:
+            assert blob is not None
             await _blob_without_row(ledger, report, blob)
-            blob = await anext(stored, None)
             continue
         report.blob_rows[row.state] = report.blob_rows.get(row.state, 0) + 1
-        if blob is not None and blob.name == row.name:
-            report.stored_blobs += 1
-            await _row(ledger, report, row, blob, stale_pending, stale_deleting)
-            blob = await anext(stored, None)
-        else:
-            await _row(ledger, report, row, None, stale_pending, stale_deleting)
-        row = await anext(rows, None)
+        await _row(ledger, report, row, blob, stale_pending, stale_deleting)
     if on_progress is not None:
         on_progress(sum(report.blob_rows.values()), report.stored_blobs)
 
@@ -174,24 +166,13 @@ async def _rows(ledger: Ledger) -> AsyncIterator[_Row]:
     """Every blob row in code-point order of its name, page by page, joined with the
     document that currently points at it (if any)."""
     doc = aliased(DocumentRow)
-    name = BlobRow.name if ledger.db.is_sqlite else BlobRow.name.collate("C")
-    after: str | None = None
-    while True:
-        query = (
-            select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
-                   doc.id, doc.status, doc.size, doc.sha256, BlobRow.size, BlobRow.sha256,
-                   BlobRow.owner_table, BlobRow.owner_key, BlobRow.owner_column)
-            .outerjoin(doc, and_(doc.blob_name == BlobRow.name))
-            .order_by(name).limit(PAGE))
-        if after is not None:
-            query = query.where(name > after)
-        async with ledger.db.session() as session:
-            page = (await session.execute(query)).all()
-        for r in page:
-            yield _Row(*r)
-        if len(page) < PAGE:
-            return
-        after = page[-1][0]
+    query = (
+        select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
+               doc.id, doc.status, doc.size, doc.sha256, BlobRow.size, BlobRow.sha256,
+               BlobRow.owner_table, BlobRow.owner_key, BlobRow.owner_column)
+        .outerjoin(doc, and_(doc.blob_name == BlobRow.name)))
+    async for r in pages(ledger, query, span="check.page", page=PAGE):
+        yield _Row(*r)
 
 
 async def _row(

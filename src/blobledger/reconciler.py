@@ -34,13 +34,14 @@ from datetime import datetime
 
 from sqlalchemy import exists, func, select
 
-from blobledger import metrics, telemetry
+from blobledger import metrics
 from blobledger.aio import prefetch
 from blobledger.config import minimum_sweep_after
 from blobledger.durations import format_duration
 from blobledger.errors import BlobNotFound, ConditionNotMet, ConfigError, StoreError
 from blobledger.ledger import Ledger
 from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, as_utc
+from blobledger.scan import merged, pages
 from blobledger.stores.base import BlobInfo
 
 log = logging.getLogger("blobledger.reconciler")
@@ -161,27 +162,22 @@ class _Merge:
         # Both sides stream ahead in the background, a page or so each, in bounded memory.
         rows = prefetch(_rows(self.ledger, prefix), AHEAD)
         blobs = prefetch(self.ledger.store.list(prefix, tags=True, checksums=False), AHEAD)
-        row = await anext(rows, None)
-        blob = await anext(blobs, None)
         steps = 0
-        while row is not None or blob is not None:
+        async for row, blob in merged(rows, blobs, lambda r: r.name):
             steps += 1
             if self.on_progress is not None and steps % PAGE == 0:
                 self.on_progress(self.report.rows, self.report.blobs)
-            if blob is not None and (row is None or blob.name < row.name):
+            if row is None:
+                assert blob is not None
                 self.report.blobs += 1
                 await self.orphan(blob)
-                blob = await anext(blobs, None)
-            elif row is not None and (blob is None or row.name < blob.name):
+            elif blob is None:
                 self.report.rows += 1
                 await self.missing(row)
-                row = await anext(rows, None)
             else:
-                assert row is not None and blob is not None
                 self.report.blobs += 1
                 self.report.rows += 1
                 self.compare(row, blob)
-                row, blob = await anext(rows, None), await anext(blobs, None)
         if self.on_progress is not None:
             self.on_progress(self.report.rows, self.report.blobs)
         if blocks:
@@ -340,26 +336,14 @@ async def reconcile(
 
 async def _rows(ledger: Ledger, prefix: str) -> AsyncIterator[_Row]:
     """Every blob row under ``prefix`` in code point order, in keyset pages."""
-    column = BlobRow.name if ledger.db.is_sqlite else BlobRow.name.collate("C")
     ready = exists().where(DocumentRow.blob_name == BlobRow.name,
                            DocumentRow.status == DocumentStatus.READY)
-    base = (select(BlobRow.name, BlobRow.state, BlobRow.changed_at, ready.label("ready"))
-            .order_by(column).limit(PAGE))
+    query = select(BlobRow.name, BlobRow.state, BlobRow.changed_at, ready.label("ready"))
     if prefix:
-        base = base.where(BlobRow.name.startswith(prefix, autoescape=True))
-    after: str | None = None
-    while True:
-        query = base if after is None else base.where(column > after)
-        with telemetry.span("reconcile.page", after=after) as span:
-            async with ledger.db.session() as session:
-                page = [_Row(name, state, changed, bool(is_ready)) for name, state, changed,
-                        is_ready in (await session.execute(query)).all()]
-            span.set("rows", len(page))
-        for row in page:
-            yield row
-        if len(page) < PAGE:
-            return
-        after = page[-1].name
+        query = query.where(BlobRow.name.startswith(prefix, autoescape=True))
+    async for name, state, changed, is_ready in pages(ledger, query, span="reconcile.page",
+                                                      page=PAGE):
+        yield _Row(name, state, changed, bool(is_ready))
 
 
 #: row states whose blob must be there, tagged committed (an attached row's tag is committed)
