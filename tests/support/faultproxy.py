@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.threaded import ThreadedServer
+
 MAX_HEAD = 64 * 1024
 
 
@@ -81,7 +83,9 @@ class Rule:
 
 
 @dataclass
-class FaultProxy:
+class FaultProxy(ThreadedServer):
+    thread_name = "fault proxy"
+
     upstream_port: int
     rules: list[Rule] = field(default_factory=list)
     #: random faults: each request gets one of these actions with probability ``rate``
@@ -95,48 +99,7 @@ class FaultProxy:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._random = random.Random(self.seed)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> FaultProxy:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            self._server = loop.run_until_complete(
-                asyncio.start_server(self._client, "127.0.0.1", self.port))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="faultproxy", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._init_server()
 
     # -- rules ----------------------------------------------------------------------------
     def add(self, match: Callable[[Request], bool], action: str, times: int = 1) -> None:

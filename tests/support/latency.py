@@ -28,15 +28,16 @@ import contextlib
 import signal
 import subprocess
 import sys
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from tests.support.threaded import ThreadedServer
 
 COPY = 256 * 1024
 MAX_HEAD = 64 * 1024
 
 
 @dataclass
-class LatencyProxy:
+class LatencyProxy(ThreadedServer):
     upstream_port: int
     #: seconds added to every request/response exchange (the response is held this long)
     delay: float
@@ -45,55 +46,11 @@ class LatencyProxy:
     exchanges: int = 0
     interim: int = 0
     connections: int = 0
-    _server: asyncio.Server | None = field(default=None, repr=False)
+    thread_name = "latency proxy"
+    head_limit = MAX_HEAD
 
     def __post_init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ------------------------------------------------------------------------
-    async def listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._client, "127.0.0.1", self.port, limit=MAX_HEAD)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    def start(self) -> LatencyProxy:
-        """Serve from a thread with its own event loop (tests)."""
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            loop.run_until_complete(self.listen())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="latencyproxy", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the latency proxy did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def __enter__(self) -> LatencyProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._init_server()
 
     # -- the proxy ------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
