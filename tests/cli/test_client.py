@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import socket
 import subprocess
 import time
@@ -24,6 +23,7 @@ from tests.support.server import (
     running_server,
 )
 from tests.support.services import Azurite, free_port
+from tests.support.terminal import on_a_terminal
 
 
 def cli(*args: str, url: str | None = None, check: bool = True,
@@ -107,24 +107,9 @@ def test_errors_are_one_line(live_server: Server, tmp_path: Path) -> None:
 def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None:
     source = tmp_path / "tty.bin"
     source.write_bytes(os.urandom(2 * 1024 * 1024))
-    controller, terminal = pty.openpty()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")},
            "BLOBLEDGER_URL": live_server.url, "TERM": "xterm-256color", "COLUMNS": "100"}
-    try:
-        done = subprocess.run(blobledger_command("put", str(source)), env=env,
-                              stdout=subprocess.PIPE, stderr=terminal, timeout=60)
-        os.close(terminal)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO once the terminal side is closed and drained
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
+    done, drawn = on_a_terminal(blobledger_command("put", str(source)), env)
     assert done.returncode == 0
     # rich's bar: the name, the bar, the share, bytes done of the total, the rate
     text = drawn.decode("utf-8", errors="replace")

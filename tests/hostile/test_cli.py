@@ -4,7 +4,6 @@ display as something else, and an unreachable database (exit 3)."""
 from __future__ import annotations
 
 import os
-import pty
 import sqlite3
 import stat
 import subprocess
@@ -19,6 +18,7 @@ from blobledger.cli.ls import display_name
 from tests.hostile.support import Served, clean_env, serve
 from tests.support.server import blobledger_command
 from tests.support.services import free_port
+from tests.support.terminal import on_a_terminal
 
 DATA = b"the document's bytes\n" * 100
 
@@ -127,23 +127,9 @@ def test_ls_escapes_names_that_display_as_something_else(server: Served) -> None
     assert display_name("a\u200bb\u2028c") == "a\\u200bb\\u2028c"
 
     # on a terminal: a rich table, the name still escaped and never taken as markup
-    controller, terminal = pty.openpty()
-    try:
-        shown = subprocess.run(
-            blobledger_command("ls"), stdout=terminal, stderr=subprocess.PIPE, timeout=60,
-            env=clean_env(BLOBLEDGER_URL=server.url, TERM="xterm-256color", COLUMNS="160"))
-        os.close(terminal)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
+    shown, drawn = on_a_terminal(
+        blobledger_command("ls"), stream="stdout",
+        env=clean_env(BLOBLEDGER_URL=server.url, TERM="xterm-256color", COLUMNS="160"))
     assert shown.returncode == 0, shown.stderr
     text = drawn.decode()
     assert "invoice\\u202etxt.exe" in text and "\u202e" not in text

@@ -13,6 +13,7 @@ import pytest
 from blobledger import Ledger
 from blobledger.sweeper import Sweeper
 from tests.support.services import connection_string, free_port
+from tests.support.terminal import on_a_terminal as run_on_a_terminal
 from tests.sweeper.support import rows, seed_intent, stored
 
 BLOBLEDGER = str(Path(sys.executable).with_name("blobledger"))
@@ -129,25 +130,8 @@ async def test_lifecycle_policy_bad_input(ledger: Ledger, args: list[str]) -> No
 
 def on_a_terminal(ledger: Ledger, *args: str) -> tuple[int, str]:
     """Run a command with stderr on a pseudo-terminal; its exit code and what it drew."""
-    import pty
-
-    controller, terminal = pty.openpty()
-    try:
-        done = subprocess.run([BLOBLEDGER, *args], stdout=subprocess.PIPE, stderr=terminal,
-                              env=env_for(ledger, TERM="xterm-256color", COLUMNS="120"),
-                              timeout=60, check=False)
-        os.close(terminal)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(controller)
+    done, drawn = run_on_a_terminal([BLOBLEDGER, *args],
+                                    env_for(ledger, TERM="xterm-256color", COLUMNS="120"))
     return done.returncode, drawn.decode("utf-8", errors="replace")
 
 
