@@ -140,6 +140,19 @@ def runs_on(case: Case, backend: str) -> bool:
 MATRIX = [(c, b) for c in CASES for b in BACKENDS if runs_on(c, b)]
 
 
+async def prepare(case: Case, target: Target) -> tuple[dict[str, object], float]:
+    """The state a case starts from, and the child's arguments and clock offset."""
+    if case.op == "create":
+        return {"name": "doc.bin", "seed": NEW, "key": KEY}, 0.0
+    if case.op in ("tus", "direct"):
+        return {"name": "doc.bin", "seed": NEW}, 0.0
+    if case.op == "sweep":
+        await _crashed_writers(target)
+        return {}, PAST_CUTOFFS
+    doc = await create_ready(target, "doc.bin", OLD)
+    return {"doc_id": doc.id, "version": 1, "seed": NEW}, 0.0
+
+
 @pytest.mark.parametrize(("case", "backend"), MATRIX,
                          ids=[f"{c.id}-{b}" for c, b in MATRIX])
 async def test_crash_point(
@@ -147,17 +160,7 @@ async def test_crash_point(
     matrix_rows: MatrixRows,
 ) -> None:
     target = await make_target(backend, tmp_path, request)
-    offset = 0.0
-    if case.op == "create":
-        args: dict[str, object] = {"name": "doc.bin", "seed": NEW, "key": KEY}
-    elif case.op in ("tus", "direct"):
-        args = {"name": "doc.bin", "seed": NEW}
-    elif case.op == "sweep":
-        await _crashed_writers(target)
-        args, offset = {}, PAST_CUTOFFS
-    else:
-        doc = await create_ready(target, "doc.bin", OLD)
-        args = {"doc_id": doc.id, "version": 1, "seed": NEW}
+    args, offset = await prepare(case, target)
     await kill_at(Job(target, case.failpoints, case.op, args, clock_offset=offset))
 
     async with target.ledger() as ledger:

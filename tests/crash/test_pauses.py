@@ -17,7 +17,7 @@ import pytest
 
 from tests.crash.child import Job, Target, chunks, payload, sha256
 from tests.crash.conftest import make_target
-from tests.crash.harness import PAST_CUTOFFS, create_ready, read_all
+from tests.crash.harness import PAST_CUTOFFS, read_all
 from tests.crash.matrix_doc import MatrixRows, PauseRow
 from tests.crash.pause import (
     WAKE_AT,
@@ -34,13 +34,12 @@ from tests.crash.test_matrix import (
     CREATED,
     KEY,
     NEW,
-    OLD,
     REPLACED,
     UNCHANGED,
     Case,
     Doc,
-    _crashed_writers,
     _outcome,
+    prepare,
 )
 
 #: the cases paused here: the documents' own writers and the sweeper (the direct and
@@ -58,15 +57,7 @@ async def test_pause_point(
     matrix_rows: MatrixRows,
 ) -> None:
     target = await make_target(backend, tmp_path, request)
-    offset = 0.0
-    if case.op == "create":
-        args: dict[str, object] = {"name": "doc.bin", "seed": NEW, "key": KEY}
-    elif case.op == "sweep":
-        await _crashed_writers(target)
-        args, offset = {}, PAST_CUTOFFS
-    else:
-        doc = await create_ready(target, "doc.bin", OLD)
-        args = {"doc_id": doc.id, "version": 1, "seed": NEW}
+    args, offset = await prepare(case, target)
     point = case.failpoints.replace("=kill", "=stop")
     job = Job(target, point, case.op, args, clock_offset=offset,
               report=str(tmp_path / "outcome.json"), wake_offset=WAKE_AT)
