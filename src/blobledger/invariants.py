@@ -135,7 +135,7 @@ async def check(ledger: Ledger, *, settled: bool = False,
     ``on_progress(rows, blobs)`` is told the counts scanned every :data:`PAGE` steps."""
     report = InvariantReport(settled=settled)
     steps = 0
-    now = ledger.clock()
+    now = await ledger.now()  # the database's clock, which stamped every row
     prefix = ledger.settings.blob_prefix + "/"
     stale_pending = now - timedelta(seconds=ledger.settings.sweep_after)
     stale_deleting = now - timedelta(seconds=ledger.settings.delete_grace)

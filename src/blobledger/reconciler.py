@@ -135,7 +135,7 @@ class _Merge:
         self.older_than = older_than
         self.on_finding = on_finding
         self.report = ReconcileReport()
-        self.now = as_utc(ledger.clock())
+        self.now: datetime  # the database's clock, read when the run starts
         settings = ledger.settings
         self.cutoff = {
             BlobState.PENDING.value: settings.sweep_after,
@@ -159,6 +159,7 @@ class _Merge:
         return age > self.cutoff.get(row.state, 0.0)
 
     async def run(self, prefix: str, *, blocks: bool) -> ReconcileReport:
+        self.now = as_utc(await self.ledger.now())  # ages on the one clock, as the sweeper's
         # Both sides stream ahead in the background, a page or so each, in bounded memory.
         rows = prefetch(_rows(self.ledger, prefix), AHEAD)
         blobs = prefetch(self.ledger.store.list(prefix, tags=True, checksums=False), AHEAD)
