@@ -31,8 +31,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import case, func, select
 
 from blobledger import metrics
 from blobledger.aio import prefetch
@@ -335,11 +336,18 @@ async def reconcile(
     return report
 
 
+def _ready() -> Any:
+    """Whether a ready document points at the row's blob (1, else 0 or NULL), probed through
+    ``documents.blob_name`` alone. (An EXISTS on blob name *and* status let PostgreSQL, with
+    no statistics yet on a freshly filled table, bitmap-AND the status index, reading every
+    ready document once per row: 2.8 ms a row on 20,000 documents.)"""
+    return (select(func.max(case((DocumentRow.status == DocumentStatus.READY, 1), else_=0)))
+            .where(DocumentRow.blob_name == BlobRow.name).scalar_subquery())
+
+
 async def _rows(ledger: Ledger, prefix: str) -> AsyncIterator[_Row]:
     """Every blob row under ``prefix`` in code point order, in keyset pages."""
-    ready = exists().where(DocumentRow.blob_name == BlobRow.name,
-                           DocumentRow.status == DocumentStatus.READY)
-    query = select(BlobRow.name, BlobRow.state, BlobRow.changed_at, ready.label("ready"))
+    query = select(BlobRow.name, BlobRow.state, BlobRow.changed_at, _ready().label("ready"))
     if prefix:
         query = query.where(BlobRow.name.startswith(prefix, autoescape=True))
     async for name, state, changed, is_ready in pages(ledger, query, span="reconcile.page",
@@ -353,11 +361,9 @@ _LIVE = (BlobState.COMMITTED.value, BlobState.ATTACHED.value)
 
 async def _row_state(ledger: Ledger, name: str) -> tuple[str, bool] | None:
     """The row's state now and whether a ready document points at it (None: no row)."""
-    ready = exists().where(DocumentRow.blob_name == BlobRow.name,
-                           DocumentRow.status == DocumentStatus.READY)
     async with ledger.db.session() as session:
         found = (await session.execute(
-            select(BlobRow.state, ready).where(BlobRow.name == name))).first()
+            select(BlobRow.state, _ready()).where(BlobRow.name == name))).first()
     return None if found is None else (str(found[0]), bool(found[1]))
 
 
