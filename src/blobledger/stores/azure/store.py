@@ -54,6 +54,7 @@ from blobledger.errors import (
     StoreUnavailable,
 )
 from blobledger.names import check_blob_name
+from blobledger.stores.azure import listing
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
@@ -82,9 +83,9 @@ RETRY_INITIAL_BACKOFF = 1
 RETRY_INCREMENT_BASE = 2
 CONNECTION_TIMEOUT = 10
 BATCH_LIMIT = 256
-# Blobs per listing page: the SDK parses a whole page into objects before yielding the first,
-# so a page costs memory; on Azurite each page also costs a scan. 750 keeps a reconcile of
-# any size under 100 MiB at a small cost in time (measured in bench/reconcile.py).
+# Blobs per listing page where the SDK's list_blobs reads it (the uncommitted-blobs listing,
+# and any listing on an SDK without what blobledger.stores.azure.listing needs): the SDK
+# parses a whole page into objects before yielding the first, so a page costs memory.
 LIST_PAGE = 750
 # If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
 CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
@@ -615,8 +616,15 @@ class AzureStore(Store):
         self, prefix: str = "", *, tags: bool = True, checksums: bool = True
     ) -> AsyncIterator[BlobInfo]:
         include = (["tags"] if tags else []) + (["metadata"] if checksums else [])
+        client = self._client()
+        if listing.supported(client):
+            with map_errors(self.container_name):
+                async for page in listing.pages(client, prefix or None, include):
+                    for info in page:
+                        yield info
+            return
         with map_errors(self.container_name):
-            async for props in self._client().list_blobs(
+            async for props in client.list_blobs(
                 name_starts_with=prefix or None, include=include or None,
                 results_per_page=LIST_PAGE,
             ):
