@@ -4,7 +4,9 @@
 application: its blob name (the id), size, checksums, content type and original filename.
 :class:`StagedBlob` is what :meth:`Ledger.stage` returns after A1-A3: an attachment that no
 owner holds yet, carrying the token that staged it (A4 needs it; it is never written to the
-owner's row). The JSON form (:meth:`Attachment.to_json`) is what an owner column stores.
+owner's row). :class:`StagedUpload` is the same for a blob a client staged through a direct
+or resumable upload (:meth:`Ledger.staged_upload`), with the upload's id and ``target``.
+The JSON form (:meth:`Attachment.to_json`) is what an owner column stores.
 
 This module holds no I/O: staging lives in :mod:`blobledger.ledger`, A4 and the detach steps
 in :mod:`blobledger.transitions`, the session events in :mod:`blobledger.sqlalchemy`.
@@ -54,3 +56,20 @@ class StagedBlob(Attachment):
     the sweeper removes it after ``BLOBLEDGER_SWEEP_AFTER``."""
 
     attempt: str = field(default="", repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class StagedUpload(StagedBlob):
+    """A staged blob that a client uploaded itself (``POST /uploads`` or tus, marked as an
+    attachment): the upload's id and the ``target`` the client declared (opaque text such as
+    ``invoices/42/pdf``; blobledger never interprets it, the application checks it before
+    attaching)."""
+
+    upload_id: str = field(default="", compare=False)
+    target: str | None = field(default=None, compare=False)
+
+    def to_response(self, state: str = "staged") -> dict[str, Any]:
+        """The JSON a completed attachment upload answers with (never the token)."""
+        return {"id": self.upload_id, "blob": self.name, "size": self.size,
+                "sha256": self.sha256, "md5": self.md5, "content_type": self.content_type,
+                "filename": self.filename, "target": self.target, "state": state}

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-from blobledger.attachments import Attachment, StagedBlob
+from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.documents import Data, Document
 from blobledger.ledger import Ledger
 
@@ -60,6 +60,10 @@ class BlockingLedger:
         """:meth:`Ledger.stage` (A1-A3); a file object is read off the calling thread."""
         return self._call(self.ledger.stage(data, content_type=content_type,
                                             filename=filename, sha256=sha256, md5=md5))
+
+    def staged_upload(self, upload_id: str) -> StagedUpload:
+        """:meth:`Ledger.staged_upload`: the blob a client's attachment upload staged."""
+        return self._call(self.ledger.staged_upload(upload_id))
 
     def attachment(self, blob_name: str) -> Attachment:
         return self._call(self.ledger.attachment(blob_name))

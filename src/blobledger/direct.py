@@ -12,6 +12,13 @@ runs confirm, C3 and C4 (:func:`blobledger.resumable.settle`). A client that lie
 bytes, or tags its own blob ``committed``, gets its upload given up (the sweeper never rolls
 an unverified upload forward). Expired and abandoned uploads are swept like any intent.
 
+``begin(..., attachment=True)`` stages an attachment instead of creating a document: A1 (a
+pending attachment row owned by nobody, with the upload's row; ``filename`` optional, no
+document name) and, at completion, the same checks, then confirm and A3
+(:func:`blobledger.resumable.settle_staged`), never C4. The application turns the upload's
+id into a ``StagedBlob`` (:meth:`Ledger.staged_upload`, which also gives the client's
+``target``) and attaches it in its own transaction (A4).
+
 This module never writes over a blob (every put here is create-only) and never deletes a
 blob it has not handed to the deletion path by compare-and-set.
 """
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from blobledger import failpoints
+from blobledger.attachments import StagedUpload
 from blobledger.documents import Document, limit_size
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -40,11 +48,11 @@ from blobledger.errors import (
 )
 from blobledger.ledger import Ledger
 from blobledger.models import PENDING_TAG as PENDING
-from blobledger.models import STATE_TAG, BlobKind, BlobState, UploadMode, UploadState, as_utc
-from blobledger.names import check_content_type, check_document_name, new_blob_name, new_document_id
-from blobledger.resumable import Resumable, settle
+from blobledger.models import STATE_TAG, BlobState, UploadMode, UploadState, as_utc
+from blobledger.names import check_content_type, check_document_name
+from blobledger.resumable import Resumable, begin, check_sha256, check_target, finish
 from blobledger.stores.base import DirectPut
-from blobledger.transitions import Intent, UploadRecord, new_token
+from blobledger.transitions import ATTACHMENT_KEY, UploadRecord
 
 
 @dataclass(frozen=True)
@@ -72,37 +80,46 @@ class DirectUploads:
         self.ledger = ledger
         self.resumable = Resumable(ledger)
 
-    async def begin(self, name: str, size: int, content_type: str | None = None,
-                    sha256: str | None = None) -> Began:
-        """C1 and the URL to put ``size`` bytes to."""
+    async def begin(self, name: str | None, size: int, content_type: str | None = None,
+                    sha256: str | None = None, *, attachment: bool = False,
+                    filename: str | None = None, target: str | None = None) -> Began:
+        """C1 (a document named ``name``) or, with ``attachment``, A1 (an attachment with
+        an optional ``filename`` and ``target``), and the URL to put ``size`` bytes to."""
         settings = self.ledger.settings
-        name = check_document_name(name)
         content_type = check_content_type(content_type)
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise InvalidInput("size must be a non-negative integer")
         if size > settings.max_upload_bytes:
             raise UploadTooLarge(settings.max_upload_bytes)
-        meta = {"name": name, "content_type": content_type}
-        if sha256 is not None:
-            if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256.lower()):
-                raise InvalidInput("sha256 must be 64 hex digits")
-            meta["sha256"] = sha256.lower()
-        intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
-                        BlobKind.CREATE, new_token(), content_type)
-        upload_id = new_document_id()
-        await self.ledger.transitions.begin_upload(intent, name, upload_id, size, "", meta,
-                                                   mode=UploadMode.DIRECT)
+        meta = {"content_type": content_type}
+        if attachment:
+            if name is not None:
+                raise InvalidInput("an attachment upload has no document `name` "
+                                   "(give its `filename`)")
+            meta[ATTACHMENT_KEY] = "true"
+            if filename is not None:
+                meta["filename"] = check_document_name(filename)
+            if (target := check_target(target)) is not None:
+                meta["target"] = target
+        else:
+            if name is None:
+                raise InvalidInput("a document upload needs a `name`")
+            if filename is not None or target is not None:
+                raise InvalidInput("`filename` and `target` are for attachment uploads")
+            name = meta["name"] = check_document_name(name)
+        if (sha256 := check_sha256(sha256)) is not None:
+            meta["sha256"] = sha256
+        upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name)
         await failpoints.hit("direct.after_create")
-        upload = await self.find(upload_id)
-        target = await self.ledger.store.direct_put(
-            intent.blob_name, tags=PENDING, content_type=content_type,
+        where = await self.ledger.store.direct_put(
+            upload.blob_name, tags=PENDING, content_type=content_type,
             expires_in=settings.direct_upload_expiry)
         token = None
-        if target is None:
+        if where is None:
             token = secrets.token_urlsafe(32)
             await self.ledger.transitions.set_handle(upload, _token_digest(token))
-            upload = await self.find(upload_id)
-        return Began(upload, target, token)
+            upload = await self.find(upload.id)
+        return Began(upload, where, token)
 
     async def find(self, upload_id: str) -> UploadRecord:
         """The direct upload; UploadGone if unknown, expired or swept."""
@@ -128,10 +145,13 @@ class DirectUploads:
             raise OffsetMismatch("the bytes were uploaded already", upload.length) from None
         await failpoints.hit("direct.after_upload")
 
-    async def complete(self, upload_id: str) -> Document:
-        """Check what the store holds against the upload's declaration, then C3 and C4."""
+    async def complete(self, upload_id: str) -> Document | StagedUpload:
+        """Check what the store holds against the upload's declaration, then C3 and C4 (an
+        attachment upload: A3; the staged blob)."""
         upload = await self.find(upload_id)
         if upload.state != UploadState.OPEN:
+            if upload.attachment:
+                return await self.ledger.staged_upload(upload_id)
             doc = await self.resumable.document(upload)
             if doc is None:
                 raise UploadGone(f"upload {upload_id!r} completed and its document is gone")
@@ -153,7 +173,7 @@ class DirectUploads:
         except IntegrityError:
             await asyncio.shield(self.resumable.give_up(upload, intent))
             raise
-        return await settle(self.resumable, upload, intent, digests, "direct")
+        return await finish(self.resumable, upload, intent, digests, "direct")
 
     async def cancel(self, upload_id: str) -> None:
         """Abandon the upload: its intent to the deletion path."""

@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from blobledger import failpoints, metrics, telemetry
-from blobledger.attachments import Attachment, StagedBlob
+from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -49,9 +49,11 @@ from blobledger.errors import (
     InvalidInput,
     InvalidName,
     NotFound,
+    OffsetMismatch,
     PreconditionFailed,
     StoreError,
     UploadAborted,
+    UploadGone,
 )
 from blobledger.models import (
     COMMITTED_TAG as COMMITTED,
@@ -71,6 +73,7 @@ from blobledger.models import (
     DocumentRow,
     DocumentStatus,
     KeyState,
+    UploadState,
     utcnow,
 )
 from blobledger.names import (
@@ -493,8 +496,7 @@ class Ledger:
         try:
             digests = await self.upload(intent, data, sha256, md5)  # A2
             await failpoints.hit("stage.after_upload")
-            if not await self.transitions.confirm_staged(intent, digests):
-                await self._lost(intent)
+            await self.confirm_staged(intent, digests)
             await failpoints.hit("stage.after_confirm")
             await self.tag_committed(intent)  # A3
             await failpoints.hit("stage.after_tag")
@@ -504,6 +506,38 @@ class Ledger:
         return StagedBlob(name=intent.blob_name, size=digests.size, sha256=digests.sha256,
                           md5=digests.md5, content_type=content_type, filename=filename,
                           attempt=intent.attempt)
+
+    async def confirm_staged(self, intent: Intent, digests: Digests) -> None:
+        """Before A3: compare-and-set that the staged intent is still this attempt's (its
+        lease extended, its digests recorded); if not, as :meth:`confirm`: IntentLost."""
+        if not await self.transitions.confirm_staged(intent, digests):
+            await self._lost(intent)
+
+    async def staged_upload(self, upload_id: str) -> StagedUpload:
+        """The staged blob a client's completed attachment upload (direct or tus) left, to
+        assign to an attachment attribute (A4 in the application's flush), with the
+        ``target`` the client declared. The staging token comes from the blob's row; the
+        client never sees it. UploadGone (a NotFound) if the upload is unknown, cancelled,
+        swept, or its blob already attached; InvalidInput if it made a document;
+        OffsetMismatch if it is not complete."""
+        upload = await self.transitions.find_upload(upload_id) \
+            if isinstance(upload_id, str) and _plausible_id(upload_id) else None
+        if upload is None:
+            raise UploadGone(f"no upload {upload_id!r}")
+        if not upload.attachment:
+            raise InvalidInput(f"upload {upload_id!r} makes a document, not an attachment")
+        if upload.state != UploadState.DONE:
+            raise OffsetMismatch(f"upload {upload_id!r} is not complete", upload.offset)
+        row = await self.transitions.staged_blob(upload.blob_name)
+        if row is None or row.state != BlobState.PENDING or row.attempt != upload.attempt \
+                or row.size is None or row.sha256 is None or row.md5 is None:
+            why = "is attached already" if row is not None and \
+                row.state == BlobState.ATTACHED else "was swept"
+            raise UploadGone(f"the blob of upload {upload_id!r} {why}")
+        return StagedUpload(name=row.name, size=row.size, sha256=row.sha256, md5=row.md5,
+                            content_type=row.content_type, filename=row.filename,
+                            attempt=row.attempt, upload_id=upload.id,
+                            target=upload.meta.get("target"))
 
     async def attachment(self, blob_name: str) -> Attachment:
         """An attached blob's metadata, from its row; NotFound unless it is attached."""
@@ -740,3 +774,9 @@ def _deadline(seconds: float) -> float:
 
 
 __all__ = ["BlobLedgerError", "Ledger"]
+
+
+def _plausible_id(text: str) -> bool:
+    """Whether ``text`` can be an id at all (a string holding a NUL, which some databases
+    refuse to compare, cannot)."""
+    return len(text) <= 128 and text.isprintable()

@@ -8,6 +8,13 @@ part files on disk) and advances the durable offset after each part by compare-a
 ``complete`` publishes the parts create-only, hashes what the store then holds, and runs
 confirm, C3 and C4 through the ledger's own steps. ``terminate`` abandons the intent.
 
+An upload whose metadata holds the key ``attachment`` stages an attachment instead: A1 (a
+pending attachment row owned by nobody, with the upload's row) at creation, and at
+completion the same checks, then confirm and A3 (:func:`settle_staged`), never C4. The
+application turns the upload's id into a ``StagedBlob`` (:meth:`Ledger.staged_upload`) and
+attaches it in its own transaction (A4). ``filename`` (or ``name``) is then the blob's
+filename, optional; ``target`` (at most 256 characters) is kept for the application.
+
 How request bytes become parts: a request's body is cut into ``segment``-sized parts (8 MiB);
 its last piece becomes a part too if it ends the upload or is at least the store's
 ``capabilities.min_part_size`` (S3: 5 MiB); a smaller piece is not acknowledged (the offset
@@ -29,6 +36,7 @@ from collections.abc import AsyncIterable
 from dataclasses import dataclass
 
 from blobledger import failpoints
+from blobledger.attachments import StagedUpload
 from blobledger.documents import Document
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -45,7 +53,7 @@ from blobledger.errors import (
 )
 from blobledger.ledger import Ledger
 from blobledger.models import PENDING_TAG as PENDING
-from blobledger.models import BlobKind, UploadState
+from blobledger.models import BlobKind, UploadMode, UploadState
 from blobledger.names import (
     check_content_type,
     check_document_name,
@@ -53,7 +61,7 @@ from blobledger.names import (
     new_document_id,
 )
 from blobledger.stores.base import Store, verify
-from blobledger.transitions import Intent, UploadRecord, new_token
+from blobledger.transitions import ATTACHMENT_KEY, Intent, UploadRecord, new_token
 
 log = logging.getLogger("blobledger.resumable")
 
@@ -83,6 +91,63 @@ def content_type_of(meta: dict[str, str]) -> str:
     return check_content_type(meta.get("content_type") or meta.get("filetype"))
 
 
+#: the longest ``target`` an attachment upload may declare
+TARGET_MAX = 256
+
+
+def check_target(target: str | None) -> str | None:
+    """An attachment upload's ``target``: opaque text for the application, bounded."""
+    if target is None:
+        return None
+    if not isinstance(target, str) or len(target) > TARGET_MAX or not target.isprintable():
+        raise InvalidInput(f"target must be printable text of at most {TARGET_MAX} characters")
+    return target
+
+
+def check_sha256(sha256: str | None) -> str | None:
+    """A declared whole-file SHA-256: 64 hex digits, lower-cased."""
+    if sha256 is None:
+        return None
+    if len(sha256) != 64 or not _is_hex(sha256):
+        raise InvalidInput("sha256 must be 64 hex digits")
+    return sha256.lower()
+
+
+async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadMode,
+                content_type: str, name: str | None = None) -> UploadRecord:
+    """The intent of an upload that outlives a request, and its row: C1 for a document
+    named ``name``, or (``meta`` holds ``attachment``) A1 for an attachment whose filename
+    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``."""
+    settings = ledger.settings
+    upload_id = new_document_id()
+    if ATTACHMENT_KEY in meta:
+        filename = meta.get("filename")
+        intent = Intent(new_blob_name(settings.blob_prefix, filename or ""), "",
+                        BlobKind.ATTACHMENT, new_token(), content_type)
+        await ledger.transitions.begin_staged_upload(intent, filename, upload_id, length,
+                                                     meta, mode=mode)
+    else:
+        assert name is not None
+        intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
+                        BlobKind.CREATE, new_token(), content_type)
+        await ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta,
+                                              mode=mode)
+    upload = await ledger.transitions.find_upload(upload_id)
+    assert upload is not None
+    return upload
+
+
+def _attachment_meta(meta: dict[str, str]) -> dict[str, str]:
+    """A tus attachment upload's metadata, checked: ``filename`` (or ``name``) optional,
+    ``target`` bounded."""
+    filename = meta.get("filename") or meta.get("name")
+    checked = dict(meta)
+    if filename:
+        checked["filename"] = check_document_name(filename)
+    check_target(meta.get("target"))
+    return checked
+
+
 class Resumable:
     """Resumable uploads over one ledger."""
 
@@ -102,17 +167,17 @@ class Resumable:
             raise InvalidInput("Upload-Length must not be negative")
         if length > settings.max_upload_bytes:
             raise UploadTooLarge(settings.max_upload_bytes)
-        name = document_name(meta)
+        if ATTACHMENT_KEY in meta:
+            meta, name = _attachment_meta(meta), None
+        else:
+            name = document_name(meta)
         content_type = content_type_of(meta)
         sha256 = meta.get("sha256")
         if sha256 is not None and (len(sha256) != 64 or not _is_hex(sha256)):
             raise InvalidInput("the `sha256` metadata must be 64 hex digits")
-        intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
-                        BlobKind.CREATE, new_token(), content_type)
-        upload_id = new_document_id()
-        await self.ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta)
+        upload = await begin(self.ledger, length, meta, UploadMode.TUS, content_type, name)
         await failpoints.hit("tus.after_create")
-        upload = await self.find(upload_id)
+        intent = upload.intent(content_type)
         try:
             handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
                                                    content_type=content_type)
@@ -121,7 +186,7 @@ class Resumable:
         except BaseException:
             await asyncio.shield(self.give_up(upload, intent))  # nothing stored yet
             raise
-        return await self.find(upload_id)
+        return await self.find(upload.id)
 
     async def find(self, upload_id: str) -> UploadRecord:
         """The upload; UploadGone if it is unknown or expired."""
@@ -168,9 +233,10 @@ class Resumable:
         return writer.position
 
     # -- completion -----------------------------------------------------------------------
-    async def complete(self, upload: UploadRecord) -> Document:
-        """Publish the parts create-only, hash what the store holds, then confirm, C3, C4.
-        Safe to repeat after a crash anywhere (a blob already published is hashed again)."""
+    async def complete(self, upload: UploadRecord) -> Document | StagedUpload:
+        """Publish the parts create-only, hash what the store holds, then confirm, C3, C4
+        (an attachment upload: confirm and A3). Safe to repeat after a crash anywhere (a
+        blob already published is hashed again)."""
         if upload.offset != upload.length:
             raise OffsetMismatch("the upload is not complete", upload.offset)
         intent = upload.intent(content_type_of(upload.meta))
@@ -180,7 +246,7 @@ class Resumable:
         except IntegrityError:
             await asyncio.shield(self.give_up(upload, intent))
             raise
-        return await settle(self, upload, intent, digests, "tus")
+        return await finish(self, upload, intent, digests, "tus")
 
     async def _publish(self, upload: UploadRecord, intent: Intent) -> Digests:
         store = self.store
@@ -195,9 +261,12 @@ class Resumable:
                 pass  # a concurrent completion of the same upload published it
         return await store.digest_stored(intent.blob_name)
 
-    async def document(self, upload: UploadRecord) -> Document | None:
-        """The document a completed upload made (None if it is gone since)."""
+    async def document(self, upload: UploadRecord) -> Document | StagedUpload | None:
+        """The document a completed upload made, or the blob it staged (None if it is gone
+        since, or attached)."""
         try:
+            if upload.attachment:
+                return await self.ledger.staged_upload(upload.id)
             return await self.ledger.get(upload.document_id)
         except BlobLedgerError:
             return None
@@ -226,6 +295,26 @@ class Resumable:
                         upload.blob_name, type(exc).__name__)
 
 
+async def finish(owner: Resumable, upload: UploadRecord, intent: Intent, digests: Digests,
+                 points: str) -> Document | StagedUpload:
+    """:func:`settle_staged` for an attachment upload, :func:`settle` for a document's."""
+    if upload.attachment:
+        return await settle_staged(owner, upload, intent, digests, f"{points}.stage")
+    return await settle(owner, upload, intent, digests, points)
+
+
+async def _verified(owner: Resumable, upload: UploadRecord, digests: Digests,
+                    points: str) -> None:
+    """The stored bytes' size and the declared SHA-256 checked (IntegrityError), and the
+    verified SHA-256 recorded on the upload."""
+    if digests.size != upload.length:
+        raise IntegrityError(
+            f"the store holds {digests.size} bytes, not the {upload.length} declared")
+    verify(digests, upload.meta.get("sha256"), None)
+    await owner.ledger.transitions.record_verified(upload, digests.sha256)
+    await failpoints.hit(f"{points}.after_verify")
+
+
 async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests: Digests,
                  points: str) -> Document:
     """The end of any upload that outlives a request, once ``digests`` were computed from
@@ -234,12 +323,7 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
     mismatch gives the upload up (IntegrityError). ``points`` prefixes the failpoints."""
     ledger = owner.ledger
     try:
-        if digests.size != upload.length:
-            raise IntegrityError(
-                f"the store holds {digests.size} bytes, not the {upload.length} declared")
-        verify(digests, upload.meta.get("sha256"), None)
-        await ledger.transitions.record_verified(upload, digests.sha256)
-        await failpoints.hit(f"{points}.after_verify")
+        await _verified(owner, upload, digests, points)
         await ledger.confirm(intent)
         await failpoints.hit(f"{points}.after_confirm")
         await ledger.tag_committed(intent)  # C3
@@ -251,6 +335,31 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
     await ledger.transitions.finish_upload(upload)
     await failpoints.hit(f"{points}.after_commit")
     return doc
+
+
+async def settle_staged(owner: Resumable, upload: UploadRecord, intent: Intent,
+                        digests: Digests, points: str) -> StagedUpload:
+    """:func:`settle` for an attachment upload: the same checks, then confirm (the staged
+    intent still this upload's, its digests recorded) and A3 (tagged committed), and the
+    upload done; never C4: the blob stays staged, owned by nobody, until the application's
+    transaction attaches it (A4) or the sweeper removes it. Failpoints
+    ``{points}.after_{verify,confirm,tag,finish}``."""
+    ledger = owner.ledger
+    try:
+        await _verified(owner, upload, digests, points)
+        await ledger.confirm_staged(intent, digests)
+        await failpoints.hit(f"{points}.after_confirm")
+        await ledger.tag_committed(intent)  # A3
+        await failpoints.hit(f"{points}.after_tag")
+    except IntegrityError:
+        await asyncio.shield(owner.give_up(upload, intent))
+        raise
+    await ledger.transitions.finish_upload(upload)
+    await failpoints.hit(f"{points}.after_finish")
+    return StagedUpload(name=intent.blob_name, size=digests.size, sha256=digests.sha256,
+                        md5=digests.md5, content_type=intent.content_type,
+                        filename=upload.meta.get("filename"), attempt=intent.attempt,
+                        upload_id=upload.id, target=upload.meta.get("target"))
 
 
 class _PartWriter:

@@ -53,7 +53,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from blobledger.attachments import Attachment, StagedBlob
+from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.errors import AttachLost, InvalidInput
 from blobledger.models import BlobState
 from blobledger.owners import owner_key
@@ -65,6 +65,7 @@ __all__ = [
     "AttachmentList",
     "AttachmentRef",
     "StagedBlob",
+    "StagedUpload",
     "has_many_attached",
     "has_one_attached",
 ]

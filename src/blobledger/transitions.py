@@ -20,7 +20,9 @@ write (they never open a transaction of their own).
 Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
 intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
 by compare-and-set on the offset seen and the owner token), :meth:`finish_upload` (after C4).
-They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation.
+They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation. An upload
+that stages an attachment starts with :meth:`begin_staged_upload` (A1 with the upload's row)
+and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
 
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
 :meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
@@ -66,6 +68,8 @@ keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
 uploads: Table = UploadRow.__table__  # type: ignore[assignment]
 
 PENDING, COMMITTED, DELETING, ATTACHED = (s.value for s in BlobState)
+#: the metadata key that makes an upload stage an attachment instead of a document
+ATTACHMENT_KEY = "attachment"
 #: the name of a pending document whose real name is not known yet: control characters are
 #: never part of a real name (``names.check_document_name``), so it cannot collide
 PLACEHOLDER = "\x01unnamed:"
@@ -253,9 +257,15 @@ class UploadRecord:
     expired: bool
     sha256: str | None = None  # what the service verified from the stored bytes (before C3)
 
+    @property
+    def attachment(self) -> bool:
+        """Whether the upload stages an attachment (A1-A3) rather than creating a
+        document (its metadata holds the key ``attachment``)."""
+        return ATTACHMENT_KEY in self.meta
+
     def intent(self, content_type: str) -> Intent:
-        return Intent(self.blob_name, self.document_id, BlobKind.CREATE, self.attempt,
-                      content_type)
+        kind = BlobKind.ATTACHMENT if self.attachment else BlobKind.CREATE
+        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type)
 
 
 @dataclass(frozen=True)
@@ -369,9 +379,7 @@ class Transitions:
         """C1 of a resumable or direct upload: the pending document, its blob row (this
         upload's, leased until the upload expires, so no sweeper takes it before) and the
         upload's row (offset 0), in one transaction. NameTaken if the name is taken."""
-        expiry = (self.settings.resumable_expiry if mode == UploadMode.TUS
-                  else self.settings.direct_upload_expiry)
-        times = self.times(lease=expiry)
+        times = self.times(lease=self._expiry(mode))
         try:
             async with self.db.transaction() as conn:
                 await conn.execute(_insert_document, dict(
@@ -388,6 +396,29 @@ class Transitions:
                     meta=json.dumps(meta), **times))
         except DBIntegrityError:
             raise NameTaken(f"a document named {name!r} already exists") from None
+
+    async def begin_staged_upload(self, intent: Intent, filename: str | None, upload_id: str,
+                                  length: int, meta: dict[str, str], *,
+                                  mode: UploadMode = UploadMode.TUS) -> None:
+        """A1 of an attachment that arrives as a resumable or direct upload: the pending
+        attachment row, owned by no document (this upload's, leased until the upload
+        expires) and the upload's row (offset 0, no document: ``document_id`` empty), in
+        one transaction."""
+        assert intent.kind == BlobKind.ATTACHMENT and ATTACHMENT_KEY in meta
+        times = self.times(lease=self._expiry(mode))
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=None, kind=intent.kind.value,
+                content_type=intent.content_type, attempt=intent.attempt, filename=filename,
+                **times))
+            await conn.execute(_insert_upload, dict(
+                id=upload_id, mode=mode.value, blob_name=intent.blob_name, document_id="",
+                attempt=intent.attempt, length=length, handle="", meta=json.dumps(meta),
+                **times))
+
+    def _expiry(self, mode: UploadMode) -> float:
+        return (self.settings.resumable_expiry if mode == UploadMode.TUS
+                else self.settings.direct_upload_expiry)
 
     async def set_handle(self, upload: UploadRecord, handle: str) -> bool:
         """The store's handle of the staged upload (started after C1), once."""
@@ -599,6 +630,14 @@ class Transitions:
                 b_name=intent.blob_name, b_attempt=intent.attempt, b_size=digests.size,
                 b_sha256=digests.sha256, b_md5=digests.md5,
                 **self.times(lease=self.settings.upload_deadline)))) == 1
+
+    async def staged_blob(self, blob_name: str) -> Row[Any] | None:
+        """An attachment's row in any state (None if there is none: never staged, or swept
+        and deleted)."""
+        async with self.db.transaction() as conn:
+            return (await conn.execute(select(blobs).where(
+                blobs.c.name == blob_name,
+                blobs.c.kind == BlobKind.ATTACHMENT.value))).one_or_none()
 
     async def attachment(self, blob_name: str) -> Row[Any] | None:
         """An attached blob's row (None if it is not attached)."""
