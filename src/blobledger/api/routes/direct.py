@@ -3,9 +3,14 @@
 ``POST /uploads`` (JSON: ``name``, ``size``, optional ``content_type`` and ``sha256``) records
 the intent and answers where to put the bytes (``method``, ``url``, ``headers``,
 ``expires_at``); ``POST /uploads/{id}/complete`` checks what the store holds and makes the
-document ready; ``DELETE /uploads/{id}`` abandons it. Where the store offers no URL of its own,
-the URL is ``PUT /uploads/{id}/content?token=…`` on this service, whose token is its only
-credential (like a SAS). This module only speaks HTTP.
+document ready; ``DELETE /uploads/{id}`` abandons it. With ``"attachment": true`` (then no
+``name``; optional ``filename`` and ``target``, at most 256 characters, kept for the
+application) the upload stages an attachment: completion answers the staged blob (``id``,
+``blob``, ``size``, ``sha256``, ``md5``, ``content_type``, ``filename``, ``target``,
+``state: "staged"``), which the application attaches (``Ledger.staged_upload``).
+
+Where the store offers no URL of its own, the URL is ``PUT /uploads/{id}/content?token=…``
+on this service, whose token is its only credential (like a SAS). This module only speaks HTTP.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from blobledger.api.auth import require
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.routes import document_response, ledger_of, settings_of
 from blobledger.api.uploads import body_stream, check_declared_size
+from blobledger.attachments import StagedUpload
 from blobledger.direct import DirectUploads
 from blobledger.documents import Document
 
@@ -27,10 +33,16 @@ router = APIRouter(tags=["direct uploads"])
 
 
 class UploadRequest(BaseModel):
-    name: str = Field(max_length=1024)
+    name: str | None = Field(default=None, max_length=1024,
+                             description="the document's name (not for an attachment)")
     size: int = Field(ge=0)
     content_type: str | None = Field(default=None, max_length=255)
     sha256: str | None = Field(default=None, description="hex SHA-256 of the bytes")
+    attachment: bool = Field(default=False, description="stage an attachment, not a document")
+    filename: str | None = Field(default=None, max_length=1024,
+                                 description="an attachment's original filename")
+    target: str | None = Field(default=None, description=(
+        "what an attachment is uploaded for (opaque, at most 256 characters)"))
 
 
 def _direct(request: Request) -> DirectUploads:
@@ -46,7 +58,9 @@ def _direct(request: Request) -> DirectUploads:
              responses={400: PROBLEM, 409: PROBLEM, 413: PROBLEM})
 async def begin_upload(request: Request, body: UploadRequest) -> Response:
     """Record the intent (C1); the answer says where to PUT the bytes, until when."""
-    began = await _direct(request).begin(body.name, body.size, body.content_type, body.sha256)
+    began = await _direct(request).begin(
+        body.name, body.size, body.content_type, body.sha256, attachment=body.attachment,
+        filename=body.filename, target=body.target)
     upload = began.upload
     if began.target is not None:
         where: dict[str, Any] = {"method": began.target.method, "url": began.target.url,
@@ -81,9 +95,12 @@ async def put_upload_content(
              responses={201: {"model": Document}, 400: PROBLEM, 409: PROBLEM, 410: PROBLEM,
                         503: PROBLEM})
 async def complete_upload(request: Request, upload_id: str) -> Response:
-    """Check size and SHA-256 against what the store holds, then C3/C4: the document."""
-    doc = await _direct(request).complete(upload_id)
-    return document_response(doc, 201)
+    """Check size and SHA-256 against what the store holds, then C3/C4: the document (an
+    attachment upload: A3, and the staged blob)."""
+    done = await _direct(request).complete(upload_id)
+    if isinstance(done, StagedUpload):
+        return JSONResponse(done.to_response(), status_code=201)
+    return document_response(done, 201)
 
 
 @router.delete("/uploads/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],

@@ -7,6 +7,12 @@ expired or swept upload); the protocol's steps live in ``resumable.py``. The upl
 metadata names the document (``name`` or ``filename``) and may give its content type
 (``content_type`` or ``filetype``) and whole-file ``sha256`` (hex). A completed upload
 answers with ``Blobledger-Document: <id>`` and ``Location`` of the document on HEAD.
+
+The metadata key ``attachment`` (any value) makes the upload stage an attachment: no
+document name (``filename`` or ``name`` is the blob's filename, optional), an optional
+``target`` for the application, and completion (the last PATCH, or a creation with the whole
+body) runs A3, not C3/C4, and answers ``Blobledger-Attachment: <blob name>``. The
+application attaches it with ``Ledger.staged_upload(<upload id>)``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
 from blobledger.api.uploads import body_stream, declared_length
+from blobledger.attachments import StagedUpload
 from blobledger.documents import Document
 from blobledger.errors import IntegrityError
 from blobledger.models import UploadState, as_utc
@@ -35,9 +42,11 @@ TUS_VERSION = "1.0.0"
 EXTENSIONS = "creation,creation-with-upload,checksum,termination,expiration"
 OFFSET_TYPE = "application/offset+octet-stream"
 DOCUMENT_HEADER = "Blobledger-Document"
+ATTACHMENT_HEADER = "Blobledger-Attachment"
 #: browsers may read these headers of a cross-origin answer
 EXPOSED = ("Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Location, "
-           "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Blobledger-Document")
+           "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Blobledger-Document, "
+           "Blobledger-Attachment")
 
 
 def _resumable(request: Request) -> Resumable:
@@ -107,7 +116,9 @@ def _expires(upload: UploadRecord) -> str:
     return format_datetime(as_utc(upload.expires_at), usegmt=True)
 
 
-def _done(request: Request, doc: Document, offset: int) -> dict[str, str]:
+def _done(request: Request, doc: Document | StagedUpload, offset: int) -> dict[str, str]:
+    if isinstance(doc, StagedUpload):
+        return {"Upload-Offset": str(offset), ATTACHMENT_HEADER: doc.name}
     return {"Upload-Offset": str(offset), DOCUMENT_HEADER: doc.id,
             "Location": str(request.url_for("show_document", doc_id=doc.id))}
 
@@ -168,7 +179,7 @@ async def tus_head(request: Request, upload_id: str) -> Response:
                         "Upload-Length": str(upload.length), "Cache-Control": "no-store",
                         "Upload-Metadata": format_metadata(upload.meta),
                         "Upload-Expires": _expires(upload)})
-    doc: Document | None = None
+    doc: Document | StagedUpload | None = None
     if upload.state == UploadState.OPEN and upload.offset == upload.length:
         doc = await resumable.complete(upload)
     elif upload.state == UploadState.DONE:
@@ -186,8 +197,8 @@ async def tus_patch(
     upload_id: str,
     upload_checksum: Annotated[str | None, Header(alias="Upload-Checksum")] = None,
 ) -> Response:
-    """Append the body at ``Upload-Offset``; the upload completes (C3/C4) with its last
-    byte."""
+    """Append the body at ``Upload-Offset``; the upload completes (C3/C4, or A3 for an
+    attachment) with its last byte."""
     _check_version(request)
     if request.headers.get("content-type") != OFFSET_TYPE:
         raise Problem(415, "unsupported-media-type", f"Content-Type must be {OFFSET_TYPE}")
@@ -214,7 +225,7 @@ async def tus_delete(request: Request, upload_id: str) -> Response:
 async def _append(
     request: Request, resumable: Resumable, upload: UploadRecord, offset: int,
     checksum_header: str | None,
-) -> tuple[int, Document | None]:
+) -> tuple[int, Document | StagedUpload | None]:
     checksum = _checksum(checksum_header)
     declared = declared_length(request)
     remaining = max(upload.length - offset, 0)
