@@ -249,7 +249,9 @@ class Sweeper:
         await failpoints.hit("sweep.after_claim")
         staged = [r.name for r in claim.rows if r.kind == BlobKind.ATTACHMENT]
         if staged:  # fenced before any storage call; never rolled forward
+            handles = await self.ledger.transitions.staged_handles(staged)  # tus uploads'
             report.fenced += await self.ledger.transitions.hand_to_deletion(claim.token, staged)
+            await self._abort_parts(handles, report)
         rows = [r for r in claim.rows if r.kind != BlobKind.ATTACHMENT]
         if not rows:
             return
@@ -281,7 +283,9 @@ class Sweeper:
     async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
         """The uncommitted parts of swept resumable uploads (best effort: what a failure
         leaves, the reconciler reports and ``--fix`` clears)."""
-        handles = await self.ledger.transitions.staged_handles(names)
+        await self._abort_parts(await self.ledger.transitions.staged_handles(names), report)
+
+    async def _abort_parts(self, handles: dict[str, str], report: SweepReport) -> None:
         for name, handle in handles.items():
             try:
                 await self.ledger.store.abort_staged(name, handle)
