@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import io
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,20 +20,26 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
+from tusclient import client as tus_client
 
 from blobledger import InvalidInput, Ledger, NotFound, OffsetMismatch
 from blobledger.api.app import create_app
 from blobledger.blocking import BlockingLedger
+from blobledger.config import Settings
+from blobledger.db import Database
 from blobledger.errors import UploadGone
 from blobledger.invariants import check
 from blobledger.models import BlobState
 from blobledger.resumable import Resumable
 from blobledger.sqlalchemy import StagedBlob, StagedUpload
+from blobledger.stores.azure import AzureStore
 from blobledger.sweeper import Sweeper
 from tests.api.conftest import problem
 from tests.api.test_direct import put
-from tests.attachments.conftest import Invoice
+from tests.attachments.conftest import Invoice, app_engine
 from tests.attachments.test_attach import read, settle, states
+from tests.support.server import fresh_database, running_server
+from tests.support.services import Azurite
 
 TUS = {"Tus-Resumable": "1.0.0"}
 PATCH = {**TUS, "Content-Type": "application/offset+octet-stream"}
@@ -323,3 +330,33 @@ async def test_a_synchronous_application_attaches_an_upload(
 
     assert await asyncio.to_thread(app) == "invoices/4/pdf"
     assert (await states(ledger))[done["blob"]] == BlobState.ATTACHED
+
+
+def test_tuspy_uploads_an_attachment_that_a_synchronous_app_attaches(azurite: Azurite) -> None:
+    """tuspy against a real ``serve`` (PostgreSQL, Azurite), in parts with checksums; the
+    application, another process with its own blocking ledger, attaches it."""
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    with fresh_database() as url, running_server(azurite, url) as server:
+        uploader = tus_client.TusClient(f"{server.url}/files/").uploader(
+            file_stream=io.BytesIO(data), chunk_size=1024 * 1024, upload_checksum=True,
+            metadata={"attachment": "true", "filename": "scan.pdf",
+                      "filetype": "application/pdf", "target": "invoices/8/pdf"})
+        uploader.upload()
+        head = httpx.head(str(uploader.url), headers=TUS)
+        blob = head.headers["Blobledger-Attachment"]
+        assert httpx.get(f"{server.url}/documents").json()["items"] == []
+        store = AzureStore(server.container,
+                           connection_string=server.env["BLOBLEDGER_AZURE_CONNECTION_STRING"])
+        engine = app_engine(url)
+        with BlockingLedger(Ledger(Database(url), store, Settings(
+                database_url=url, store_url=store.url))) as ledger:
+            staged = ledger.staged_upload(str(uploader.url).rsplit("/", 1)[1])
+            assert (staged.name, staged.target, staged.filename, staged.sha256) == \
+                (blob, "invoices/8/pdf", "scan.pdf", sha(data))
+            with Session(engine) as session, session.begin():
+                session.add(Invoice(id=8, number="INV-8", pdf=staged))
+            with Session(engine) as session:
+                pdf = session.get_one(Invoice, 8).pdf
+            assert pdf is not None
+            assert b"".join(ledger.read_attachment(pdf)) == data
+        engine.dispose()
