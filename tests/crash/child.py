@@ -152,7 +152,9 @@ async def _run(job: Job) -> dict[str, Any]:
             data = payload(args["seed"])
             upload = await resumable.create(len(data), {"name": args["name"]})
             await resumable.append(upload, 0, chunks(data))
-            return _answer(await resumable.complete(await resumable.find(upload.id)))
+            doc = await resumable.complete(await resumable.find(upload.id))
+            assert isinstance(doc, Document)  # a document's upload (no `attachment` key)
+            return _answer(doc)
         if job.op == "direct":
             doc_id = await direct_upload(ledger, args["name"], payload(args["seed"]))
             return _answer(await ledger.get(doc_id))
