@@ -1,6 +1,8 @@
-"""The process the attachment kill tests SIGKILL: it stages a blob under one armed failpoint,
-or stages and attaches it to an invoice in an application transaction and dies before or
-after the commit. Forked from a server that has imported blobledger already."""
+"""The process the attachment kill tests SIGKILL: it stages a blob under one armed failpoint
+(``Ledger.stage``, or as a client's direct or tus attachment upload that the application
+then takes with ``staged_upload``), or stages and attaches it to an invoice in an
+application transaction and dies before or after the commit. Forked from a server that has
+imported blobledger already."""
 
 from __future__ import annotations
 
@@ -13,8 +15,13 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from blobledger import failpoints
+from blobledger.attachments import StagedBlob
+from blobledger.direct import DirectUploads
+from blobledger.ledger import Ledger
+from blobledger.models import PENDING_TAG
+from blobledger.resumable import Resumable
 from tests.attachments.conftest import Invoice, app_url
-from tests.crash.child import Target, chunks, payload
+from tests.crash.child import CHUNK, Target, chunks, payload, sha256
 
 
 @dataclass(frozen=True)
@@ -26,13 +33,46 @@ class StageJob:
     then: str
     seed: int = 1
     invoice: int = 1
+    #: how the blob is staged: "stage" (Ledger.stage), "direct" or "tus" (a client's upload)
+    via: str = "stage"
+
+
+async def stage(ledger: Ledger, job: StageJob) -> StagedBlob:
+    """The blob staged the job's way (an upload: the client's steps, then the
+    application's ``staged_upload``)."""
+    data = payload(job.seed)
+    target = f"invoices/{job.invoice}/pdf"
+    if job.via == "direct":
+        direct = DirectUploads(ledger)
+        began = await direct.begin(None, len(data), "application/pdf", sha256(data),
+                                   attachment=True, filename="invoice.pdf", target=target)
+        if began.token is not None:  # to serve
+            await direct.receive(began.upload.id, began.token, chunks(data))
+        else:  # to the store's URL: here the store's own put, as that URL's client would
+            await ledger.store.put(began.upload.blob_name, chunks(data), tags=PENDING_TAG)
+            await failpoints.hit("direct.after_upload")
+        await direct.complete(began.upload.id)
+        upload_id = began.upload.id
+    elif job.via == "tus":
+        resumable = Resumable(ledger, segment=CHUNK)
+        upload = await resumable.create(len(data), {
+            "attachment": "", "filename": "invoice.pdf", "filetype": "application/pdf",
+            "target": target})
+        await resumable.append(upload, 0, chunks(data))
+        await resumable.complete(await resumable.find(upload.id))
+        upload_id = upload.id
+    else:
+        return await ledger.stage(chunks(data), content_type="application/pdf",
+                                  filename="invoice.pdf")
+    staged = await ledger.staged_upload(upload_id)
+    assert staged.target == target
+    return staged
 
 
 async def _run(job: StageJob) -> None:
     failpoints.configure(job.failpoints)
     async with job.target.ledger() as ledger:
-        staged = await ledger.stage(chunks(payload(job.seed)), content_type="application/pdf",
-                                    filename="invoice.pdf")
+        staged = await stage(ledger, job)
     if job.then == "nothing":
         return
     if job.then == "staged":

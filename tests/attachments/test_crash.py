@@ -1,8 +1,11 @@
 """Attachments under a real SIGKILL, on the four backend combinations: killed at every step
 of staging, killed with the application's transaction open after A4, killed right after its
-commit. Then the sweeper, the deletion path and the reconciler run with the clock past every
-cutoff, and the settled invariants must hold: a staged blob that was never attached is gone
-(never rolled forward), an attached one is intact and readable."""
+commit; and killed at every step of a client's direct attachment upload (SQLite + local,
+PostgreSQL + Azurite, PostgreSQL + S3) and tus attachment upload (SQLite + local, PostgreSQL +
+Azurite), and around the application's commit of such an upload. Then the sweeper, the
+deletion path and the reconciler run with the clock past every cutoff, and the settled
+invariants must hold: a staged blob that was never attached is gone (never rolled forward),
+an attached one is intact and readable."""
 
 from __future__ import annotations
 
@@ -27,6 +30,20 @@ _CONTEXT.set_forkserver_preload(["tests.attachments.child"])
 
 STAGE_POINTS = ["stage.after_insert", "put.mid_stream@2", "put.before_commit",
                 "stage.after_upload", "stage.after_confirm", "stage.after_tag"]
+#: a client's attachment uploads: its steps, then the completion's (A3, never C4)
+UPLOAD_POINTS = {
+    "direct": ["direct.after_create", "direct.after_upload",
+               "direct.stage.after_verify", "direct.stage.after_confirm",
+               "direct.stage.after_tag", "direct.stage.after_finish"],
+    "tus": ["tus.after_create", "tus.after_part@2", "tus.after_publish",
+            "tus.stage.after_verify", "tus.stage.after_confirm", "tus.stage.after_tag",
+            "tus.stage.after_finish"],
+}
+UPLOAD_BACKENDS = {"direct": ["sqlite-local", "postgresql-azure", "postgresql-s3"],
+                   "tus": ["sqlite-local", "postgresql-azure"]}
+UPLOAD_CASES = [pytest.param(via, point, backend, id=f"{via}-{point}-{backend}")
+                for via, points in UPLOAD_POINTS.items() for point in points
+                for backend in UPLOAD_BACKENDS[via]]
 
 
 async def killed(job: StageJob) -> None:
@@ -84,3 +101,31 @@ async def test_killed_after_the_application_commit(target: Target) -> None:
     async with target.ledger() as ledger:
         data = b"".join([c async for c in ledger.read_attachment(name)])
     assert sha256(data) == sha256(payload(7))
+
+
+@pytest.mark.parametrize(("via", "point", "backend"), UPLOAD_CASES)
+async def test_killed_during_an_attachment_upload(target: Target, via: str, point: str) -> None:
+    name, _, nth = point.partition("@")
+    await killed(StageJob(target, f"{name}=kill" + (f"@{nth}" if nth else ""), "nothing",
+                          via=via))
+    assert set((await rows(target)).values()) <= {"pending"}  # staged at most, never more
+    settled_ok(await resolve(target, settle))
+    assert await rows(target) == {}  # an upload nobody attached is swept, never rolled on
+
+
+@pytest.mark.parametrize("then", ["flush", "commit"])
+@pytest.mark.parametrize(("via", "backend"), [
+    ("direct", "sqlite-local"), ("direct", "postgresql-s3"), ("tus", "postgresql-azure")])
+async def test_killed_around_the_commit_of_an_uploaded_attachment(
+        target: Target, via: str, then: str) -> None:
+    await killed(StageJob(target, "", then, seed=11, via=via))
+    (name, state), = (await rows(target)).items()
+    assert state == ("attached" if then == "commit" else "pending")
+    report = settled_ok(await resolve(target, settle))
+    if then == "flush":  # A4 died with the application's transaction: swept
+        assert await rows(target) == {}
+        return
+    assert report.attached == 1
+    async with target.ledger() as ledger:
+        data = b"".join([c async for c in ledger.read_attachment(name)])
+    assert sha256(data) == sha256(payload(11))
