@@ -110,7 +110,6 @@ class DirectUploads:
         if (sha256 := check_sha256(sha256)) is not None:
             meta["sha256"] = sha256
         upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name)
-        await failpoints.hit("direct.after_create")
         where = await self.ledger.store.direct_put(
             upload.blob_name, tags=PENDING, content_type=content_type,
             expires_in=settings.direct_upload_expiry)

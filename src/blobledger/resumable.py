@@ -117,7 +117,8 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
                 content_type: str, name: str | None = None) -> UploadRecord:
     """The intent of an upload that outlives a request, and its row: C1 for a document
     named ``name``, or (``meta`` holds ``attachment``) A1 for an attachment whose filename
-    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``."""
+    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``. Failpoint
+    ``{tus,direct}.after_create``."""
     settings = ledger.settings
     upload_id = new_document_id()
     if ATTACHMENT_KEY in meta:
@@ -132,8 +133,10 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
                         BlobKind.CREATE, new_token(), content_type)
         await ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta,
                                               mode=mode)
+    await failpoints.hit(f"{mode.value}.after_create")
     upload = await ledger.transitions.find_upload(upload_id)
-    assert upload is not None
+    if upload is None:  # swept while this request was paused
+        raise UploadGone(f"upload {upload_id!r} was swept")
     return upload
 
 
@@ -176,7 +179,6 @@ class Resumable:
         if sha256 is not None and (len(sha256) != 64 or not _is_hex(sha256)):
             raise InvalidInput("the `sha256` metadata must be 64 hex digits")
         upload = await begin(self.ledger, length, meta, UploadMode.TUS, content_type, name)
-        await failpoints.hit("tus.after_create")
         intent = upload.intent(content_type)
         try:
             handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
