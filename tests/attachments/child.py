@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from blobledger import failpoints
-from blobledger.attachments import StagedBlob
+from blobledger.attachments import StagedBlob, StagedUpload
 from blobledger.direct import DirectUploads
 from blobledger.ledger import Ledger
 from blobledger.models import PENDING_TAG
@@ -40,9 +40,21 @@ class StageJob:
 async def stage(ledger: Ledger, job: StageJob) -> StagedBlob:
     """The blob staged the job's way (an upload: the client's steps, then the
     application's ``staged_upload``)."""
-    data = payload(job.seed)
-    target = f"invoices/{job.invoice}/pdf"
-    if job.via == "direct":
+    if job.via == "stage":
+        return await ledger.stage(chunks(payload(job.seed)), content_type="application/pdf",
+                                  filename="invoice.pdf")
+    done = await upload_attachment(ledger, job.via, job.seed, job.invoice)
+    staged = await ledger.staged_upload(done.upload_id)
+    assert staged.target == done.target == f"invoices/{job.invoice}/pdf"
+    return staged
+
+
+async def upload_attachment(ledger: Ledger, via: str, seed: int = 1,
+                            invoice: int = 1) -> StagedUpload:
+    """A client's whole attachment upload (``direct`` or ``tus``); what completion says."""
+    data = payload(seed)
+    target = f"invoices/{invoice}/pdf"
+    if via == "direct":
         direct = DirectUploads(ledger)
         began = await direct.begin(None, len(data), "application/pdf", sha256(data),
                                    attachment=True, filename="invoice.pdf", target=target)
@@ -51,22 +63,16 @@ async def stage(ledger: Ledger, job: StageJob) -> StagedBlob:
         else:  # to the store's URL: here the store's own put, as that URL's client would
             await ledger.store.put(began.upload.blob_name, chunks(data), tags=PENDING_TAG)
             await failpoints.hit("direct.after_upload")
-        await direct.complete(began.upload.id)
-        upload_id = began.upload.id
-    elif job.via == "tus":
+        done = await direct.complete(began.upload.id)
+    else:
         resumable = Resumable(ledger, segment=CHUNK)
         upload = await resumable.create(len(data), {
             "attachment": "", "filename": "invoice.pdf", "filetype": "application/pdf",
             "target": target})
         await resumable.append(upload, 0, chunks(data))
-        await resumable.complete(await resumable.find(upload.id))
-        upload_id = upload.id
-    else:
-        return await ledger.stage(chunks(data), content_type="application/pdf",
-                                  filename="invoice.pdf")
-    staged = await ledger.staged_upload(upload_id)
-    assert staged.target == target
-    return staged
+        done = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(done, StagedUpload)
+    return done
 
 
 async def _run(job: StageJob) -> None:

@@ -1,7 +1,10 @@
 """Attachments under pauses and races, in-process, on the four backend combinations: a writer
 paused between stage and attach while the sweeper fences its blob, a stager paused mid-way, a
 sweeper paused after its claim, an owner deleted while a replacement is staged, and two
-sessions attaching to one owner at once. Each ends with the settled invariants."""
+sessions attaching to one owner at once; and the service paused at every step of a client's
+direct attachment upload (SQLite + local, PostgreSQL + Azurite, PostgreSQL + S3) and tus
+attachment upload (SQLite + local, PostgreSQL + Azurite) while the sweeper takes its intent.
+Each ends with the settled invariants."""
 
 from __future__ import annotations
 
@@ -12,14 +15,16 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from blobledger import IntentLost
-from blobledger.errors import AttachLost
+from blobledger import IntentLost, OffsetMismatch
+from blobledger.errors import AttachLost, BlobNotFound, UploadGone
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
 from blobledger.models import BlobState
 from blobledger.sweeper import Sweeper
+from tests.attachments.child import upload_attachment
 from tests.attachments.conftest import Invoice
 from tests.attachments.test_attach import PDF, read, settle, states
+from tests.crash.harness import settle as settle_all
 from tests.support.holds import Holds
 
 #: the clock past the lease and the sweep cutoff of anything staged now
@@ -191,3 +196,70 @@ async def test_two_sessions_attach_to_one_owner(
     report = await check(ledger, settled=True)
     assert report.ok and report.attached == 1, report.render()
     assert await read(ledger, held) == (b"one" if errors else b"two")
+
+
+#: where the service pauses during a client's attachment upload, and what the upload's
+#: client is told once it wakes after the sweeper took the intent (None: the completion
+#: answered, its blob already fenced)
+UPLOAD_PAUSES: dict[str, dict[str, tuple[type[Exception], ...] | None]] = {
+    "direct": {
+        "direct.after_create": (UploadGone,),
+        "direct.after_upload": (UploadGone,),
+        "direct.stage.after_verify": (IntentLost,),
+        # the blob is deleted by then: the store's not-found (IntentLost once tag_committed
+        # tells a lost intent from a missing blob)
+        "direct.stage.after_confirm": (IntentLost, BlobNotFound),
+        "direct.stage.after_tag": None,
+        "direct.stage.after_finish": None,
+    },
+    "tus": {
+        "tus.after_create": (UploadGone,),
+        "tus.after_part": (OffsetMismatch,),  # the offset is no longer this upload's
+        "tus.after_publish": (IntentLost,),
+        "tus.stage.after_verify": (IntentLost,),
+        "tus.stage.after_confirm": (IntentLost, BlobNotFound),
+        "tus.stage.after_tag": None,
+        "tus.stage.after_finish": None,
+    },
+}
+UPLOAD_BACKENDS = {"direct": ["sqlite-local", "postgresql-azure", "postgresql-s3"],
+                   "tus": ["sqlite-local", "postgresql-azure"]}
+
+
+@pytest.mark.parametrize(("via", "point", "backend"), [
+    pytest.param(via, point, backend, id=f"{via}-{point}-{backend}")
+    for via, points in UPLOAD_PAUSES.items() for point in points
+    for backend in UPLOAD_BACKENDS[via]])
+async def test_upload_paused_while_the_sweeper_takes_its_intent(
+        ledger: Ledger, sessions: sessionmaker[Session], holds: Holds, via: str,
+        point: str) -> None:
+    settings = ledger.settings
+    # past the upload's own lease (until it expires) and the sweep cutoff
+    late = max(settings.resumable_expiry, settings.direct_upload_expiry) + STALE
+    holds.at(point)
+    uploader = asyncio.create_task(upload_attachment(ledger, via))
+    await holds.wait(point)
+    await sweep_at(ledger, late)  # fenced
+    await sweep_at(ledger, late + settings.delete_grace + 1)  # the deletion path
+    assert set((await states(ledger)).values()) <= {BlobState.DELETING}
+    holds.go(point)
+    expected = UPLOAD_PAUSES[via][point]
+    if expected is not None:
+        with pytest.raises(expected):
+            await uploader
+    else:  # it woke after the fence: the staged blob it answered can never be attached
+        staged = await uploader
+        with pytest.raises(UploadGone):
+            await ledger.staged_upload(staged.upload_id)
+        with sessions() as session:
+            session.add(Invoice(id=1, number="INV-1", pdf=staged))
+            with pytest.raises(AttachLost):
+                session.commit()
+            session.rollback()
+        with sessions() as session:
+            assert session.get(Invoice, 1) is None
+    ledger.clock_offset = 2 * late
+    await settle_all(ledger)  # sweeper passes, then the reconciler (orphans, parts)
+    assert await states(ledger) == {}
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix + "/")] == []
+    assert (await check(ledger, settled=True)).ok
