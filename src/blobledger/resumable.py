@@ -175,9 +175,7 @@ class Resumable:
         else:
             name = document_name(meta)
         content_type = content_type_of(meta)
-        sha256 = meta.get("sha256")
-        if sha256 is not None and (len(sha256) != 64 or not _is_hex(sha256)):
-            raise InvalidInput("the `sha256` metadata must be 64 hex digits")
+        check_sha256(meta.get("sha256"))
         upload = await begin(self.ledger, length, meta, UploadMode.TUS, content_type, name)
         intent = upload.intent(content_type)
         try:
