@@ -522,6 +522,14 @@ class Transitions:
             intent.placeholder = None
         return True
 
+    async def owns(self, intent: Intent) -> bool:
+        """Whether the intent is still this attempt's (pending, its token). Reads only: for
+        a failure path that must tell a lost intent from a failed step."""
+        async with self.db.transaction() as conn:
+            found = (await conn.execute(select(blobs.c.name).where(*_mine), dict(
+                b_name=intent.blob_name, b_attempt=intent.attempt))).first()
+        return found is not None
+
     # -- C4 -------------------------------------------------------------------------------
     async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
         """C4: blob row committed and document ready, only while the intent is this

@@ -103,6 +103,11 @@ class Job:
     wake_offset: float | None = None
 
 
+class PutRefused(Exception):
+    """The client's own create-only put to the store's URL was refused: the name holds
+    bytes already (a real client gets the store's 409 or 412; the service said nothing)."""
+
+
 async def direct_upload(ledger: Ledger, name: str, data: bytes,
                         upload_id: str | None = None) -> str:
     """A direct upload: the intent, the client's create-only put (to serve, or to the
@@ -118,7 +123,10 @@ async def direct_upload(ledger: Ledger, name: str, data: bytes,
         if began.token is not None:
             await direct.receive(upload_id, began.token, chunks(data))
         else:
-            await ledger.store.put(began.upload.blob_name, chunks(data), tags=PENDING_TAG)
+            try:
+                await ledger.store.put(began.upload.blob_name, chunks(data), tags=PENDING_TAG)
+            except BlobAlreadyExists:
+                raise PutRefused(began.upload.blob_name) from None
             await failpoints.hit("direct.after_upload")
     else:  # resumed: the client re-sends only if nothing arrived
         upload = await direct.find(upload_id)

@@ -1,12 +1,15 @@
-"""The crash matrix with pauses: at every failpoint of the matrix, on the four backend
-combinations, the process stops (SIGSTOP) instead of dying. While it sleeps past its deadline
+"""The crash matrix with pauses: at every failpoint of the matrix (the documents' writers,
+the direct and resumable uploads, the sweeper), on every backend combination it runs on, the
+process stops (SIGSTOP) instead of dying. While it sleeps past its deadline
 the sweeper, the deletion path and ``reconcile --fix`` run with the clock far past every
 cutoff; then it wakes to that clock and finishes.
 
 It must end with its bytes readable and acknowledged, or with a clear error (a
 ``BlobLedgerError``, never a storage error) and nothing changed. A paused sweeper must simply
 finish. After one more resolution the settled invariants hold, the store holds exactly the
-blobs of ready documents, and every acknowledged write reads back.
+blobs of ready documents, and every acknowledged write reads back. The uploads' *retry*
+cases have another process resume (tus) or complete (direct) the same upload while the first
+one sleeps, and the woken one must not undo it.
 """
 
 from __future__ import annotations
@@ -38,20 +41,22 @@ from tests.crash.test_matrix import (
     UNCHANGED,
     Case,
     Doc,
+    _complete_direct,
     _outcome,
+    _resume_upload,
     prepare,
+    runs_on,
 )
 
-#: the cases paused here: the documents' own writers and the sweeper (the direct and
-#: resumable uploads are killed at each of their steps in test_matrix.py, not paused yet)
-PAUSED = [c for c in CASES if c.op in ("create", "replace", "delete", "sweep")]
+#: every case of the matrix, on the backends it runs on there (tus: not on S3)
+PAUSED = [(c, b) for c in CASES for b in BACKENDS if runs_on(c, b)]
 #: a retry under the key while the first attempt sleeps: past its lease and the sweeper's
 #: margin, before the resolvers run
 RETRY_AT = PAST_CUTOFFS
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", PAUSED, ids=[c.id for c in PAUSED])
+@pytest.mark.parametrize(("case", "backend"), PAUSED,
+                         ids=[f"{c.id}-{b}" for c, b in PAUSED])
 async def test_pause_point(
     case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     matrix_rows: MatrixRows,
@@ -64,9 +69,12 @@ async def test_pause_point(
     retried: dict[str, object] | None = None
     async with paused(job) as child:
         meanwhile = []
-        if case.retry:
+        if case.retry and case.op == "create":
             retried = await _retry(target)
             meanwhile.append("a retry under the key returned the document")
+        elif case.retry:  # another process continues the upload (its lease still runs)
+            retried, did = await _continue_upload(case, target)
+            meanwhile.append(did)
         if case.op == "sweep" and target.database_url.startswith("sqlite"):
             # One sweeper at a time on SQLite (the paused one holds the lock), and its other
             # claims may have stopped inside a write transaction, which locks out every
@@ -96,18 +104,33 @@ async def _retry(target: Target) -> dict[str, object]:
     return {"id": doc.id, "version": doc.version, "sha256": doc.sha256}
 
 
+async def _continue_upload(case: Case, target: Target) -> tuple[dict[str, object], str]:
+    """While the first process sleeps, another one resumes (tus) or completes (direct) the
+    same upload and reads the document back; its answer, and what it did."""
+    did = await (_resume_upload if case.op == "tus" else _complete_direct)(target)
+    async with target.ledger() as ledger:
+        docs = [d async for d in ledger.list()]
+    assert len(docs) == 1, docs
+    doc = docs[0]
+    return {"id": doc.id, "version": doc.version, "sha256": doc.sha256}, did
+
+
 def _judge(case: Case, outcome: Outcome, retried: dict[str, object] | None) -> tuple[Doc, ...]:
     """What the woken process was told, checked; the ready documents that must follow."""
     if case.op == "sweep":
         assert outcome.ok, f"the woken sweeper failed: {outcome}"
         return AFTER_SWEEP
     if not outcome.ok:
-        assert outcome.clear_error(), f"{case.op} woke to an unclear error: {outcome}"
+        # a direct upload's client, woken after another one completed the upload, has its
+        # own put refused by the store: create-only, never overwritten
+        refused = case.op == "direct" and outcome.error == "PutRefused"
+        assert refused or outcome.clear_error(), (
+            f"{case.op} woke to an unclear error: {outcome}")
     if retried is not None:  # the retry's answer is the key's answer
         if outcome.ok:
             assert outcome.answer == retried, f"first attempt {outcome}, retry {retried}"
         return CREATED
-    if case.op == "create":
+    if case.op in ("create", "tus", "direct"):
         if outcome.ok:
             assert (outcome.answer["version"], outcome.answer["sha256"]) == (
                 1, sha256(payload(NEW))), outcome
@@ -122,7 +145,7 @@ def _judge(case: Case, outcome: Outcome, retried: dict[str, object] | None) -> t
 
 
 async def _acknowledged_reads_back(target: Target, case: Case, outcome: Outcome) -> None:
-    if case.op not in ("create", "replace") or not outcome.ok:
+    if case.op not in ("create", "replace", "tus", "direct") or not outcome.ok:
         return
     async with target.ledger() as ledger:
         doc = await ledger.get(str(outcome.answer["id"]))
