@@ -5,8 +5,10 @@ The SDK's ``list_blobs`` turns every blob of a page into a generated model, then
 tags, that costs more CPU than the whole rest of a reconcile and holds five objects per blob
 while a page is alive (which is why pages had to stay small, and small pages cost a request
 each). This module sends the same request through the client's own pipeline (its
-credential, retries and headers) and reads the answer's few fields it needs with a pull
-parser, dropping each ``<Blob>`` element once read: pages can be the service's 5,000.
+credential, retries and headers), streams the answer, and reads the few fields it needs
+with a pull parser as the bytes arrive, dropping each ``<Blob>`` element once read: pages
+can be the service's 5,000, and a page is never held whole (neither its body nor its
+blobs).
 
 It stands on two members of the SDK's generated layer (the request builder and the
 pipeline); :func:`supported` says whether the installed SDK has them, and the store falls
@@ -49,10 +51,12 @@ def supported(client: Any) -> bool:
             and hasattr(getattr(operations, "_config", None), "version"))
 
 
-async def pages(client: Any, prefix: str | None, include: Sequence[str],
-                page: int = PAGE) -> AsyncIterator[list[BlobInfo]]:
-    """Every page of the container's flat listing under ``prefix``, in the service's order.
-    Errors are the SDK's own (``HttpResponseError`` and its mapped subclasses)."""
+async def blobs(client: Any, prefix: str | None, include: Sequence[str],
+                page: int = PAGE) -> AsyncIterator[BlobInfo]:
+    """Every blob of the container's flat listing under ``prefix``, in the service's order,
+    read from each answer as it streams in (a page is never held whole: memory stays one
+    chunk of the answer and the blobs read from it). Errors are the SDK's own
+    (``HttpResponseError`` and its mapped subclasses)."""
     operations = client._client.container
     marker: str | None = None
     while True:
@@ -61,39 +65,69 @@ async def pages(client: Any, prefix: str | None, include: Sequence[str],
             marker=marker, maxresults=page, include=list(include) or None,
             restype="container", comp="list")
         request.url = operations._client.format_url(request.url)
-        answer = await operations._client._pipeline.run(request, stream=False)
+        answer = await operations._client._pipeline.run(request, stream=True)
         response = answer.http_response
-        if response.status_code != 200:
-            map_error(status_code=response.status_code, response=response, error_map={})
-            raise HttpResponseError(response=response)
-        blobs, marker = parse(response.body(), tags="tags" in include)
-        yield blobs
+        try:
+            if response.status_code != 200:
+                await response.read()
+                map_error(status_code=response.status_code, response=response, error_map={})
+                raise HttpResponseError(response=response)
+            reader = _Reader(tags="tags" in include)
+            async for chunk in response.iter_bytes():
+                for blob in reader.feed(chunk):
+                    yield blob
+            for blob in reader.close():
+                yield blob
+        finally:
+            await response.close()
+        marker = reader.marker
         if not marker:
             return
 
 
-def parse(body: bytes, *, tags: bool) -> tuple[list[BlobInfo], str | None]:
-    """One List Blobs answer: its blobs and its NextMarker (None on the last page)."""
-    parser: Any = ET.XMLPullParser(events=("end",))
-    blobs: list[BlobInfo] = []
-    marker: str | None = None
+class _Reader:
+    """One List Blobs answer, fed in pieces: the blobs each piece completes, and the
+    NextMarker once it is closed. A read ``<Blob>`` is dropped from the tree at once."""
 
-    def drain() -> None:
-        nonlocal marker
-        for _, element in parser.read_events():
-            if element.tag == "Blob":
-                blobs.append(_blob(element, tags))
-                element.clear()  # a read blob is dropped: the tree never holds a whole page
+    def __init__(self, *, tags: bool) -> None:
+        self._parser: Any = ET.XMLPullParser(events=("start", "end"))
+        self._tags = tags
+        self._blobs: Any = None  # the <Blobs> element, whose children are dropped once read
+        self.marker: str | None = None
+
+    def feed(self, data: bytes) -> list[BlobInfo]:
+        self._parser.feed(data)
+        return self._drain()
+
+    def close(self) -> list[BlobInfo]:
+        self._parser.close()
+        return self._drain()
+
+    def _drain(self) -> list[BlobInfo]:
+        found: list[BlobInfo] = []
+        for event, element in self._parser.read_events():
+            if event == "start":
+                if element.tag == "Blobs":
+                    self._blobs = element
+            elif element.tag == "Blob":
+                found.append(_blob(element, self._tags))
+                if self._blobs is not None:
+                    self._blobs.remove(element)
             elif element.tag == "NextMarker":
-                marker = element.text or None
+                self.marker = element.text or None
+        return found
 
+
+def parse(body: bytes, *, tags: bool) -> tuple[list[BlobInfo], str | None]:
+    """One whole List Blobs answer, fed in slices of ``FEED`` bytes: its blobs and its
+    NextMarker (None on the last page)."""
+    reader = _Reader(tags=tags)
+    found: list[BlobInfo] = []
     view = memoryview(body)
     for start in range(0, len(view), FEED):
-        parser.feed(bytes(view[start:start + FEED]))
-        drain()
-    parser.close()
-    drain()
-    return blobs, marker
+        found += reader.feed(bytes(view[start:start + FEED]))
+    found += reader.close()
+    return found, reader.marker
 
 
 def _blob(element: ET.Element, with_tags: bool) -> BlobInfo:

@@ -619,9 +619,8 @@ class AzureStore(Store):
         client = self._client()
         if listing.supported(client):
             with map_errors(self.container_name):
-                async for page in listing.pages(client, prefix or None, include):
-                    for info in page:
-                        yield info
+                async for info in listing.blobs(client, prefix or None, include):
+                    yield info
             return
         with map_errors(self.container_name):
             async for props in client.list_blobs(
