@@ -297,10 +297,22 @@ class Resumable:
 
 async def finish(owner: Resumable, upload: UploadRecord, intent: Intent, digests: Digests,
                  points: str) -> Document | StagedUpload:
-    """:func:`settle_staged` for an attachment upload, :func:`settle` for a document's."""
-    if upload.attachment:
-        return await settle_staged(owner, upload, intent, digests, f"{points}.stage")
-    return await settle(owner, upload, intent, digests, points)
+    """:func:`settle_staged` for an attachment upload, :func:`settle` for a document's.
+
+    Two completions of one upload may run at once (a client retrying ``complete``, a HEAD
+    on another instance) and share its token: the one that loses the confirm or C4 because
+    the other finished first answers what the other made, not ``IntentLost``."""
+    try:
+        if upload.attachment:
+            return await settle_staged(owner, upload, intent, digests, f"{points}.stage")
+        return await settle(owner, upload, intent, digests, points)
+    except IntentLost:
+        found = await owner.ledger.transitions.find_upload(upload.id)
+        made = (await owner.document(found)
+                if found is not None and found.state == UploadState.DONE else None)
+        if made is None:
+            raise
+        return made
 
 
 async def _verified(owner: Resumable, upload: UploadRecord, digests: Digests,

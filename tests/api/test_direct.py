@@ -19,6 +19,7 @@ from azure.storage.blob import BlobClient, ContentSettings
 from blobledger import Ledger
 from blobledger.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
+from tests.support.holds import Holds
 
 
 @pytest.fixture
@@ -174,3 +175,26 @@ async def test_cancel_and_bad_input(ledger: Ledger, client: httpx.AsyncClient) -
     await begin(client, "taken.txt", b"x")
     problem(await client.post("/uploads", json={"name": "taken.txt", "size": 1}), 409,
             "name-taken")
+
+
+@pytest.mark.parametrize("point", ["direct.after_verify", "direct.after_confirm"])
+async def test_two_completions_at_once_answer_the_same_document(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds, point: str) -> None:
+    """A client that retries ``complete`` while its first call still runs: the first is held
+    at ``point`` while the second finishes; both answer the one document (the slower one
+    lost the confirm or C4 to its twin, which holds the same token: not ``IntentLost``)."""
+    data = os.urandom(4096)
+    target = await begin(client, "twice.txt", data)
+    assert await put(target, data, client) == 201
+    holds.at(point)
+    first = asyncio.create_task(client.post(f"/uploads/{target['id']}/complete"))
+    await holds.wait(point)
+    second = await client.post(f"/uploads/{target['id']}/complete")
+    assert second.status_code == 201, second.text
+    holds.go(point)
+    answered = await first
+    assert answered.status_code == 201, answered.text
+    assert answered.json()["id"] == second.json()["id"]
+    docs = (await client.get("/documents")).json()["items"]
+    assert [d["id"] for d in docs] == [second.json()["id"]]
+    assert (await client.get(f"/documents/{docs[0]['id']}/content")).content == data
