@@ -83,9 +83,9 @@ RETRY_INITIAL_BACKOFF = 1
 RETRY_INCREMENT_BASE = 2
 CONNECTION_TIMEOUT = 10
 BATCH_LIMIT = 256
-# Blobs per listing page where the SDK's list_blobs reads it (the uncommitted-blobs listing,
-# and any listing on an SDK without what blobledger.stores.azure.listing needs): the SDK
-# parses a whole page into objects before yielding the first, so a page costs memory.
+# Blobs per listing page where the SDK's list_blobs reads it (only on an SDK without what
+# blobledger.stores.azure.listing needs): the SDK parses a whole page into objects before
+# yielding the first, so a page costs memory.
 LIST_PAGE = 750
 # If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
 CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
@@ -616,37 +616,40 @@ class AzureStore(Store):
         self, prefix: str = "", *, tags: bool = True, checksums: bool = True
     ) -> AsyncIterator[BlobInfo]:
         include = (["tags"] if tags else []) + (["metadata"] if checksums else [])
+        with map_errors(self.container_name):
+            async for info in self._listed(prefix, include):
+                yield info
+
+    async def _listed(self, prefix: str, include: Sequence[str]) -> AsyncIterator[BlobInfo]:
+        """The container's flat listing under ``prefix``: read lean as it streams in
+        (:mod:`blobledger.stores.azure.listing`), or by the SDK's ``list_blobs`` where the
+        installed SDK lacks what that needs. The caller maps the errors."""
         client = self._client()
         if listing.supported(client):
-            with map_errors(self.container_name):
-                async for info in listing.blobs(client, prefix or None, include):
-                    yield info
+            async for info in listing.blobs(client, prefix or None, include):
+                yield info
             return
-        with map_errors(self.container_name):
-            async for props in client.list_blobs(
-                name_starts_with=prefix or None, include=include or None,
-                results_per_page=LIST_PAGE,
-            ):
-                yield _info(props, dict(props.tags or {}) if tags else None)
+        async for props in client.list_blobs(
+            name_starts_with=prefix or None, include=list(include) or None,
+            results_per_page=LIST_PAGE,
+        ):
+            yield _info(props, dict(props.tags or {}) if "tags" in include else None)
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
         """Names holding uncommitted blocks: those with no committed blob (from the
         ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers."""
         client = self._client()
         with map_errors(self.container_name):
-            async for props in client.list_blobs(
-                name_starts_with=prefix or None, include=["uncommittedblobs"],
-                results_per_page=LIST_PAGE,
-            ):
-                blob = client.get_blob_client(props.name)
+            async for info in self._listed(prefix, ["uncommittedblobs"]):
+                blob = client.get_blob_client(info.name)
                 committed, uncommitted = await blob.get_block_list("all")
                 if uncommitted:
                     yield UncommittedInfo(
-                        name=props.name,
+                        name=info.name,
                         blocks=len(uncommitted),
                         size=sum(int(b.size or 0) for b in uncommitted),
                         committed=bool(committed),
-                        last_modified=props.last_modified,
+                        last_modified=info.last_modified,
                     )
 
     async def discard_uncommitted(self, name: str) -> bool:
