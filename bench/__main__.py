@@ -10,6 +10,7 @@ import json
 import pkgutil
 import platform
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,11 @@ async def main_async(args: argparse.Namespace) -> int:
     results: list[Result] = []
     for name, module in selected.items():
         print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
+        started = time.monotonic()
         found = await run_case(module, args.quick, latencies, notes)
         results.extend(found)
         print(table(found), file=sys.stderr, flush=True)  # kept if a later case fails
+        print(f"# {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     machine = f"{platform.node()} {platform.machine()} python {platform.python_version()}"
     if args.json:
         print(json.dumps({"machine": machine, "quick": args.quick, "latencies_ms": latencies,

@@ -93,7 +93,7 @@ async def run(ctx: Context) -> list[Result]:
 
 def count(quick: bool, kind: str, latency_ms: float) -> int:
     if kind == "azure":
-        return (300 if quick else 1500) if latency_ms < 20 else (200 if quick else 1000)
+        return (300 if quick else 1500) if latency_ms < 20 else (100 if quick else 1000)
     return 100 if quick else 500
 
 

@@ -1,6 +1,6 @@
 """Direct and resumable uploads: what ``serve`` spends, and what a cut costs.
 
-1. A 1 GiB upload (256 MiB with --quick) to Azurite, through ``serve`` (``POST /documents``)
+1. A 1 GiB upload (128 MiB with --quick) to Azurite, through ``serve`` (``POST /documents``)
    and direct (``POST /uploads``, the bytes PUT to the SAS URL in one Put Blob, then
    ``complete``), on a real ``serve`` subprocess on PostgreSQL: the service's CPU time
    (utime + stime from /proc) and its peak RSS growth. The direct path's CPU is the
@@ -83,7 +83,7 @@ async def run(ctx: Context) -> list[Result]:
 
 
 def direct_cost(ctx: Context) -> Result:
-    size = (256 if ctx.quick else 1024) * MIB
+    size = (128 if ctx.quick else 1024) * MIB
     block = os.urandom(MIB)
     digest = hashlib.sha256()
     for _ in range(size // MIB):
