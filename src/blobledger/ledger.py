@@ -700,13 +700,21 @@ class Ledger:
         raise IntentLost(LOST)
 
     async def tag_committed(self, intent: Intent) -> None:
-        """C3/R3: tag the blob committed, conditioned on it still being pending."""
+        """C3/R3/A3: tag the blob committed, conditioned on it still being pending. If that
+        fails because the intent was taken meanwhile (the writer paused past its lease after
+        its confirm while the sweeper removed the blob), IntentLost, not the store's error;
+        a failure while the intent is still this attempt's passes through."""
         try:
-            await self.store.set_tags(intent.blob_name, COMMITTED, if_tags=PENDING)
-        except ConditionNotMet:
-            if (await self.store.get_tags(intent.blob_name)).get(STATE_TAG) != \
-                    BlobState.COMMITTED:
+            try:
+                await self.store.set_tags(intent.blob_name, COMMITTED, if_tags=PENDING)
+            except ConditionNotMet:
+                if (await self.store.get_tags(intent.blob_name)).get(STATE_TAG) != \
+                        BlobState.COMMITTED:
+                    raise
+        except BlobLedgerError as exc:
+            if await self.transitions.owns(intent):
                 raise
+            raise IntentLost(LOST) from exc
 
     async def _fail(self, intent: Intent, exc: BaseException) -> None:
         """A live writer's failure path: compensate if the intent is still ours; if it is

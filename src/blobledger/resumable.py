@@ -51,7 +51,7 @@ from blobledger.errors import (
     UploadGone,
     UploadTooLarge,
 )
-from blobledger.ledger import LOST, Ledger
+from blobledger.ledger import Ledger
 from blobledger.models import PENDING_TAG as PENDING
 from blobledger.models import BlobKind, UploadMode, UploadState
 from blobledger.names import (
@@ -327,19 +327,6 @@ async def _verified(owner: Resumable, upload: UploadRecord, digests: Digests,
     await failpoints.hit(f"{points}.after_verify")
 
 
-async def _retag(ledger: Ledger, intent: Intent) -> None:
-    """C3 or A3 after the confirm. If it fails because the intent was taken meanwhile (the
-    completing request paused past its lease while the sweeper removed the blob), the
-    caller is told IntentLost, not the store's error; a failure while the intent is still
-    this upload's passes through, and the completion can be repeated."""
-    try:
-        await ledger.tag_committed(intent)
-    except BlobLedgerError as exc:
-        if await ledger.transitions.owns(intent):
-            raise
-        raise IntentLost(LOST) from exc
-
-
 async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests: Digests,
                  points: str) -> Document:
     """The end of any upload that outlives a request, once ``digests`` were computed from
@@ -351,7 +338,7 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
         await _verified(owner, upload, digests, points)
         await ledger.confirm(intent)
         await failpoints.hit(f"{points}.after_confirm")
-        await _retag(ledger, intent)  # C3
+        await ledger.tag_committed(intent)  # C3
         await failpoints.hit(f"{points}.after_tag")
     except IntegrityError:
         await asyncio.shield(owner.give_up(upload, intent))
@@ -374,7 +361,7 @@ async def settle_staged(owner: Resumable, upload: UploadRecord, intent: Intent,
         await _verified(owner, upload, digests, points)
         await ledger.confirm_staged(intent, digests)
         await failpoints.hit(f"{points}.after_confirm")
-        await _retag(ledger, intent)  # A3
+        await ledger.tag_committed(intent)  # A3
         await failpoints.hit(f"{points}.after_tag")
     except IntegrityError:
         await asyncio.shield(owner.give_up(upload, intent))

@@ -167,7 +167,7 @@ async def test_crash_point(
         left = await describe(ledger)
     steps = []
     if case.retry:
-        resume = {"tus": _resume_upload, "direct": _complete_direct}.get(case.op, _retry)
+        resume = CONTINUE.get(case.op, _retry)
         steps.append(await resume(target))
     resolution = await resolve(target, settle)
     report = resolution.report
@@ -231,6 +231,10 @@ async def _complete_direct(target: Target) -> str:
         doc_id = await direct_upload(ledger, "doc.bin", payload(NEW), upload_id=rows[0].id)
         assert await read_all(ledger, doc_id) == payload(NEW)
     return "completed by another process"
+
+
+#: another process continues an upload: resumes a tus one, completes a direct one
+CONTINUE = {"tus": _resume_upload, "direct": _complete_direct}
 
 
 async def _outcome(target: Target, expect: tuple[Doc, ...]) -> str:

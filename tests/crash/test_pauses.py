@@ -34,6 +34,7 @@ from tests.crash.test_matrix import (
     AFTER_SWEEP,
     BACKENDS,
     CASES,
+    CONTINUE,
     CREATED,
     KEY,
     NEW,
@@ -41,9 +42,7 @@ from tests.crash.test_matrix import (
     UNCHANGED,
     Case,
     Doc,
-    _complete_direct,
     _outcome,
-    _resume_upload,
     prepare,
     runs_on,
 )
@@ -107,7 +106,7 @@ async def _retry(target: Target) -> dict[str, object]:
 async def _continue_upload(case: Case, target: Target) -> tuple[dict[str, object], str]:
     """While the first process sleeps, another one resumes (tus) or completes (direct) the
     same upload and reads the document back; its answer, and what it did."""
-    did = await (_resume_upload if case.op == "tus" else _complete_direct)(target)
+    did = await CONTINUE[case.op](target)
     async with target.ledger() as ledger:
         docs = [d async for d in ledger.list()]
     assert len(docs) == 1, docs
