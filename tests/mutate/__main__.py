@@ -217,9 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--record", action="store_true",
                         help="write docs/mutation.md and its section in docs/crash-matrix.md")
+    parser.add_argument("--log", default=None, metavar="JSONL",
+                        help="append each result to this file as it comes (one JSON a line)")
     parser.add_argument("--from", dest="saved", action="append", default=[], metavar="JSON",
-                        help="results of earlier --json runs instead of running (repeatable; "
-                             "a later file's result for a mutant wins)")
+                        help="results of earlier --json or --log runs instead of running "
+                             "(repeatable; a later file's result for a mutant wins)")
     parser.add_argument("--selection", default=None,
                         help="how the tests were chosen, for --record (default: from the "
                              "options)")
@@ -263,14 +265,26 @@ def run_all(mutants: Sequence[Mutant], args: argparse.Namespace, out: TextIO) ->
             result = future.result()
             results.append(result)
             print(result.line(), file=out, flush=True)
+            if args.log:
+                with open(args.log, "a") as log:
+                    log.write(json.dumps(result.as_dict()) + "\n")
     return sorted(results, key=lambda r: mutants.index(r.mutant))
+
+
+def _results_in(text: str) -> list[dict[str, object]]:
+    """The results in a ``--json`` document or a ``--log`` file (one result a line)."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return list(document["mutants"]) if "mutants" in document else [document]
 
 
 def saved(mutants: Sequence[Mutant], files: Sequence[str]) -> list[Result]:
     """The results that earlier ``--json`` runs recorded for these mutants."""
     found: dict[str, dict[str, object]] = {}
     for file in files:
-        for item in json.loads(Path(file).read_text())["mutants"]:
+        for item in _results_in(Path(file).read_text()):
             found[str(item["id"])] = item
     return [Result(m, str(found[m.id]["status"]), float(str(found[m.id]["seconds"])),
                    test=None if found[m.id]["test"] is None else str(found[m.id]["test"]),
