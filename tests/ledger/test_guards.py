@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -215,3 +216,39 @@ async def test_the_reconciler_keeps_an_orphan_whose_row_appears_before_its_delet
     assert (report.fixed, report.kept) == (0, 1), report
     assert name in await stored(ledger)
     assert await rows(ledger) == {name: BlobState.PENDING}
+
+
+async def test_the_reconciler_reports_nothing_for_a_document_deleted_mid_scan(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler read a ready document's row in its page; before the store listing
+    reaches the name, the document is deleted and the deletion path removes its blob and
+    row (a busy service does this all the time). Merged, the row has no blob: the
+    reconciler must read the row again, find it gone and count it in flight, never report a
+    ready document's blob missing (exit code 2) nor fail."""
+    doc = await ledger.create("deleted-mid-scan.txt", b"bytes deleted during the scan")
+    deleted = asyncio.Event()
+    pages, listing = reconciler._rows, ledger.store.list
+
+    async def page_then_delete(of: Ledger, prefix: str) -> AsyncIterator[Any]:
+        async for row in pages(of, prefix):
+            if row.name == doc.blob:
+                await ledger.delete(doc.id)
+                ledger.clock_offset = 1.0
+                await Sweeper(ledger).run_once()
+                deleted.set()
+            yield row
+
+    async def list_after(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        await asyncio.wait_for(deleted.wait(), STEP)
+        async for info in listing(*args, **kwargs):
+            yield info
+
+    monkeypatch.setattr(reconciler, "_rows", page_then_delete)
+    monkeypatch.setattr(ledger.store, "list", list_after)
+    report = await asyncio.wait_for(
+        reconciler.reconcile(ledger, fix=False, older_than=2 * ledger.settings.upload_deadline),
+        STEP)
+    assert (report.missing_ready, report.missing, report.total) == (0, 0, 0), report
+    assert report.in_flight == 1, report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
