@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints, reconciler
 from blobledger.documents import Document
@@ -252,3 +253,18 @@ async def test_the_reconciler_reports_nothing_for_a_document_deleted_mid_scan(
     assert (report.missing_ready, report.missing, report.total) == (0, 0, 0), report
     assert report.in_flight == 1, report
     assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+async def test_c1_under_a_key_still_retained_never_drops_its_first_response(
+    ledger: Ledger,
+) -> None:
+    """Two requests under one key: the second looked the key up before the first finished,
+    and reaches C1 after it. C1 drops only a key past its retention; this one is live, so
+    C1 fails on the key (the caller then looks it up again and answers the first response)
+    and a retry still gets the first document, never a second one."""
+    first = await ledger.create("first-response.txt", b"first", idempotency_key="k-live")
+    with pytest.raises(DBIntegrityError):
+        await ledger.begin_create("second-document.txt", "application/octet-stream", "k-live")
+    assert await ledger.create("first-response.txt", b"first", idempotency_key="k-live") \
+        == first
+    assert [d.id async for d in ledger.list()] == [first.id]
