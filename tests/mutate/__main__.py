@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tests.mutate.argued import ARGUED
 from tests.mutate.mutants import Mutant, enumerate_mutants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,8 @@ class Result:
 
     def line(self) -> str:
         what = self.test or self.detail
+        if self.status == "survived" and self.mutant.id in ARGUED:
+            what = "(argued harmless)"
         return f"{self.status:<8} {self.mutant.id}  {self.seconds:.0f}s  {what}".rstrip()
 
     def as_dict(self) -> dict[str, object]:
@@ -154,8 +157,9 @@ def score(results: Sequence[Result]) -> dict[str, object]:
 def score_line(results: Sequence[Result]) -> str:
     total = score(results)
     percent = "n/a" if total["score"] is None else f"{100 * float(str(total['score'])):.1f}%"
-    return (f"score {percent}: {total['killed']} killed, {total['survived']} survived, "
-            f"{total['error']} error, of {total['total']}")
+    argued = sum(r.status == "survived" and r.mutant.id in ARGUED for r in results)
+    return (f"score {percent}: {total['killed']} killed, {total['survived']} survived "
+            f"({argued} argued harmless), {total['error']} error, of {total['total']}")
 
 
 def markdown(results: Sequence[Result], selection: str) -> str:
@@ -172,10 +176,12 @@ def markdown(results: Sequence[Result], selection: str) -> str:
         f"Run: {datetime.now(UTC):%Y-%m-%d}. {score_line(results).capitalize()}.", "",
     ]
     if survived:
-        lines += ["Survivors (no test failed with the guard weakened):", "",
-                  "| mutant | line | weakened |", "| --- | --- | --- |"]
+        lines += ["Survivors (no test failed with the guard weakened), and why each may be",
+                  "harmless (`tests/mutate/argued.py`; none: it needs a test):", "",
+                  "| mutant | line | weakened | why harmless |", "| --- | --- | --- | --- |"]
         lines += [f"| `{r.mutant.id}` | {r.mutant.path}:{r.mutant.line} | "
-                  f"{r.mutant.description.replace('|', '/')} |" for r in survived]
+                  f"{_cell(r.mutant.description)} | {_cell(ARGUED.get(r.mutant.id, 'none'))} |"
+                  for r in survived]
         lines.append("")
     errors = [r for r in ordered if r.status == "error"]
     if errors:
@@ -189,6 +195,10 @@ def markdown(results: Sequence[Result], selection: str) -> str:
         lines += [f"| `{r.mutant.id}` | `{r.test or '?'}` |" for r in killed]
         lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
 
 
 def record(results: Sequence[Result], selection: str) -> None:
