@@ -39,6 +39,7 @@ from tests.sweeper.support import HOUR, one, seed_intent
 SEGMENT = 64 * 1024
 #: every backend whose store takes parts this small (S3's must hold 5 MiB)
 SMALL_PARTS = ["sqlite-local", "sqlite-azure", "postgresql-local", "postgresql-azure"]
+POSTGRESQL = ["postgresql-local", "postgresql-azure", "postgresql-s3"]
 
 
 async def settled_ok(ledger: Ledger) -> None:
@@ -268,3 +269,51 @@ async def test_c1_under_a_key_still_retained_never_drops_its_first_response(
     assert await ledger.create("first-response.txt", b"first", idempotency_key="k-live") \
         == first
     assert [d.id async for d in ledger.list()] == [first.id]
+
+
+async def test_a_stager_woken_after_the_sweeper_fenced_its_blob_is_told_so(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A stager is held after its upload past its lease; the sweeper fences the staged
+    intent (``pending -> deleting``) and is held before deleting the blob. The stager wakes:
+    its confirm must lose, so it is told IntentLost rather than handed a staged blob the
+    deletion path is about to delete (whose A4 could only fail)."""
+    holds.at("stage.after_upload")
+    stager = started(lambda: ledger.stage(b"staged, then fenced"))
+    await holds.wait("stage.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("deletion.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("deletion.after_claim")
+    holds.go("stage.after_upload")
+    result = await outcome(stager)
+    holds.go("deletion.after_claim")
+    report = await outcome(sweeper)
+    assert isinstance(result, IntentLost), result
+    assert not isinstance(report, BaseException), report
+    assert (report.fenced, report.deleted) == (1, 1), report
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
+@pytest.mark.parametrize("backend", POSTGRESQL, indirect=True)
+async def test_a_sweeper_woken_after_another_rolled_forward_leaves_the_document_alone(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A creation whose writer died after C3 (its blob tagged committed): sweeper 1 claims
+    it and is held before resolving it, past its own lease; sweeper 2 claims it and rolls it
+    forward. Sweeper 1 wakes: its roll-forward must lose and do nothing, never hand the
+    ready document's blob row to the deletion path. (PostgreSQL: on SQLite one sweeper runs
+    at a time.)"""
+    blob = await seed_intent(ledger, tag=BlobState.COMMITTED, data=b"rolled once")
+    holds.at("sweep.before_resolve")
+    first = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.before_resolve")
+    ledger.clock_offset = SWEEP_LEASE + 1
+    assert (await Sweeper(ledger).run_once()).rolled_forward == 1
+    holds.go("sweep.before_resolve")
+    report = await outcome(first)
+    assert not isinstance(report, BaseException), report
+    assert await rows(ledger) == {blob: BlobState.COMMITTED}
+    [doc] = [d async for d in ledger.list()]
+    assert await read(ledger, doc.id) == b"rolled once"
+    await settled_ok(ledger)
