@@ -20,19 +20,27 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints, reconciler
 from blobledger.documents import Document
 from blobledger.errors import IntentLost, OffsetMismatch
 from blobledger.invariants import check
-from blobledger.models import BlobState
+from blobledger.models import BlobState, DocumentRow
 from blobledger.names import new_blob_name
 from blobledger.resumable import Resumable
 from blobledger.stores.s3 import S3Store
 from blobledger.sweeper import SWEEP_LEASE, Sweeper
 from blobledger.transitions import Transitions
-from tests.ledger.test_fencing import outcome, read, rows, started, stored
+from tests.ledger.test_fencing import (
+    outcome,
+    read,
+    rows,
+    started,
+    stored,
+    sweep_past_everything,
+)
 from tests.support.holds import STEP, Holds
 from tests.sweeper.support import HOUR, one, seed_intent
 
@@ -316,4 +324,42 @@ async def test_a_sweeper_woken_after_another_rolled_forward_leaves_the_document_
     assert await rows(ledger) == {blob: BlobState.COMMITTED}
     [doc] = [d async for d in ledger.list()]
     assert await read(ledger, doc.id) == b"rolled once"
+    await settled_ok(ledger)
+
+
+async def test_a_failed_writers_clean_up_removes_only_its_own_row(
+    ledger: Ledger,
+) -> None:
+    """A deleted document's blob row waits in ``deleting`` for the deletion path (its blob
+    still tagged committed). Another writer then fails and cleans up after itself: it
+    removes its own abandoned row and no other, so the deletion path still finds the
+    deleted document's row and deletes its bytes (a row removed with it would leave
+    committed bytes no one ever deletes)."""
+    doc = await ledger.create("deleted-first.txt", b"deleted, bytes still there")
+    await ledger.delete(doc.id)
+    failpoints.configure("create.after_upload=raise")
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            await ledger.create("fails.txt", b"a writer that fails")
+    finally:
+        failpoints.configure("")
+    assert await rows(ledger) == {doc.blob: BlobState.DELETING}
+    await sweep_past_everything(ledger)
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
+async def test_a_committed_creation_without_its_pending_document_goes_to_deletion(
+    ledger: Ledger,
+) -> None:
+    """A creation's blob tagged committed whose pending document is gone (a row removed by
+    hand): the sweeper's roll-forward finds no document to make ready and hands the blob to
+    the deletion path instead, which deletes it; the sweep never fails on it."""
+    blob = await seed_intent(ledger, tag=BlobState.COMMITTED)
+    async with ledger.db.session() as session:
+        await session.execute(delete(DocumentRow).where(DocumentRow.blob_name == blob))
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    report = await Sweeper(ledger).run_once()
+    assert (report.moved_to_deleting, report.errors) == (1, 0), report
+    await sweep_past_everything(ledger)
+    assert await stored(ledger) == {} and await rows(ledger) == {}
     await settled_ok(ledger)
