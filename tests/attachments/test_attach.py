@@ -145,3 +145,22 @@ async def test_async_session_on_the_ledgers_engine(ledger: Ledger) -> None:
     await settle(ledger)
     assert (await check(ledger, settled=True)).ok
 
+
+
+async def test_replacing_one_owners_attachment_leaves_the_others_alone(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """Two invoices, each with its PDF: replacing the first one's sends only that PDF to the
+    deletion path; the second invoice's stays attached and readable after the sweep."""
+    first, other = await ledger.stage(b"first pdf"), await ledger.stage(b"other pdf")
+    with sessions.begin() as session:
+        session.add_all([Invoice(id=1, number="INV-1", pdf=first),
+                         Invoice(id=2, number="INV-2", pdf=other)])
+    replacement = await ledger.stage(b"replacement pdf")
+    with sessions.begin() as session:
+        session.get_one(Invoice, 1).pdf = replacement
+    assert await states(ledger) == {first.name: "deleting", other.name: "attached",
+                                    replacement.name: "attached"}
+    await settle(ledger)
+    assert await states(ledger) == {other.name: "attached", replacement.name: "attached"}
+    assert await read(ledger, other) == b"other pdf"
+    assert (await check(ledger, settled=True)).ok
