@@ -164,3 +164,20 @@ async def test_replacing_one_owners_attachment_leaves_the_others_alone(
     assert await states(ledger) == {other.name: "attached", replacement.name: "attached"}
     assert await read(ledger, other) == b"other pdf"
     assert (await check(ledger, settled=True)).ok
+
+
+async def test_replacing_one_column_leaves_the_owners_other_column_alone(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """An invoice with a PDF and scans: replacing the PDF sends only the old PDF to the
+    deletion path; the scans (another column of the same owner) stay attached."""
+    pdf, scan = await ledger.stage(b"old pdf"), await ledger.stage(b"scan")
+    with sessions.begin() as session:
+        session.add(Invoice(id=4, number="INV-4", pdf=pdf, scans=(scan,)))
+    new_pdf = await ledger.stage(b"new pdf")
+    with sessions.begin() as session:
+        session.get_one(Invoice, 4).pdf = new_pdf
+    assert await states(ledger) == {pdf.name: "deleting", scan.name: "attached",
+                                    new_pdf.name: "attached"}
+    await settle(ledger)
+    assert await read(ledger, scan) == b"scan"
+    assert (await check(ledger, settled=True)).ok

@@ -162,7 +162,7 @@ def score_line(results: Sequence[Result]) -> str:
             f"({argued} argued harmless), {total['error']} error, of {total['total']}")
 
 
-def markdown(results: Sequence[Result], selection: str) -> str:
+def markdown(results: Sequence[Result], selection: str, enumerated: int) -> str:
     """The section ``Mutation score`` (docs/mutation.md, appended to the crash matrix)."""
     ordered = sorted(results, key=lambda r: (r.status != "survived", r.mutant.id))
     survived = [r for r in ordered if r.status == "survived"]
@@ -175,6 +175,9 @@ def markdown(results: Sequence[Result], selection: str) -> str:
         f"against it ({selection}).", "",
         f"Run: {datetime.now(UTC):%Y-%m-%d}. {score_line(results).capitalize()}.", "",
     ]
+    if len(results) < enumerated:
+        lines += [f"{len(results)} of the {enumerated} mutants `scripts/mutate --list` "
+                  "enumerates were run for this record; the others are not counted.", ""]
     if survived:
         lines += ["Survivors (no test failed with the guard weakened), and why each may be",
                   "harmless (`tests/mutate/argued.py`; none: it needs a test):", "",
@@ -201,11 +204,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "/")
 
 
-def record(results: Sequence[Result], selection: str) -> None:
+def record(results: Sequence[Result], selection: str, enumerated: int) -> None:
     """docs/mutation.md, and the same section at the end of docs/crash-matrix.md."""
     from tests.crash.matrix_doc import with_mutation_section
 
-    text = markdown(results, selection)
+    text = markdown(results, selection, enumerated)
     MUTATION_DOC.write_text(text)
     if CRASH_MATRIX_DOC.exists():
         CRASH_MATRIX_DOC.write_text(with_mutation_section(CRASH_MATRIX_DOC.read_text(), text))
@@ -260,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             (f"`{args.tests}`" if args.tests is not None
              else "the test files `scripts/mutate` maps to it")
             + (f", with `{args.pytest}`" if args.pytest else ""))
-        record(results, selection)
+        record(results, selection, len(enumerate_mutants(SRC)))
     return 0
 
 
