@@ -27,6 +27,16 @@ ARGUED: dict[str, str] = {
     "where:transitions:_drop_expired_key:keys.state": "a pending key has no expires_at (NULL "
         "compares false), so only done keys can match",
     "lease:transitions:_drop_expired_key:keys.expires_at:le-to-lt": BOUNDARY,
+    "rowcount:transitions:claim:lost-check-won": "an empty claim's update matches no row and "
+        "returns none: the same answer",
+    # an abandoned row's removal, after the abandoner's own delete succeeded
+    "where:transitions:_drop_abandoned:blobs.state": "the name's row is deleting once "
+        "abandoned, and nothing leaves deleting but removal",
+    "where:transitions:_drop_abandoned:blobs.attempt": "runs only after the abandoner deleted "
+        "the blob; a sweeper holding the row would delete an absent blob and remove the row",
+    # detach on the application's connection
+    "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
+        "marking a deleting one again only restarts its grace",
     # stores
     "store:stores/azure/store:set_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
