@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints, reconciler
 from blobledger.documents import Document
-from blobledger.errors import IntentLost, OffsetMismatch
+from blobledger.errors import IntentLost, OffsetMismatch, PreconditionFailed
 from blobledger.invariants import check
 from blobledger.models import BlobState, DocumentRow
 from blobledger.names import new_blob_name
@@ -363,3 +363,24 @@ async def test_a_committed_creation_without_its_pending_document_goes_to_deletio
     await sweep_past_everything(ledger)
     assert await stored(ledger) == {} and await rows(ledger) == {}
     await settled_ok(ledger)
+
+
+async def test_a_delete_that_loses_to_a_replace_says_so(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete read version 1; a replace commits version 2 before the delete's own step.
+    The delete must fail (PreconditionFailed) and leave version 2, never answer success
+    for a document that is still there."""
+    doc = await ledger.create("raced-delete.txt", b"v1")
+    real = ledger.transitions.delete_document
+
+    async def replaced_first(doc_id: str, version: int) -> bool:
+        await ledger.replace(doc_id, b"v2", expected_version=version)
+        return await real(doc_id, version)
+
+    monkeypatch.setattr(ledger.transitions, "delete_document", replaced_first)
+    with pytest.raises(PreconditionFailed):
+        await ledger.delete(doc.id)
+    monkeypatch.undo()
+    assert (await ledger.get(doc.id)).version == 2
+    assert await read(ledger, doc.id) == b"v2"
