@@ -11,8 +11,12 @@ Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
 ``direct.after_upload``, ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
 and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,
-``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
-staged, before the create-only publication: the local ``link``, Azure's Put Block List).
+``put.mid_stream`` (after the store took a chunk), ``put.before_commit`` (every byte
+staged, before the create-only publication: the local ``link``, Azure's Put Block List) and
+``put.after_commit`` (published, before the store's put returns: on S3 right after
+CompleteMultipartUpload) and ``delete.after_check`` (S3: the tags compared, before the
+DeleteObject conditioned on the ETag seen). In the sweeper, ``sweep.after_{claim,fence,delete}``,
+``sweep.before_resolve`` and ``deletion.after_{claim,tag,delete}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Row, Table, bindparam, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.clock import at
@@ -79,9 +79,24 @@ CUTOFF = at("cutoff_s")  # NOW minus an age (a takeover margin, a sweep age)
 EXPIRES = at("expires_s")  # NOW plus the idempotency retention
 
 
+#: how a worker's claim token begins (a writer's token is 32 hex digits, never with ``:``)
+CLAIM_PREFIX = "s:"
+
+
 def new_token() -> str:
-    """An owner token: unique per attempt and per claim."""
+    """A writer's owner token: unique per attempt."""
     return secrets.token_hex(16)
+
+
+def claim_token() -> str:
+    """A worker's owner token (a sweeper's or the deletion path's claim): unique per claim,
+    told from a writer's by :data:`CLAIM_PREFIX`. No writer takes over a claimed intent."""
+    return CLAIM_PREFIX + secrets.token_hex(15)
+
+
+def claimed(attempt: str | None) -> bool:
+    """Whether an owner token is a worker's claim (not a writer's attempt)."""
+    return attempt is not None and attempt.startswith(CLAIM_PREFIX)
 
 
 # -- writers' statements ------------------------------------------------------------------
@@ -96,10 +111,12 @@ _drop_expired_key = delete(keys).where(
 _mine = (blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
          blobs.c.attempt == bindparam("b_attempt"))
 _confirm = update(blobs).where(*_mine).values(lease_until=LEASE)
+#: a writer's row, not a worker's claim (NULL: an older release's attempt)
+_unclaimed = or_(blobs.c.attempt.is_(None), ~blobs.c.attempt.startswith(CLAIM_PREFIX))
 _take_over = update(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
     blobs.c.attempt.is_not_distinct_from(bindparam("b_seen")),  # NULL: an older release's
-    blobs.c.lease_until < CUTOFF,
+    blobs.c.lease_until < CUTOFF, _unclaimed,
 ).values(attempt=bindparam("b_attempt"), lease_until=LEASE, changed_at=NOW)
 _rename = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
@@ -108,6 +125,14 @@ _rename = update(documents).where(
 _commit_blob = update(blobs).where(*_mine).values(
     state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
     md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+#: C4 by a writer that did C3 and found its intent claimed by a sweeper that has not
+#: decided yet: the roll-forward the sweeper would make, decided by the writer (whichever
+#: compare-and-set wins decides; a sweeper that fenced the row to ``deleting`` first wins)
+_commit_claimed = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+    blobs.c.kind == BlobKind.CREATE.value, blobs.c.attempt.startswith(CLAIM_PREFIX),
+).values(state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+         md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
 _ready_document = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"),
@@ -532,13 +557,17 @@ class Transitions:
 
     # -- C4 -------------------------------------------------------------------------------
     async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
-        """C4: blob row committed and document ready, only while the intent is this
-        attempt's; the key's first response recorded. None if the intent was lost."""
+        """C4 (after C3): blob row committed and document ready, only while the intent is
+        this attempt's, or claimed by a sweeper that has not decided yet (the writer then
+        makes the roll-forward that sweeper would make; a sweeper that fenced the row first
+        wins); the key's first response recorded. None if the intent was lost."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
                       **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
-            if _count(await conn.execute(_commit_blob, params)) != 1:
+            if _count(await conn.execute(_commit_blob, params)) != 1 and (
+                    intent.kind != BlobKind.CREATE
+                    or _count(await conn.execute(_commit_claimed, params)) != 1):
                 return None
             row = (await conn.execute(_ready_document, params)).one()
             doc = Document.from_row(row)
@@ -658,7 +687,7 @@ class Transitions:
                     lease: float) -> tuple[str, list[Row[Any]]]:
         """Rows in ``state`` older than ``age`` whose lease has expired, up to ``limit``: the
         claim's token and the rows it won (name, document_id, kind)."""
-        token = new_token()
+        token = claim_token()
         times = self.times(lease=lease, cutoff=age)
         query = (select(blobs.c.name).where(
             blobs.c.state == state.value, blobs.c.changed_at < CUTOFF,
@@ -687,20 +716,26 @@ class Transitions:
                 .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
                        blobs.c.attempt == token)
                 .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind))).all()
-            creations = [(r.name, r.document_id) for r in removed
-                         if r.kind == BlobKind.CREATE]
-            if creations:
-                await conn.execute(delete(documents).where(
-                    documents.c.id.in_([doc for _, doc in creations]),
-                    documents.c.blob_name.in_([name for name, _ in creations]),
-                    documents.c.status == DocumentStatus.PENDING.value))
-            if removed:
-                await conn.execute(delete(keys).where(
-                    keys.c.blob_name.in_([r.name for r in removed]),
-                    keys.c.state == KeyState.PENDING.value))
-                await conn.execute(delete(uploads).where(
-                    uploads.c.blob_name.in_([r.name for r in removed])))
+            await _drop_intents(conn, removed)
         return len(removed)
+
+    async def fence_swept(self, token: str, names: Sequence[str]) -> list[str]:
+        """Claimed stale intents the sweeper decided to delete (their blob absent or tagged
+        ``pending``), on a store whose delete cannot see the tag: ``pending -> deleting``
+        under the claim's token (kept, so :meth:`remove_deleted` can finish them), with a
+        creation's pending document, the pending key and the upload row, before any delete
+        is sent. ``deleting`` is final: no writer, retry or sweeper can commit these blobs
+        afterwards, however long this sweeper sleeps. The names moved."""
+        async with self.db.transaction() as conn:
+            moved = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, changed_at=NOW)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
+                self.times())).all()
+            await _drop_intents(conn, moved)
+        return [r.name for r in moved]
 
     async def roll_forward(self, token: str, name: str, digests: Digests) -> str:
         """C4 on behalf of a creation whose writer stopped after C3: ``ready``, ``deleting``
@@ -788,6 +823,24 @@ class Transitions:
             purged = await conn.execute(delete(keys).where(
                 keys.c.state == KeyState.DONE.value, keys.c.expires_at <= NOW), self.times())
         return _count(purged)
+
+
+async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
+    """What goes with stale intents that were removed or fenced (rows of name, document_id,
+    kind): a creation's pending document (while it still points at the blob), the pending
+    idempotency keys and the upload rows."""
+    if not rows:
+        return
+    creations = [(r.name, r.document_id) for r in rows if r.kind == BlobKind.CREATE]
+    if creations:
+        await conn.execute(delete(documents).where(
+            documents.c.id.in_([doc for _, doc in creations]),
+            documents.c.blob_name.in_([name for name, _ in creations]),
+            documents.c.status == DocumentStatus.PENDING.value))
+    names = [r.name for r in rows]
+    await conn.execute(delete(keys).where(
+        keys.c.blob_name.in_(names), keys.c.state == KeyState.PENDING.value))
+    await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
 
 
 def _count(result: object) -> int:

@@ -155,6 +155,7 @@ class LocalStore(Store):
                 await _io(self._publish, fd, temp, final, dict(tags), meta)
             except FileExistsError as exc:
                 raise BlobAlreadyExists(name, digests) from exc
+            await failpoints.hit("put.after_commit")
             return digests
         finally:
             # Every thread that used fd has returned (see _in_thread): closing it is safe.

@@ -333,6 +333,7 @@ class AzureStore(Store):
                     tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
                     **CREATE_ONLY,
                 )
+            await failpoints.hit("put.after_commit")
             return digests
         except BlobAlreadyExists:
             if not await self._only_uncommitted(name):
@@ -377,6 +378,7 @@ class AzureStore(Store):
                 )
         except BlobAlreadyExists:
             raise BlobAlreadyExists(name, digests) from None
+        await failpoints.hit("put.after_commit")
         return digests
 
     async def _stage_next(
