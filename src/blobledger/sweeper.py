@@ -404,10 +404,11 @@ class Sweeper:
             return "absent"
         except ConditionNotMet:
             try:
-                state = (await store.get_tags(name)).get(STATE_TAG)
+                tags = await store.get_tags(name)
+                state = tags.get(STATE_TAG)
             except BlobNotFound:
                 return "absent"
-            if state == BlobState.PENDING:
+            if state == BlobState.PENDING or not tags:  # untagged: an Azure direct upload's
                 return "pending"
             return "tagged" if state == BlobState.DELETING else "refused"
         except StoreUnavailable:

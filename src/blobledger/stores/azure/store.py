@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Seq
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 from azure.core import MatchConditions
@@ -53,6 +53,7 @@ from blobledger.errors import (
     StoreError,
     StoreUnavailable,
 )
+from blobledger.models import PENDING_TAG
 from blobledger.names import check_blob_name
 from blobledger.stores.azure import listing
 from blobledger.stores.base import (
@@ -479,10 +480,15 @@ class AzureStore(Store):
 
     async def direct_put(self, name: str, *, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
-        """A service SAS for this one blob with create and tag permissions only (``c``,
-        ``t``): the service refuses to overwrite an existing blob under it. The client
-        sends ``If-None-Match: *`` and the ``pending`` tag (``x-ms-tags``). None without an
-        account key (a SAS is then a user delegation SAS, not offered yet)."""
+        """A service SAS for this one blob with the create permission only (``c``): its holder
+        can write the blob once, while it does not exist, and nothing else (no overwrite, no
+        read, no delete, no tags). The client sends ``If-None-Match: *`` and no tags: Azure
+        authorises ``x-ms-tags`` on Put Blob as a tag write (the ``t`` permission), which
+        would let the holder retag the blob for the SAS's lifetime, after completion too. The
+        blob is therefore created untagged, and ``tags`` (``pending``) is not sent: a blob
+        with no tags counts as ``pending`` for C3's retag (:meth:`set_tags`) and for the
+        sweeper's delete (:meth:`_delete`). None without an account key (a SAS is then a user
+        delegation SAS, not offered yet)."""
         check_blob_name(name)
         self._client()
         credential = getattr(self._service, "credential", None)
@@ -493,13 +499,12 @@ class AzureStore(Store):
         expires_at = datetime.now(UTC) + timedelta(seconds=expires_in)
         sas = generate_blob_sas(account_name=account, container_name=self.container_name,
                                 blob_name=name, account_key=key,
-                                permission=BlobSasPermissions(create=True, tag=True),
+                                permission=BlobSasPermissions(create=True),
                                 expiry=expires_at, start=datetime.now(UTC) - timedelta(
                                     minutes=5))
         url = self._client().get_blob_client(name).url.split("?", 1)[0]
         return DirectPut(url=f"{url}?{sas}", expires_at=expires_at, headers={
             "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
-            "x-ms-tags": urlencode(sorted(tags.items()), quote_via=quote),
             "Content-Type": content_type})
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
@@ -519,11 +524,23 @@ class AzureStore(Store):
             return dict(await self._client().get_blob_client(name).get_blob_tags())
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        """Retag under ``x-ms-if-tags``; a condition ``pending`` is also met by a blob with no
+        tags at all (a direct upload's, created untagged: :meth:`direct_put`)."""
         check_blob_name(name)
         if if_tags and not self.capabilities.state_conditioned_transition:
             current = await self.get_tags(name)  # the service ignores the condition
-            if not tags_match(current, if_tags):
+            if not tags_match(current, if_tags) and not _untagged_pending(current, if_tags):
                 raise ConditionNotMet(name, f"tags are {current}")
+        try:
+            await self._set_blob_tags(name, tags, if_tags)
+        except ConditionNotMet:
+            if not _untagged_pending(await self.get_tags(name), if_tags):
+                raise
+            # Untagged: nobody writes ``pending`` on such a blob, so this write (C3's
+            # ``committed``) cannot undo another actor's retag; see docs/backends.md.
+            await self._set_blob_tags(name, tags, None)
+
+    async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with map_errors(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
@@ -542,8 +559,27 @@ class AzureStore(Store):
             # If-Match on an absent blob is a 412 (Azurite), not a 404: absent is absent.
             if condition.etag and await self._only_uncommitted(name):
                 return False
+            if condition.tags == PENDING_TAG:
+                deleted = await self._delete_untagged(name)
+                if deleted is not None:
+                    return deleted
             raise
         return True
+
+    async def _delete_untagged(self, name: str) -> bool | None:
+        """A blob with no tags at all counts as ``pending`` (a direct upload's, created
+        untagged): deleted conditioned on the ETag read with its tag count, so a blob
+        rewritten meanwhile survives. None if it has tags (the refusal stands). A retag
+        keeps the ETag: what keeps a committing writer's blob from this delete is the row
+        (the caller's claim of the intent), as for S3 (docs/backends.md)."""
+        try:
+            with map_errors(name):
+                props = await self._client().get_blob_client(name).get_blob_properties()
+        except BlobNotFound:
+            return False
+        if props.tag_count:
+            return None
+        return await self._delete(name, Condition(etag=str(props.etag)))
 
     async def _delete_many(self, items: Sequence[tuple[str, Condition]]) -> list[DeleteOutcome]:
         """Blob Batch deletes, 256 per request, each with its own condition."""
@@ -561,14 +597,14 @@ class AzureStore(Store):
                     *requests, raise_on_any_failure=False
                 )
                 answers = [r async for r in responses]
-            for (name, _), response in zip(chunk, answers, strict=True):
+            for (name, cond), response in zip(chunk, answers, strict=True):
                 status = response.status_code
                 if status in (200, 202):
                     outcomes.append(DeleteOutcome(name, deleted=True))
                 elif status == 404:
                     outcomes.append(DeleteOutcome(name))
                 elif status == 412:
-                    outcomes.append(DeleteOutcome(name, error=ConditionNotMet(name, "batch")))
+                    outcomes.append(await self._refused_in_batch(name, cond))
                 elif status >= 500 or status in (408, 429):
                     outcomes.append(DeleteOutcome(
                         name, error=StoreError(f"storage answered {status} in a batch")))
@@ -576,6 +612,18 @@ class AzureStore(Store):
                     outcomes.append(DeleteOutcome(
                         name, error=StoreError(f"storage answered {status} for {name}")))
         return outcomes
+
+    async def _refused_in_batch(self, name: str, condition: Condition) -> DeleteOutcome:
+        """A batch item refused with 412: an untagged blob under a ``pending`` condition is
+        deleted on its own (:meth:`_delete_untagged`); anything else stays refused."""
+        refused = DeleteOutcome(name, error=ConditionNotMet(name, "batch"))
+        if condition.tags != PENDING_TAG:
+            return refused
+        try:
+            deleted = await self._delete_untagged(name)
+        except StoreError as exc:
+            return DeleteOutcome(name, error=exc)
+        return refused if deleted is None else DeleteOutcome(name, deleted=deleted)
 
     # -- reads ----------------------------------------------------------------------------
     async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
@@ -668,6 +716,11 @@ class AzureStore(Store):
         except (BlobNotFound, ConditionNotMet):
             return False  # nothing there, or a committed blob holds the name
         return True
+
+
+def _untagged_pending(current: Mapping[str, str], if_tags: Tags | None) -> bool:
+    """A blob with no tags at all meets the condition ``pending`` (and nothing else)."""
+    return not current and if_tags == PENDING_TAG
 
 
 def _metadata(digests: Digests) -> dict[str, str]:
