@@ -306,13 +306,13 @@ class Transitions:
         return sweep_margin(self.settings.upload_deadline)
 
     async def now(self) -> Any:
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(NOW), self.times())).scalar_one()
 
     # -- idempotency keys -----------------------------------------------------------------
     async def find_key(self, key: str) -> KeyRecord | None:
         """The key's record; a finished one past its retention counts as absent."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(keys, (keys.c.expires_at > NOW).label("live"))
                 .where(keys.c.key == key), self.times())).one_or_none()
@@ -432,7 +432,7 @@ class Transitions:
     async def find_upload(self, upload_id: str) -> UploadRecord | None:
         """The upload's row, or None if there is none (never made, finished and forgotten,
         terminated, or swept with its intent)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(uploads, (uploads.c.expires_at <= NOW).label("expired"))
                 .where(uploads.c.id == upload_id), self.times())).one_or_none()
@@ -472,7 +472,7 @@ class Transitions:
 
     async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
         """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.sha256).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.sha256 for r in rows}
@@ -486,7 +486,7 @@ class Transitions:
 
     async def upload_live(self, blob_name: str) -> bool:
         """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(uploads.c.id).where(
                 uploads.c.blob_name == blob_name, uploads.c.state == UploadState.OPEN.value,
                 uploads.c.expires_at > NOW), self.times())).first()
@@ -494,7 +494,7 @@ class Transitions:
 
     async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
         """Which of these blobs belong to resumable uploads: name -> the store's handle."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.handle).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.handle for r in rows}
@@ -525,7 +525,7 @@ class Transitions:
     async def owns(self, intent: Intent) -> bool:
         """Whether the intent is still this attempt's (pending, its token). Reads only: for
         a failure path that must tell a lost intent from a failed step."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(blobs.c.name).where(*_mine), dict(
                 b_name=intent.blob_name, b_attempt=intent.attempt))).first()
         return found is not None
@@ -548,7 +548,7 @@ class Transitions:
 
     async def settled_create(self, intent: Intent) -> Document | None:
         """After a lost C4: the document if the sweeper rolled this creation forward."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(documents).where(
                 documents.c.id == intent.document_id))).one_or_none()
         if (row is None or row.status != DocumentStatus.READY
@@ -642,14 +642,14 @@ class Transitions:
     async def staged_blob(self, blob_name: str) -> Row[Any] | None:
         """An attachment's row in any state (None if there is none: never staged, or swept
         and deleted)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name,
                 blobs.c.kind == BlobKind.ATTACHMENT.value))).one_or_none()
 
     async def attachment(self, blob_name: str) -> Row[Any] | None:
         """An attached blob's row (None if it is not attached)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
 
@@ -759,7 +759,7 @@ class Transitions:
     async def pointed_at(self, names: Sequence[str]) -> set[str]:
         """Which of these blobs a document points at, are ``attached``, or are still held by
         the owner column their row names (the deletion path's guard)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = set((await conn.execute(select(documents.c.blob_name).where(
                 documents.c.blob_name.in_(names)))).scalars())
             owned = (await conn.execute(select(
