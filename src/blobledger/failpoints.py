@@ -12,7 +12,9 @@ request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish`
 ``direct.after_upload``, ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
 and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,
 ``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
-staged, before the create-only publication: the local ``link``, Azure's Put Block List).
+staged, before the create-only publication: the local ``link``, Azure's Put Block List); in
+every store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls
+that read its parts).
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

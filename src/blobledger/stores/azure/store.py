@@ -685,12 +685,18 @@ class AzureStore(Store):
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
         """Names holding uncommitted blocks: those with no committed blob (from the
-        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers."""
+        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers.
+        A name whose blocks vanished since the listing (a sweep, a tus termination: the
+        block list is then not found) is skipped."""
         client = self._client()
         with map_errors(self.container_name):
             async for info in self._listed(prefix, ["uncommittedblobs"]):
+                await failpoints.hit("scan.uncommitted")
                 blob = client.get_blob_client(info.name)
-                committed, uncommitted = await blob.get_block_list("all")
+                try:
+                    committed, uncommitted = await blob.get_block_list("all")
+                except ResourceNotFoundError:
+                    continue
                 if uncommitted:
                     yield UncommittedInfo(
                         name=info.name,
