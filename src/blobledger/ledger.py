@@ -383,9 +383,10 @@ class Ledger:
         digests = await self._digest(data)
         if digests.sha256 != record.sha256:
             raise IdempotencyConflict("idempotency key was used with different bytes")
+        if record.response is None:  # kept by the upgrade from 0002 for a deleted document
+            raise IdempotencyConflict("the document created with this key has been deleted")
         if rename is not None and check_document_name(await rename()) != record.name:
             raise IdempotencyConflict("idempotency key was used for a different name")
-        assert record.response is not None
         return record.response
 
     # -- replace --------------------------------------------------------------------------
