@@ -4,13 +4,14 @@
 ``begin`` is C1 (the pending document and blob row, leased until the URL expires) plus the
 upload's row, and returns where to put the bytes: the store's own short-lived, create-only
 URL for exactly that blob name (:meth:`blobledger.stores.base.Store.direct_put`: an Azure
-SAS with create and tag permissions, an S3 presigned PUT signed with ``If-None-Match: *``),
+SAS with the create permission alone, an S3 presigned PUT signed with ``If-None-Match: *``),
 or, where the store has none (local disk), a URL of ``serve`` itself guarded by a token whose
 SHA-256 alone is kept. ``complete`` never trusts the client: it requires the blob to be
-tagged ``pending``, hashes what the store holds, checks the declared size and SHA-256, then
-runs confirm, C3 and C4 (:func:`blobledger.resumable.settle`). A client that lies about its
-bytes, or tags its own blob ``committed``, gets its upload given up (the sweeper never rolls
-an unverified upload forward). Expired and abandoned uploads are swept like any intent.
+tagged ``pending`` (or, on Azure, where the client cannot tag, untagged), hashes what the
+store holds, checks the declared size and SHA-256, then runs confirm, C3 and C4
+(:func:`blobledger.resumable.settle`). A client that lies about its bytes, or tags its own
+blob ``committed``, gets its upload given up (the sweeper never rolls an unverified upload
+forward). Expired and abandoned uploads are swept like any intent.
 
 ``begin(..., attachment=True)`` stages an attachment instead of creating a document: A1 (a
 pending attachment row owned by nobody, with the upload's row; ``filename`` optional, no
@@ -164,7 +165,8 @@ class DirectUploads:
         try:
             # committed is ours only after we verified it (a completion retried after C3)
             ours = tags.get(STATE_TAG) == BlobState.COMMITTED and upload.sha256 is not None
-            if tags.get(STATE_TAG) != PENDING[STATE_TAG] and not ours:
+            # no tags at all counts as pending: an Azure client's SAS cannot write tags
+            if tags and tags.get(STATE_TAG) != PENDING[STATE_TAG] and not ours:
                 raise IntegrityError(f"the uploaded blob is tagged {tags}, not {PENDING}")
             digests = await store.digest_stored(upload.blob_name)  # what the store holds
             if ours and digests.sha256 != upload.sha256:

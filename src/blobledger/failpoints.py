@@ -14,9 +14,11 @@ and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); 
 ``put.mid_stream`` (after the store took a chunk), ``put.before_commit`` (every byte
 staged, before the create-only publication: the local ``link``, Azure's Put Block List) and
 ``put.after_commit`` (published, before the store's put returns: on S3 right after
-CompleteMultipartUpload) and ``delete.after_check`` (S3: the tags compared, before the
-DeleteObject conditioned on the ETag seen). In the sweeper, ``sweep.after_{claim,fence,delete}``,
-``sweep.before_resolve`` and ``deletion.after_{claim,tag,delete}``.
+CompleteMultipartUpload); ``delete.after_check`` (S3: the tags compared, before the
+DeleteObject conditioned on the ETag seen); in every store's ``list_uncommitted``,
+``scan.uncommitted`` (a name listed, before the calls that read its parts). In the sweeper,
+``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve`` and
+``deletion.after_{claim,tag,delete}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

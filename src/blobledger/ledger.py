@@ -383,9 +383,10 @@ class Ledger:
         digests = await self._digest(data)
         if digests.sha256 != record.sha256:
             raise IdempotencyConflict("idempotency key was used with different bytes")
+        if record.response is None:  # kept by the upgrade from 0002 for a deleted document
+            raise IdempotencyConflict("the document created with this key has been deleted")
         if rename is not None and check_document_name(await rename()) != record.name:
             raise IdempotencyConflict("idempotency key was used for a different name")
-        assert record.response is not None
         return record.response
 
     # -- replace --------------------------------------------------------------------------
@@ -428,7 +429,7 @@ class Ledger:
     ) -> Intent:
         """R1: a pending blob row for the document, this attempt's (PreconditionFailed early
         if the version already differs)."""
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             doc = await self._ready_row(session, doc_id)
         if doc.version != expected_version:
             raise PreconditionFailed(
@@ -573,7 +574,7 @@ class Ledger:
         id can be, such as one holding a NUL, which some databases refuse to compare)."""
         if not isinstance(doc_id, str) or len(doc_id) > 128 or not doc_id.isprintable():
             raise NotFound(f"no document {doc_id!r}"[:200])
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             return Document.from_row(await self._ready_row(session, doc_id))
 
     async def open(
@@ -617,7 +618,7 @@ class Ledger:
                                 func.substr(DocumentRow.name, 1, len(prefix)) == prefix)
         if after is not None:
             query = query.where(DocumentRow.name > check_name_prefix(after))
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             rows = (await session.execute(query)).scalars().all()
         return [Document.from_row(row) for row in rows]
 
@@ -690,7 +691,7 @@ class Ledger:
         """The intent was taken while this attempt was paused: delete our blob if its row is
         gone (conditioned on ``pending``), then IntentLost."""
         try:
-            async with self.db.session() as session:
+            async with self.db.session(readonly=True) as session:
                 row = await session.get(BlobRow, intent.blob_name)
             if row is None:
                 await self.store.delete(intent.blob_name, if_tags=PENDING)

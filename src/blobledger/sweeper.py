@@ -351,9 +351,12 @@ class Sweeper:
         store = self.ledger.store
         tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
         committed = []
+        untagged = []
         for row, tag in zip(rows, tags, strict=True):
             if tag == BlobState.COMMITTED:
                 committed.append(row)
+            elif tag == "":  # an Azure direct upload's, created untagged: counts as pending
+                untagged.append(row.name)
             elif tag is None:
                 report.errors += 1  # vanished since the refusal: the next run sees it absent
                 log.warning("sweep: %s vanished after refusing its delete", row.name)
@@ -361,6 +364,13 @@ class Sweeper:
                 report.refused += 1
                 log.error("sweep guard: pending row %s has a blob tagged %r; left alone",
                           row.name, tag)
+        if untagged:
+            # The store's delete conditioned on pending refused it: the decision is made
+            # in the database first (pending -> deleting under this claim), and the
+            # deletion path tags the blob deleting and deletes it.
+            fenced = await self.ledger.transitions.fence_swept(token, untagged,
+                                                               keep_claim=False)
+            report.moved_to_deleting += len(fenced)
         creations = [r for r in committed if r.kind == BlobKind.CREATE]
         replacements = [r.name for r in committed if r.kind != BlobKind.CREATE]
         if creations:
@@ -454,11 +464,15 @@ class Sweeper:
             return "absent"
         except ConditionNotMet:
             try:
-                state = (await store.get_tags(name)).get(STATE_TAG)
+                tags = await store.get_tags(name)
+                state = tags.get(STATE_TAG)
             except BlobNotFound:
                 return "absent"
             if state == BlobState.PENDING:
                 return "pending"
+            if not tags:  # an Azure direct upload's, created untagged; its row is deleting
+                await store.set_tags(name, DELETING)  # for good, so nothing can commit it
+                return "tagged"
             return "tagged" if state == BlobState.DELETING else "refused"
         except StoreUnavailable:
             raise

@@ -331,13 +331,13 @@ class Transitions:
         return sweep_margin(self.settings.upload_deadline)
 
     async def now(self) -> Any:
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(NOW), self.times())).scalar_one()
 
     # -- idempotency keys -----------------------------------------------------------------
     async def find_key(self, key: str) -> KeyRecord | None:
         """The key's record; a finished one past its retention counts as absent."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(keys, (keys.c.expires_at > NOW).label("live"))
                 .where(keys.c.key == key), self.times())).one_or_none()
@@ -457,7 +457,7 @@ class Transitions:
     async def find_upload(self, upload_id: str) -> UploadRecord | None:
         """The upload's row, or None if there is none (never made, finished and forgotten,
         terminated, or swept with its intent)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(uploads, (uploads.c.expires_at <= NOW).label("expired"))
                 .where(uploads.c.id == upload_id), self.times())).one_or_none()
@@ -497,7 +497,7 @@ class Transitions:
 
     async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
         """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.sha256).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.sha256 for r in rows}
@@ -511,7 +511,7 @@ class Transitions:
 
     async def upload_live(self, blob_name: str) -> bool:
         """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(uploads.c.id).where(
                 uploads.c.blob_name == blob_name, uploads.c.state == UploadState.OPEN.value,
                 uploads.c.expires_at > NOW), self.times())).first()
@@ -519,7 +519,7 @@ class Transitions:
 
     async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
         """Which of these blobs belong to resumable uploads: name -> the store's handle."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.handle).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.handle for r in rows}
@@ -550,7 +550,7 @@ class Transitions:
     async def owns(self, intent: Intent) -> bool:
         """Whether the intent is still this attempt's (pending, its token). Reads only: for
         a failure path that must tell a lost intent from a failed step."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(blobs.c.name).where(*_mine), dict(
                 b_name=intent.blob_name, b_attempt=intent.attempt))).first()
         return found is not None
@@ -577,7 +577,7 @@ class Transitions:
 
     async def settled_create(self, intent: Intent) -> Document | None:
         """After a lost C4: the document if the sweeper rolled this creation forward."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(documents).where(
                 documents.c.id == intent.document_id))).one_or_none()
         if (row is None or row.status != DocumentStatus.READY
@@ -671,14 +671,14 @@ class Transitions:
     async def staged_blob(self, blob_name: str) -> Row[Any] | None:
         """An attachment's row in any state (None if there is none: never staged, or swept
         and deleted)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name,
                 blobs.c.kind == BlobKind.ATTACHMENT.value))).one_or_none()
 
     async def attachment(self, blob_name: str) -> Row[Any] | None:
         """An attached blob's row (None if it is not attached)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
 
@@ -719,19 +719,22 @@ class Transitions:
             await _drop_intents(conn, removed)
         return len(removed)
 
-    async def fence_swept(self, token: str, names: Sequence[str]) -> list[str]:
+    async def fence_swept(self, token: str, names: Sequence[str], *,
+                          keep_claim: bool = True) -> list[str]:
         """Claimed stale intents the sweeper decided to delete (their blob absent or tagged
         ``pending``), on a store whose delete cannot see the tag: ``pending -> deleting``
         under the claim's token (kept, so :meth:`remove_deleted` can finish them), with a
         creation's pending document, the pending key and the upload row, before any delete
         is sent. ``deleting`` is final: no writer, retry or sweeper can commit these blobs
-        afterwards, however long this sweeper sleeps. The names moved."""
+        afterwards, however long this sweeper sleeps. Without ``keep_claim`` the rows are
+        handed to the deletion path at once (no owner, lease over). The names moved."""
+        release = {} if keep_claim else {"attempt": None, "lease_until": NOW}
         async with self.db.transaction() as conn:
             moved = (await conn.execute(
                 update(blobs)
                 .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
                        blobs.c.attempt == token)
-                .values(state=DELETING, changed_at=NOW)
+                .values(state=DELETING, changed_at=NOW, **release)
                 .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
                 self.times())).all()
             await _drop_intents(conn, moved)
@@ -794,7 +797,7 @@ class Transitions:
     async def pointed_at(self, names: Sequence[str]) -> set[str]:
         """Which of these blobs a document points at, are ``attached``, or are still held by
         the owner column their row names (the deletion path's guard)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = set((await conn.execute(select(documents.c.blob_name).where(
                 documents.c.blob_name.in_(names)))).scalars())
             owned = (await conn.execute(select(

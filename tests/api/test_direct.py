@@ -17,6 +17,7 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError
 from azure.storage.blob import BlobClient, ContentSettings
 
 from blobledger import Ledger
+from blobledger.invariants import check
 from blobledger.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
 from tests.support.holds import Holds
@@ -41,7 +42,7 @@ def via_sdk(target: dict[str, Any], data: bytes, tags: dict[str, str] | None = N
     if "sig=" in target["url"] and "x-ms-blob-type" in target["headers"]:
         blob = BlobClient.from_blob_url(target["url"], api_version="2026-06-06")
         try:
-            blob.upload_blob(data, tags=tags or {"state": "pending"},
+            blob.upload_blob(data, tags=tags,
                              content_settings=ContentSettings(content_type="text/plain"))
         except ResourceExistsError:
             return 409
@@ -159,7 +160,12 @@ async def test_abandoned_direct_upload_is_swept(ledger: Ledger, client: httpx.As
     ledger.transitions.offset = ledger.settings.direct_upload_expiry + 3600
     try:
         problem(await client.post(f"/uploads/{target['id']}/complete"), 410)
-        assert (await Sweeper(ledger).run_once()).swept == 1
+        report = await Sweeper(ledger).run_once()
+        # Azure's blob is untagged (the client's SAS cannot tag): its delete conditioned on
+        # pending is refused, the row fenced to deleting and the deletion path deletes it
+        gone = (report.moved_to_deleting, report.deleted) if ledger.store.url.startswith(
+            "azure://") else (report.swept,)
+        assert gone == ((1, 1) if len(gone) == 2 else (1,)), report
     finally:
         ledger.transitions.offset = 0
     assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
@@ -198,3 +204,42 @@ async def test_two_completions_at_once_answer_the_same_document(
     docs = (await client.get("/documents")).json()["items"]
     assert [d["id"] for d in docs] == [second.json()["id"]]
     assert (await client.get(f"/documents/{docs[0]['id']}/content")).content == data
+
+
+async def test_the_clients_url_cannot_tag_the_blob(
+        ledger: Ledger, client: httpx.AsyncClient) -> None:
+    """Azure: the SAS the service hands out creates the blob and does nothing else. After
+    completion its holder cannot retag the ready blob (``state=pending`` would let the
+    lifecycle rule delete acknowledged bytes): Set Blob Tags is refused with 403, the
+    document stays readable and ``check`` is clean. The PUT it describes carries no tags."""
+    if not ledger.store.url.startswith("azure:"):
+        pytest.skip("a SAS is Azure's (S3's presigned PUT signs one request; serve tags itself)")
+    data = os.urandom(2048)
+    target = await begin(client, "untaggable.txt", data)
+    assert await put(target, data, client) == 201
+    done = await client.post(f"/uploads/{target['id']}/complete")
+    assert done.status_code == 201, done.text
+    doc = done.json()
+    blob = BlobClient.from_blob_url(target["url"], api_version="2026-06-06")
+    try:
+        with pytest.raises(HttpResponseError) as refused:
+            await asyncio.to_thread(blob.set_blob_tags, {"state": "pending"})
+        assert refused.value.status_code == 403
+    finally:
+        blob.close()
+    assert await ledger.store.get_tags(doc["blob"]) == {"state": "committed"}
+    assert (await client.get(f"/documents/{doc['id']}/content")).content == data
+    assert (await check(ledger)).ok
+    assert parse_qs(urlsplit(target["url"]).query)["sp"] == ["c"]
+    assert "x-ms-tags" not in target["headers"]
+
+
+async def test_a_cancelled_direct_upload_with_bytes_is_deleted(
+        ledger: Ledger, client: httpx.AsyncClient) -> None:
+    """The client put its (on Azure untagged) blob, then cancelled: the deletion path removes
+    the blob and its row."""
+    target = await begin(client, "cancelled.txt", b"put, then cancelled")
+    assert await put(target, b"put, then cancelled", client) == 201
+    assert (await client.delete(f"/uploads/{target['id']}")).status_code == 204
+    await Sweeper(ledger).run_once()
+    assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}

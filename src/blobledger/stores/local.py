@@ -350,33 +350,38 @@ class LocalStore(Store):
                 yield info if tags else BlobInfo(**{**info.__dict__, "tags": None})
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        found = await _in_thread(self._uncommitted_sync, prefix)
-        for info in found:
-            yield info
+        """The part files under ``uploads/``, one entry per name. A name whose parts were all
+        removed between the listing and their ``stat`` (a sweep, a tus termination) is
+        skipped."""
+        grouped = await _in_thread(self._part_files, prefix)
+        for name in sorted(grouped):
+            await failpoints.hit("scan.uncommitted")
+            info = await _in_thread(self._uncommitted_sync, name, grouped[name])
+            if info is not None:
+                yield info
 
-    def _uncommitted_sync(self, prefix: str) -> builtins.list[UncommittedInfo]:
-        grouped: dict[str, builtins.list[os.stat_result]] = {}
+    def _part_files(self, prefix: str) -> dict[str, builtins.list[str]]:
+        grouped: dict[str, builtins.list[str]] = {}
         for entry in os.scandir(self._uploads):
             name = unquote(entry.name.rsplit(".", 2)[0])
-            if not name.startswith(prefix):
-                continue
-            try:
-                grouped.setdefault(name, []).append(entry.stat())
-            except FileNotFoundError:
-                continue
-        result = []
-        for name in sorted(grouped):
-            stats = grouped[name]
-            result.append(
-                UncommittedInfo(
-                    name=name,
-                    blocks=len(stats),
-                    size=sum(s.st_size for s in stats),
-                    committed=(self._blobs / name).is_file(),
-                    last_modified=max(_mtime(s) for s in stats),
-                )
-            )
-        return result
+            if name.startswith(prefix):
+                grouped.setdefault(name, []).append(entry.path)
+        return grouped
+
+    def _uncommitted_sync(self, name: str, paths: builtins.list[str]) -> UncommittedInfo | None:
+        stats = []
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                stats.append(os.stat(path))
+        if not stats:
+            return None
+        return UncommittedInfo(
+            name=name,
+            blocks=len(stats),
+            size=sum(s.st_size for s in stats),
+            committed=(self._blobs / name).is_file(),
+            last_modified=max(_mtime(s) for s in stats),
+        )
 
     async def discard_uncommitted(self, name: str) -> bool:
         """Unlink the name's temp files under ``uploads/``; never a path under ``blobs/``."""

@@ -590,7 +590,9 @@ class S3Store(Store):
                         tags=_visible(all_tags) if tags else None)
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        """Incomplete multipart uploads, one entry per name (their parts and bytes)."""
+        """Incomplete multipart uploads, one entry per name (their parts and bytes). An
+        upload aborted or completed since the listing (a sweep, a tus termination or
+        publication) is left out, and a name none of whose uploads is left is skipped."""
         s3 = await self._client()
         paginator = s3.get_paginator("list_multipart_uploads")
         by_key: dict[str, list[dict[str, Any]]] = {}
@@ -601,17 +603,25 @@ class S3Store(Store):
                     by_key.setdefault(str(upload["Key"]), []).append(upload)
         for key in sorted(by_key):
             name = key[len(self.root):]
+            await failpoints.hit("scan.uncommitted")
             parts = size = 0
             started: datetime | None = None
+            left = False
             for upload in by_key[key]:
-                with map_errors(name):
-                    listed = await s3.list_parts(Bucket=self.bucket, Key=key,
-                                                 UploadId=upload["UploadId"])
+                try:
+                    with map_errors(name):
+                        listed = await s3.list_parts(Bucket=self.bucket, Key=key,
+                                                     UploadId=upload["UploadId"])
+                except BlobNotFound:  # NoSuchUpload: gone since the listing
+                    continue
+                left = True
                 parts += len(listed.get("Parts", []))
                 size += sum(int(p["Size"]) for p in listed.get("Parts", []))
                 initiated = upload.get("Initiated")
                 if isinstance(initiated, datetime):
                     started = initiated if started is None else min(started, initiated)
+            if not left:
+                continue
             try:
                 with map_errors(name):
                     await s3.head_object(Bucket=self.bucket, Key=key)
