@@ -1,7 +1,7 @@
 """``docs/crash-matrix.md``, generated from a run of the crash matrix (never edited by hand):
 one row per failpoint, what the SIGKILLed process left, what resolved it, the end state, and
 what happened when the process paused there instead, merged over the backend combinations
-that ran."""
+that ran; then docs/mutation.md (``scripts/mutate --record``), the mutation score."""
 
 from __future__ import annotations
 
@@ -124,6 +124,22 @@ def render(rows: MatrixRows) -> str:
     return "\n".join(lines)
 
 
+#: the heading of the section ``scripts/mutate --record`` writes (docs/mutation.md), kept at
+#: the end of the crash matrix when it is generated again
+MUTATION_HEADING = "## Mutation score"
+
+
+def with_mutation_section(doc: str, section: str) -> str:
+    """The crash matrix with ``section`` (docs/mutation.md) as its last section, in place of
+    any earlier one."""
+    kept = doc.split(f"\n{MUTATION_HEADING}\n", 1)[0].rstrip("\n")
+    return f"{kept}\n\n{section.strip()}\n"
+
+
 def write_matrix(path: Path, rows: MatrixRows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(rows))
+    text = render(rows)
+    mutation = path.with_name("mutation.md")
+    if mutation.exists():
+        text = with_mutation_section(text, mutation.read_text())
+    path.write_text(text)

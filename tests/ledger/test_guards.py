@@ -1,0 +1,270 @@
+"""The guards no other test needed: each interleaving below is one that only a single
+compare-and-set term (or re-check) decides, and each test asserts the harm its absence does
+(``scripts/mutate`` weakens the guard and checks that the test fails):
+
+- C4 (``_commit_blob``) requires the attempt's token: a writer paused after its confirm,
+  while a sweeper on S3 has read the blob's tags and is about to delete it, must not commit;
+- ``abandon`` requires it too: a stale attempt's failure path must not take the intent of
+  the retry that took it over;
+- ``remove_swept`` requires the claim's token: a sweeper paused after its delete must not
+  remove the rows of a retry that resumed the intent meanwhile;
+- ``record_parts`` requires the offset the request saw: of two requests at one offset, one
+  wins and the other stores nothing;
+- the reconciler reads the row again right before it deletes an orphan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import IntegrityError as DBIntegrityError
+
+from blobledger import Ledger, failpoints, reconciler
+from blobledger.documents import Document
+from blobledger.errors import IntentLost, OffsetMismatch
+from blobledger.invariants import check
+from blobledger.models import BlobState
+from blobledger.names import new_blob_name
+from blobledger.resumable import Resumable
+from blobledger.stores.s3 import S3Store
+from blobledger.sweeper import SWEEP_LEASE, Sweeper
+from blobledger.transitions import Transitions
+from tests.ledger.test_fencing import outcome, read, rows, started, stored
+from tests.support.holds import STEP, Holds
+from tests.sweeper.support import HOUR, one, seed_intent
+
+SEGMENT = 64 * 1024
+#: every backend whose store takes parts this small (S3's must hold 5 MiB)
+SMALL_PARTS = ["sqlite-local", "sqlite-azure", "postgresql-local", "postgresql-azure"]
+
+
+async def settled_ok(ledger: Ledger) -> None:
+    report = await check(ledger, settled=True)
+    assert report.ok, report.render()
+
+
+@pytest.fixture
+def paused_s3_deletes(ledger: Ledger, holds: Holds,
+                      monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """S3's delete reads the tags, then deletes under If-Match on the ETag: the point
+    ``s3.after_tags_read`` holds a delete (or a retag) between the two."""
+    store = ledger.store
+    assert isinstance(store, S3Store)
+    real = store._all_tags
+
+    async def tags_then_hold(name: str) -> dict[str, str]:
+        tags = await real(name)
+        await holds.hit("s3.after_tags_read")
+        return tags
+
+    monkeypatch.setattr(store, "_all_tags", tags_then_hold)
+    yield "s3.after_tags_read"
+
+
+@pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
+async def test_a_writer_woken_inside_a_sweepers_delete_does_not_commit(
+    ledger: Ledger, holds: Holds, paused_s3_deletes: str
+) -> None:
+    """The writer is held after its confirm, past its lease; the sweeper claims the intent,
+    reads its tag (pending) and is held before its If-Match delete. The writer wakes: its C3
+    retag goes through (S3 cannot condition it, and it keeps the ETag), but its C4 must
+    lose (the row is the sweeper's now): it is told IntentLost. The sweeper then deletes the
+    bytes. A C4 without the token would have acknowledged a document whose bytes the
+    sweeper deletes right after."""
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("stale.txt", b"bytes the sweeper deletes"))
+    await holds.wait("create.after_confirm")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at(paused_s3_deletes)
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait(paused_s3_deletes)
+    holds.go("create.after_confirm")
+    result = await outcome(writer)
+    holds.go(paused_s3_deletes)
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert isinstance(result, IntentLost), result
+    assert [d async for d in ledger.list()] == []
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+    await settled_ok(ledger)
+
+
+async def test_a_stale_attempts_failure_leaves_the_retrys_intent_alone(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Attempt A is held after its upload past its lease and the margin; retry B (same key)
+    takes the intent over and is held at the same step; A wakes to a failure (a failpoint
+    raises) and its failure path runs: ``abandon`` must lose (the intent is B's), so A is
+    told IntentLost and B finishes with its document. An abandon without the token would
+    move B's intent to the deletion path and delete the bytes B resumed."""
+    data = b"the bytes both attempts send"
+    holds.at("create.after_upload")
+    first = started(lambda: ledger.create("taken.txt", data, idempotency_key="k-taken"))
+    await holds.wait("create.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    holds.at("create.after_upload")
+    retry = started(lambda: ledger.create("taken.txt", data, idempotency_key="k-taken"))
+    await holds.wait("create.after_upload", 2)
+    failpoints.configure("create.after_upload=raise")
+    try:
+        holds.go("create.after_upload", 0)
+        stale = await outcome(first)
+    finally:
+        failpoints.configure("")
+    holds.go("create.after_upload", 1)
+    doc = await outcome(retry)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert isinstance(stale, IntentLost), stale
+    assert await stored(ledger) == {doc.blob: "committed"}
+    assert await rows(ledger) == {doc.blob: "committed"}
+    await settled_ok(ledger)
+
+
+async def test_a_sweeper_woken_after_its_delete_leaves_a_resumed_intent_alone(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A dead attempt's intent (under a key, its blob pending): the sweeper claims it,
+    deletes the blob and is held before removing the rows, past its own lease and the
+    margin. A retry under the key takes the intent over, uploads again and is held after
+    C3. The sweeper wakes: ``remove_swept`` must remove nothing (the claim is no longer
+    its); the retry's C4 then makes its document ready. Without the token the sweeper would
+    remove the retry's rows: the retry told IntentLost, its committed blob an orphan."""
+    await seed_intent(ledger, tag=BlobState.PENDING, key="k-resumed", age=HOUR)
+    holds.at("sweep.after_delete")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_delete")
+    ledger.clock_offset = (SWEEP_LEASE + Transitions(ledger.db, ledger.settings)
+                           .takeover_margin + 1)
+    holds.at("create.after_tag")
+    data = b"sent again by the retry"
+    retry = started(lambda: ledger.create("resumed.txt", data, content_type="text/plain",
+                                          idempotency_key="k-resumed"))
+    await holds.wait("create.after_tag")
+    holds.go("sweep.after_delete")
+    report = await outcome(sweeper)
+    holds.go("create.after_tag")
+    doc = await outcome(retry)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert not isinstance(report, BaseException), report
+    assert report.swept == 0, report
+    assert await stored(ledger) == {doc.blob: "committed"}
+    await settled_ok(ledger)
+
+
+async def _body(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_of_two_requests_at_one_offset_one_wins_and_the_other_stores_nothing(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Two PATCH requests at offset 0 of one tus upload, with different bytes: the first
+    stores its part and is held before recording it; the second stores and records its own
+    and is acknowledged. The first must then lose (OffsetMismatch: the offset moved since it
+    looked), and the completed document holds the acknowledged request's bytes. Without the
+    offset in the compare-and-set both would be acknowledged and the late one's parts
+    recorded over the winner's."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    late, winner = b"L" * SEGMENT, b"W" * SEGMENT
+    upload = await resumable.create(len(winner), {"filename": "raced.bin"})
+    holds.at("tus.after_part")
+    first = started(lambda: resumable.append(upload, 0, _body(late)))
+    await holds.wait("tus.after_part")
+    assert await resumable.append(await resumable.find(upload.id), 0, _body(winner)) \
+        == len(winner)
+    holds.go("tus.after_part")
+    lost = await outcome(first)
+    assert isinstance(lost, OffsetMismatch), lost
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document)
+    assert await read(ledger, doc.id) == winner
+
+
+async def test_the_reconciler_keeps_an_orphan_whose_row_appears_before_its_delete(
+    ledger: Ledger, holds: Holds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob tagged pending with no row, old enough for ``reconcile --fix``: the reconciler
+    reads the row (none) and is held there; a row for the name appears (an intent recorded
+    under it); the reconciler must read the row again right before the delete and keep the
+    blob. Without the re-check it deletes the bytes the row refers to."""
+    name = new_blob_name(ledger.settings.blob_prefix, "late-row.txt")
+    await ledger.store.put(name, one(b"bytes a row now refers to"),
+                           tags={"state": BlobState.PENDING})
+    real = reconciler._row_state
+
+    async def read_then_hold(of: Ledger, blob: str) -> tuple[str, bool] | None:
+        state = await real(of, blob)
+        if blob == name:
+            await holds.hit("reconcile.after_row_read")
+        return state
+
+    monkeypatch.setattr(reconciler, "_row_state", read_then_hold)
+    older_than = 2 * ledger.settings.upload_deadline
+    ledger.clock_offset = older_than + 1
+    holds.at("reconcile.after_row_read")
+    run = started(lambda: reconciler.reconcile(ledger, fix=True, older_than=older_than,
+                                               blocks=False))
+    await holds.wait("reconcile.after_row_read")
+    await seed_intent(ledger, tag=None, name=name, age=0, lease_in=HOUR)
+    holds.go("reconcile.after_row_read")
+    report = await asyncio.wait_for(run, STEP)
+    assert (report.fixed, report.kept) == (0, 1), report
+    assert name in await stored(ledger)
+    assert await rows(ledger) == {name: BlobState.PENDING}
+
+
+async def test_the_reconciler_reports_nothing_for_a_document_deleted_mid_scan(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler read a ready document's row in its page; before the store listing
+    reaches the name, the document is deleted and the deletion path removes its blob and
+    row (a busy service does this all the time). Merged, the row has no blob: the
+    reconciler must read the row again, find it gone and count it in flight, never report a
+    ready document's blob missing (exit code 2) nor fail."""
+    doc = await ledger.create("deleted-mid-scan.txt", b"bytes deleted during the scan")
+    deleted = asyncio.Event()
+    pages, listing = reconciler._rows, ledger.store.list
+
+    async def page_then_delete(of: Ledger, prefix: str) -> AsyncIterator[Any]:
+        async for row in pages(of, prefix):
+            if row.name == doc.blob:
+                await ledger.delete(doc.id)
+                ledger.clock_offset = 1.0
+                await Sweeper(ledger).run_once()
+                deleted.set()
+            yield row
+
+    async def list_after(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        await asyncio.wait_for(deleted.wait(), STEP)
+        async for info in listing(*args, **kwargs):
+            yield info
+
+    monkeypatch.setattr(reconciler, "_rows", page_then_delete)
+    monkeypatch.setattr(ledger.store, "list", list_after)
+    report = await asyncio.wait_for(
+        reconciler.reconcile(ledger, fix=False, older_than=2 * ledger.settings.upload_deadline),
+        STEP)
+    assert (report.missing_ready, report.missing, report.total) == (0, 0, 0), report
+    assert report.in_flight == 1, report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+async def test_c1_under_a_key_still_retained_never_drops_its_first_response(
+    ledger: Ledger,
+) -> None:
+    """Two requests under one key: the second looked the key up before the first finished,
+    and reaches C1 after it. C1 drops only a key past its retention; this one is live, so
+    C1 fails on the key (the caller then looks it up again and answers the first response)
+    and a retry still gets the first document, never a second one."""
+    first = await ledger.create("first-response.txt", b"first", idempotency_key="k-live")
+    with pytest.raises(DBIntegrityError):
+        await ledger.begin_create("second-document.txt", "application/octet-stream", "k-live")
+    assert await ledger.create("first-response.txt", b"first", idempotency_key="k-live") \
+        == first
+    assert [d.id async for d in ledger.list()] == [first.id]
