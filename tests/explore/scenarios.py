@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from tests.explore.machine import SETTINGS, Backend, Explorer, Op
+from tests.explore.backends import Backend
+from tests.explore.machine import SETTINGS, Explorer, Op
 
 Scenario = Callable[["Replay"], None]
 PAST_SWEEP_AFTER = SETTINGS["sweep_after"] + 1

@@ -526,6 +526,7 @@ class AzureStore(Store):
             current = await self.get_tags(name)  # the service ignores the condition
             if not tags_match(current, if_tags):
                 raise ConditionNotMet(name, f"tags are {current}")
+            await failpoints.hit("store.set_tags.after_read")
         with map_errors(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
