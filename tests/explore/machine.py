@@ -4,16 +4,32 @@ ledger in which client operations run as asyncio tasks that stop at every protoc
 interleaved with sweeps (which include the deletion path), ``reconcile --fix`` and jumps of
 the clock.
 
+The writers: create (keyed or not, and retries under the key), replace, delete; direct
+uploads (begin, the client's put to the store's URL or to ``serve``, completions, two of
+them at once, cancel); tus uploads (create, PATCHes whose last one completes, a HEAD as from
+another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
+application's transaction through the sqlalchemy integration, and detach. Besides the
+protocol's failpoints an operation stops inside the stores' calls that read before they
+write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
+that compares first) and before the ledger's tag reads and checksum reads
+(:class:`PausingStore`), so each backend's real guard semantics is what is exercised.
+
 After every step the invariants I1, I3 and I5 hold (:func:`blobledger.invariants.check`; I4
-at a settle step, once every operation has finished and the clock is past every cutoff), and
-every answer a client got agrees with a simple model:
+at a settle step, once every operation has finished, every live upload's client finished
+it, and the clock is past every cutoff: first with the sweeper alone, then after
+``reconcile --fix``), and every answer a client got agrees with a simple model:
 
 - an acknowledged create or replace is readable with its bytes until an acknowledged later
   change of that document; an acknowledged delete is gone;
 - a failed operation changed nothing visible, and it failed with a clear error (a
   ``BlobLedgerError``, never a storage error);
 - a retry under an idempotency key returns the first response under that key (id, version,
-  SHA-256).
+  SHA-256);
+- an upload's completions all answer the one document (or staged blob) it made, with the
+  client's bytes; an honest client's upload is never given up, and is lost only once the
+  client cancelled it or it expired; a content PUT answered 201 still has its intent;
+- a blob acknowledged as staged can be attached unless a sweep ran past its age, and an
+  attached blob is readable with its bytes until it is detached.
 
 What is visible while an operation is suspended may be that operation's own effect (a
 replace suspended after R4 already shows its version); the model allows exactly the effects
@@ -417,6 +433,17 @@ class Explorer(RuleBasedStateMachine):
                 self._fail(f"{op.label()} ended before it reached {point}")
             self.step(op)
             self.consistent()
+
+    def reach(self, op: Op, point: str) -> bool:
+        """Step ``op`` until it stops at ``point`` (False if it ended first: a step this
+        backend does not have)."""
+        while op.point != point:
+            if op.done:
+                self._event(f"op{op.n}", "ended before", point)
+                return False
+            self.step(op)
+            self.consistent()
+        return True
 
     async def _finish(self, op: Op) -> None:
         while not op.done:

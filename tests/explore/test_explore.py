@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.explore.backends import PostgresAzure, PostgresS3, SqliteLocal
+from tests.explore.backends import Backend, PostgresAzure, PostgresS3, SqliteLocal
 from tests.explore.machine import STATS, explore
-from tests.explore.scenarios import SCENARIOS, Scenario, replay
+from tests.explore.scenarios import SCENARIOS, WRITERS, Scenario, replay
 from tests.support.services import Azurite, MotoS3
 
 
@@ -24,14 +24,14 @@ def test_interleavings_on_postgresql_and_azurite(
     tmp_path: Path, pg_url: str, azurite: Azurite
 ) -> None:
     examples = STATS.examples
-    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=20, batch=5)
-    assert STATS.examples - examples >= 5
+    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=20, batch=4, steps=25)
+    assert STATS.examples - examples >= 4
 
 
 def test_interleavings_on_postgresql_and_s3(tmp_path: Path, pg_url: str, moto: MotoS3) -> None:
     examples = STATS.examples
-    explore(PostgresS3(tmp_path, moto, pg_url), seconds=20, batch=5)
-    assert STATS.examples - examples >= 5
+    explore(PostgresS3(tmp_path, moto, pg_url), seconds=15, batch=2, steps=20)
+    assert STATS.examples - examples >= 2
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
@@ -46,3 +46,19 @@ def test_known_interleaving_on_postgresql_and_azurite(
     scenario: Scenario, tmp_path: Path, pg_url: str, azurite: Azurite
 ) -> None:
     replay(PostgresAzure(tmp_path, azurite, pg_url), scenario)
+
+
+@pytest.mark.parametrize(("scenario", "backend"), WRITERS,
+                         ids=[f"{s.__name__}-{b}" for s, b in WRITERS])
+def test_writers_interleaving(scenario: Scenario, backend: str, tmp_path: Path,
+                              request: pytest.FixtureRequest) -> None:
+    replay(_backend(backend, tmp_path, request), scenario)
+
+
+def _backend(name: str, root: Path, request: pytest.FixtureRequest) -> Backend:
+    if name == "sqlite-local":
+        return SqliteLocal(root)
+    pg_url = request.getfixturevalue("pg_url")
+    if name == "postgresql-azure":
+        return PostgresAzure(root, request.getfixturevalue("azurite"), pg_url)
+    return PostgresS3(root, request.getfixturevalue("moto"), pg_url)
