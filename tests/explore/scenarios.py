@@ -163,13 +163,13 @@ def duplicate_staged_completion_before_the_first_verified(r: Replay) -> None:
     r.attach(pick=0)
 
 
-def duplicate_completion_paused_in_the_checksum_repair(r: Replay) -> None:
-    """Two completions of one direct upload: the first sleeps in the checksum repair (the
-    tags read while the blob was pending, not yet written back); the second completes
-    (C3, C4); the first wakes and writes its tag set. On S3 that set says ``pending``."""
+def duplicate_completion_paused_reading_checksums(r: Replay) -> None:
+    """Two completions of one direct upload: the first sleeps as it reads the stored bytes'
+    checksums (S3 once repaired them by rewriting a tag set read while the blob was
+    pending); the second completes (C3, C4); the first wakes."""
     upload = direct_upload(r)
     first: Op = r.upload_request(of=upload, request="complete")
-    r.machine.reach(first, "store.repair.before_write")
+    r.machine.reach(first, "store.before_digest_stored")
     r.finish(r.upload_request(of=upload, request="complete"))
     r.finish(first)
 
@@ -184,7 +184,7 @@ def tus_head_elsewhere_while_publication_sleeps(r: Replay) -> None:
                 and upload.upload.offset == 0:
             r.finish(r.upload_request(of=upload, request="put"))
     last: Op = r.upload_request(of=upload, request="put")
-    r.machine.reach(last, "store.repair.before_write")
+    r.machine.reach(last, "staged.after_commit")
     r.finish(r.upload_request(of=upload, request="complete"))
     r.finish(last)
 
@@ -195,7 +195,7 @@ def retry_completes_while_the_first_attempt_sleeps_after_publishing(r: Replay) -
     the intent over and completes (C3, C4); the first attempt wakes."""
     op = r.create(keyed=True)
     r.machine.reach(op, "put.before_commit")
-    r.step(op)  # the publication itself, to the next step (S3: store.put.after_complete)
+    r.step(op)  # the publication itself, to the next step (S3: put.after_commit)
     r.jump_clock(seconds=PAST_SWEEP_AFTER + PAST_DEADLINE)
     r.finish(r.start_retry(original=op))
     r.finish(op)
@@ -211,7 +211,7 @@ def sweeper_paused_inside_its_delete(r: Replay) -> None:
     r.jump_clock(seconds=PAST_SWEEP_AFTER)
     sweeper: Op = r.start_sweeper()
     r.machine.reach(sweeper, "sweep.after_claim")
-    r.step(sweeper)  # into the delete (S3: store.delete.after_read)
+    r.step(sweeper)  # into the delete (S3: delete.after_check)
     r.jump_clock(seconds=SWEEP_LEASE + PAST_SWEEP_AFTER)
     r.finish(r.start_retry(original=op))
     r.finish(sweeper)
@@ -238,7 +238,7 @@ def direct_put_to_serve_paused_while_swept(r: Replay) -> None:
 WRITERS: list[tuple[Scenario, str]] = [
     (duplicate_completion_before_the_first_verified, "sqlite-local"),
     (duplicate_staged_completion_before_the_first_verified, "sqlite-local"),
-    (duplicate_completion_paused_in_the_checksum_repair, "postgresql-s3"),
+    (duplicate_completion_paused_reading_checksums, "postgresql-s3"),
     (tus_head_elsewhere_while_publication_sleeps, "postgresql-s3"),
     (retry_completes_while_the_first_attempt_sleeps_after_publishing, "postgresql-s3"),
     (sweeper_paused_inside_its_delete, "postgresql-s3"),
