@@ -631,8 +631,9 @@ class Explorer(RuleBasedStateMachine):
                        "(removed by the sweeper while the bytes were put)")
 
     async def _unanswered(self, op: Op, up: Upload) -> None:
-        """A completion that answered no document: only while the upload is not complete."""
-        if up.offset != len(up.data):
+        """A HEAD that answered no document: only while the upload is not complete (a PATCH
+        to a complete upload answers its offset alone, as tus has it)."""
+        if op.kind != "tus_head" or up.offset != len(up.data):
             return
         if up.answer is not None and not self._answer_gone(up):
             self._fail(f"{op.label()} answered nothing, but an earlier completion answered "
