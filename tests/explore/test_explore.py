@@ -1,4 +1,4 @@
-"""The interleaving explorer in the suite, time-bounded: about 45 s on SQLite and local disk
+"""The interleaving explorer in the suite, time-bounded: about 40 s on SQLite and local disk
 and short runs on PostgreSQL with Azurite and with moto's S3 (``scripts/explore --minutes N``
 runs it longer), and the interleavings of ``scenarios.py`` replayed."""
 
@@ -16,7 +16,7 @@ from tests.support.services import Azurite, MotoS3
 
 def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path) -> None:
     examples = STATS.examples
-    explore(SqliteLocal(tmp_path), seconds=45, batch=20)
+    explore(SqliteLocal(tmp_path), seconds=40, batch=20)
     assert STATS.examples - examples >= 20  # at least one whole batch ran
 
 
@@ -24,13 +24,13 @@ def test_interleavings_on_postgresql_and_azurite(
     tmp_path: Path, pg_url: str, azurite: Azurite
 ) -> None:
     examples = STATS.examples
-    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=20, batch=4, steps=25)
-    assert STATS.examples - examples >= 4
+    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=12, batch=3, steps=25)
+    assert STATS.examples - examples >= 3
 
 
 def test_interleavings_on_postgresql_and_s3(tmp_path: Path, pg_url: str, moto: MotoS3) -> None:
     examples = STATS.examples
-    explore(PostgresS3(tmp_path, moto, pg_url), seconds=15, batch=2, steps=20)
+    explore(PostgresS3(tmp_path, moto, pg_url), seconds=10, batch=2, steps=15)
     assert STATS.examples - examples >= 2
 
 
