@@ -15,10 +15,12 @@ and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); 
 staged, before the create-only publication: the local ``link``, Azure's Put Block List) and
 ``put.after_commit`` (published, before the store's put returns: on S3 right after
 CompleteMultipartUpload); ``delete.after_check`` (S3: the tags compared, before the
-DeleteObject conditioned on the ETag seen); in every store's ``list_uncommitted``,
-``scan.uncommitted`` (a name listed, before the calls that read its parts). In the sweeper,
-``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve`` and
-``deletion.after_{claim,tag,delete}``.
+DeleteObject conditioned on the ETag seen); ``staged.after_commit`` (a staged upload
+published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, and Azure on
+an emulator that ignores the tag condition: the tags compared, not yet written); in every
+store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
+its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
+and ``deletion.after_{claim,tag,delete}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

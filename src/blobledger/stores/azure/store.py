@@ -535,6 +535,7 @@ class AzureStore(Store):
             current = await self.get_tags(name)  # the service ignores the condition
             if not tags_match(current, if_tags) and not _untagged_pending(current, if_tags):
                 raise ConditionNotMet(name, f"tags are {current}")
+            await failpoints.hit("store.set_tags.after_read")
         try:
             await self._set_blob_tags(name, tags, if_tags)
         except ConditionNotMet:

@@ -468,6 +468,7 @@ class S3Store(Store):
         if len(kept) < len(CHECKSUM_TAGS):
             digests = self._digests.get(name) or await self._hash(name)
             kept = {"sha256": digests.sha256, "md5": digests.md5}
+        await failpoints.hit("store.set_tags.after_read")
         s3 = await self._client()
         with map_errors(name):
             await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
