@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,8 @@ class Cut:
     @property
     def id(self) -> str:
         words = self.statement.split()[:3] + ([str(self.nth)] if self.nth > 1 else [])
-        return f"{self.op}-{self.step}-{'_'.join(words)}-{self.when}".replace(" ", "_")
+        step = re.sub(r"\W+", "_", self.step).strip("_")
+        return f"{self.op}-{step}-{'_'.join(words)}-{self.when}"
 
     @property
     def title(self) -> str:
@@ -133,7 +135,7 @@ CUTS = [
         ("UPDATE documents", r"^UPDATE documents\b"),
         ("UPDATE blobs", UPDATE_BLOBS, 2)],
         arm_at="replace.after_tag"),
-    *step_cuts("delete", "delete", [
+    *step_cuts("delete", "(one transaction)", [
         ("DELETE FROM documents", r"^DELETE FROM documents\b"),
         ("UPDATE blobs", UPDATE_BLOBS)]),
     *step_cuts("stage", "A1", [("INSERT INTO blobs", r"^INSERT INTO blobs\b")]),
@@ -153,7 +155,8 @@ def in_suite(cut: Cut, store: str, times: int) -> bool:
         return True
     if times == 1:
         return store == "local" or (store == "azure" and cut.commit and cut.when == "after")
-    return store == "local" and cut.commit and cut.step in ("C1", "C4", "R4", "delete")
+    return store == "local" and cut.commit and (cut.step in ("C1", "C4", "R4")
+                                                or cut.op == "delete")
 
 
 MATRIX = [(c, s, t) for t in GROUPS for c in CUTS for s in STORES if in_suite(c, s, t)]
