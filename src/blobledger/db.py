@@ -10,10 +10,10 @@ and a read-only one (``readonly=True``: execution option :data:`READ_ONLY`) with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
@@ -34,6 +34,7 @@ EMBEDDED_VERSION_TABLE = "blobledger_version"
 #: transactions that only read (an application may set it on its own read-only engine:
 #: ``engine.execution_options(blobledger_read_only=True)``)
 READ_ONLY = "blobledger_read_only"
+T = TypeVar("T")
 
 _DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -177,6 +178,31 @@ class Database:
     async def dispose(self) -> None:
         if self._owns_engine:
             await self.engine.dispose()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a database error says the connection went away under the statement (SQLAlchemy
+    invalidated it): a transaction whose COMMIT was under way may or may not have applied,
+    and the caller cannot tell from the error."""
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+async def once_more_if_lost(step: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    """Run one compare-and-set transaction; if its connection was lost under it (its COMMIT
+    may have applied), run it once more, on a fresh connection. The result, and whether it
+    is the second run's.
+
+    Only for a step whose condition makes the second run harmless: if the first applied, the
+    second loses (or changes nothing), and the caller then recognises its own first result
+    (the document this attempt made ready; the version it wrote). The second run's row
+    locks wait for the first transaction to end on the server, so it never runs beside it.
+    Never for an insert (a second run would collide with its own first), nor blindly."""
+    try:
+        return await step(), False
+    except DBAPIError as exc:
+        if not connection_lost(exc):
+            raise
+    return await step(), True
 
 
 def _first_line(exc: BaseException) -> str:

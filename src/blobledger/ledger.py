@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -34,7 +35,7 @@ from blobledger import failpoints, metrics, telemetry
 from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
-from blobledger.db import Database
+from blobledger.db import Database, connection_lost, once_more_if_lost
 from blobledger.documents import Data, Document, as_stream, limit_size
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -322,8 +323,8 @@ class Ledger:
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_create", intent):
-            await self.transitions.begin_create(intent, placeholder or name or "",
-                                                idempotency_key)
+            await self._inserted(intent, self.transitions.begin_create(
+                intent, placeholder or name or "", idempotency_key))
         await failpoints.hit("create.after_insert")
         return intent
 
@@ -352,9 +353,12 @@ class Ledger:
 
     async def commit_create(self, intent: Intent, digests: Digests) -> Document:
         """C4: the document ready, as written; if the sweeper rolled this creation forward
-        meanwhile (the writer was paused after C3), the document it made ready."""
-        doc = await self.transitions.commit_create(intent, digests)
-        if doc is None:
+        meanwhile (the writer was paused after C3), the document it made ready. A connection
+        lost under C4 (its COMMIT may have applied) is tried once more: the second run loses
+        if the first applied, and the ready document is then this attempt's own."""
+        doc, _ = await once_more_if_lost(
+            lambda: self.transitions.commit_create(intent, digests))
+        if doc is None:  # also when the lost first run applied: the document is this one
             doc = await self.transitions.settled_create(intent)
         if doc is None:
             raise IntentLost(LOST)
@@ -442,14 +446,19 @@ class Ledger:
             expected_version=expected_version, old_blob=doc.blob_name,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_replace", intent):
-            await self.transitions.begin_replace(intent)
+            await self._inserted(intent, self.transitions.begin_replace(intent))
         await failpoints.hit("replace.after_insert")
         return intent
 
     async def commit_replace(self, intent: Intent, digests: Digests) -> Document:
-        """R4: the document as this replace wrote it, or why not."""
-        outcome = await self.transitions.commit_replace(intent, digests)
+        """R4: the document as this replace wrote it, or why not. A connection lost under R4
+        (its COMMIT may have applied) is tried once more: the second run loses if the first
+        applied, and the document then points at this intent's blob, one version on."""
+        outcome, again = await once_more_if_lost(
+            lambda: self.transitions.commit_replace(intent, digests))
         if outcome.lost:
+            if again and (doc := await self._replaced(intent)) is not None:
+                return doc
             raise IntentLost(LOST)
         if outcome.document is None:
             if outcome.current_version is None:
@@ -459,17 +468,40 @@ class Ledger:
                 f"not {intent.expected_version}", current_version=outcome.current_version)
         return outcome.document
 
+    async def _replaced(self, intent: Intent) -> Document | None:
+        """After R4's second run lost: the document, if the lost first run applied (it
+        points at this intent's blob at the version after the expected one)."""
+        assert intent.expected_version is not None
+        try:
+            doc = await self.get(intent.document_id)
+        except NotFound:
+            return None
+        if doc.blob == intent.blob_name and doc.version == intent.expected_version + 1:
+            return doc
+        return None
+
     # -- delete ---------------------------------------------------------------------------
     async def delete(self, doc_id: str, *, expected_version: int | None = None) -> None:
-        """Remove the document now; its blob goes to the deletion path."""
+        """Remove the document now; its blob goes to the deletion path. A connection lost
+        under the delete (its COMMIT may have applied) is tried once more; if that finds
+        the document gone, it is deleted (by the first run, or by another delete)."""
         doc = await self.get(doc_id)
         if expected_version is not None and doc.version != expected_version:
             raise PreconditionFailed(
                 f"document is at version {doc.version}, not {expected_version}",
                 current_version=doc.version)
-        if not await self.transitions.delete_document(doc_id, doc.version):
+        deleted, again = await once_more_if_lost(
+            lambda: self.transitions.delete_document(doc_id, doc.version))
+        if not deleted and not (again and await self._gone(doc_id)):
             raise PreconditionFailed("document changed while it was being deleted")
         await failpoints.hit("delete.after_commit")
+
+    async def _gone(self, doc_id: str) -> bool:
+        try:
+            await self.get(doc_id)
+        except NotFound:
+            return True
+        return False
 
     # -- attachments: A1-A3 ----------------------------------------------------------------
     async def stage(
@@ -492,7 +524,7 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, filename or ""),
             document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
             content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
-        await self.transitions.begin_stage(intent, filename)  # A1
+        await self._inserted(intent, self.transitions.begin_stage(intent, filename))  # A1
         await failpoints.hit("stage.after_insert")
         try:
             digests = await self.upload(intent, data, sha256, md5)  # A2
@@ -510,8 +542,11 @@ class Ledger:
 
     async def confirm_staged(self, intent: Intent, digests: Digests) -> None:
         """Before A3: compare-and-set that the staged intent is still this attempt's (its
-        lease extended, its digests recorded); if not, as :meth:`confirm`: IntentLost."""
-        if not await self.transitions.confirm_staged(intent, digests):
+        lease extended, its digests recorded); if not, as :meth:`confirm`: IntentLost. Tried
+        once more on a lost connection, as :meth:`confirm`."""
+        confirmed, _ = await once_more_if_lost(
+            lambda: self.transitions.confirm_staged(intent, digests))
+        if not confirmed:
             await self._lost(intent)
 
     async def staged_upload(self, upload_id: str) -> StagedUpload:
@@ -682,10 +717,25 @@ class Ledger:
         """Before C3/R3: compare-and-set that the intent is still this attempt's, extending
         its lease (and naming a creation recorded under a placeholder). If it is not, a
         blob whose row is gone is deleted (conditioned on ``pending``) and IntentLost
-        raised: a blob whose intent was swept must never be tagged committed."""
-        if await self.transitions.confirm(intent, rename=name):
+        raised: a blob whose intent was swept must never be tagged committed. A connection
+        lost under it is tried once more (a second run after an applied first only extends
+        the lease again; the name is already the real one)."""
+        confirmed, _ = await once_more_if_lost(
+            lambda: self.transitions.confirm(intent, rename=name))
+        if confirmed:
             return
         await self._lost(intent)
+
+    async def _inserted(self, intent: Intent, insert: Awaitable[None]) -> None:
+        """C1/R1/A1: the intent's rows inserted. If the connection was lost under the insert
+        (its COMMIT may have applied), the rows are looked for: found under this attempt's
+        token, the intent is this attempt's and it goes on; not found, the error stands (an
+        insert is never run twice; rows that land late are the sweeper's)."""
+        try:
+            await insert
+        except DBAPIError as exc:
+            if not connection_lost(exc) or not await self.transitions.owns(intent):
+                raise
 
     async def _lost(self, intent: Intent) -> NoReturn:
         """The intent was taken while this attempt was paused: delete our blob if its row is
