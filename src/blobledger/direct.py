@@ -146,21 +146,23 @@ class DirectUploads:
 
     async def complete(self, upload_id: str) -> Document | StagedUpload:
         """Check what the store holds against the upload's declaration, then C3 and C4 (an
-        attachment upload: A3; the staged blob)."""
+        attachment upload: A3; the staged blob). Failpoint ``direct.before_check`` (the
+        upload's row read, its tags not yet)."""
         upload = await self.find(upload_id)
         if upload.state != UploadState.OPEN:
-            if upload.attachment:
-                return await self.ledger.staged_upload(upload_id)
-            doc = await self.resumable.document(upload)
-            if doc is None:
-                raise UploadGone(f"upload {upload_id!r} completed and its document is gone")
-            return doc
-        intent = upload.intent(upload.meta.get("content_type") or "application/octet-stream")
+            return await self._made(upload)
         store = self.ledger.store
+        await failpoints.hit("direct.before_check")
         try:
             tags = await store.get_tags(upload.blob_name)
         except BlobNotFound:
             raise OffsetMismatch("nothing has been uploaded yet", 0) from None
+        if tags.get(STATE_TAG) != PENDING[STATE_TAG] and upload.sha256 is None:
+            # a twin completion may have verified and tagged it since this one read the row
+            upload = await self.find(upload_id)
+            if upload.state != UploadState.OPEN:
+                return await self._made(upload)
+        intent = upload.intent(upload.meta.get("content_type") or "application/octet-stream")
         try:
             # committed is ours only after we verified it (a completion retried after C3)
             ours = tags.get(STATE_TAG) == BlobState.COMMITTED and upload.sha256 is not None
@@ -173,6 +175,17 @@ class DirectUploads:
             await asyncio.shield(self.resumable.give_up(upload, intent))
             raise
         return await finish(self.resumable, upload, intent, digests, "direct")
+
+    async def _made(self, upload: UploadRecord) -> Document | StagedUpload:
+        """What a completed upload made: the staged blob or the document (UploadGone if the
+        document is gone since)."""
+        if upload.attachment:
+            return await self.ledger.staged_upload(upload.id)
+        doc = await self.resumable.document(upload)
+        if doc is None:
+            raise UploadGone(f"upload {upload.id!r} completed and its document is gone")
+        assert isinstance(doc, Document)
+        return doc
 
     async def cancel(self, upload_id: str) -> None:
         """Abandon the upload: its intent to the deletion path."""

@@ -729,8 +729,16 @@ class Ledger:
         """Hand the intent to the deletion path if it is still this attempt's and delete its
         blob conditioned on ``pending``; True if it was ours, False if not, None if the
         database could not say (the sweeper resolves it)."""
+        return await self._abandon(intent, None)
+
+    async def give_up(self, intent: Intent, upload_id: str) -> bool | None:
+        """:meth:`abandon` for an upload whose client lied about its bytes, only while no
+        completion has verified that upload (:meth:`Transitions.abandon`)."""
+        return await self._abandon(intent, upload_id)
+
+    async def _abandon(self, intent: Intent, upload_id: str | None) -> bool | None:
         try:
-            if not await self.transitions.abandon(intent):
+            if not await self.transitions.abandon(intent, upload_id):
                 return False
         except Exception as exc:
             log.warning("abandoning %s failed (%s); left to the sweeper", intent.blob_name,

@@ -282,10 +282,14 @@ class Resumable:
             raise IntentLost("the upload's intent was taken over (swept)")
         await self._drop_parts(upload)
 
-    async def give_up(self, upload: UploadRecord, intent: Intent) -> None:
-        """A lying client: the intent to the deletion path (if still ours), parts dropped."""
-        await self.ledger.abandon(intent)
+    async def give_up(self, upload: UploadRecord, intent: Intent) -> bool:
+        """A lying client: the intent to the deletion path and the parts dropped, only if
+        the intent is still ours and no completion verified the upload (a duplicate
+        completion never destroys what its twin verified); whether it was given up."""
+        if await self.ledger.give_up(intent, upload.id) is False:
+            return False
         await self._drop_parts(upload)
+        return True
 
     async def _drop_parts(self, upload: UploadRecord) -> None:
         try:

@@ -130,6 +130,15 @@ _to_deleting = update(blobs).where(
 ).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
 _abandon = update(blobs).where(*_mine).values(
     state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+#: giving an upload up: its intent to the deletion path only while the upload is open and no
+#: completion verified its bytes (a duplicate completion must not destroy its twin's work)
+_give_up = update(blobs).where(*_mine, select(uploads.c.id).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.blob_name == blobs.c.name,
+    uploads.c.state == UploadState.OPEN.value, uploads.c.sha256.is_(None)).exists(),
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_drop_unverified_upload = delete(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.sha256.is_(None))
 _drop_pending_document = delete(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"))
@@ -602,18 +611,30 @@ class Transitions:
         return True
 
     # -- a live writer's failure path -----------------------------------------------------
-    async def abandon(self, intent: Intent) -> bool:
+    async def abandon(self, intent: Intent, upload_id: str | None = None) -> bool:
         """The intent, while still this attempt's, to the deletion path (a creation's pending
-        document and key go with it). False if someone else owns it now."""
+        document and key go with it). False if someone else owns it now. With ``upload_id``
+        (an upload given up), only while that upload is still open and unverified: a
+        completion that recorded the verified SHA-256 first wins, in the same transaction
+        (the upload's row is re-checked under its lock, so a concurrent ``record_verified``
+        is either seen or refused)."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
-                      d_id=intent.document_id, **self.times())
-        async with self.db.transaction() as conn:
-            if _count(await conn.execute(_abandon, params)) != 1:
-                return False
-            if intent.kind == BlobKind.CREATE:
-                await conn.execute(_drop_pending_document, params)
-                await conn.execute(_drop_pending_key, params)
-            await conn.execute(delete(uploads).where(uploads.c.blob_name == intent.blob_name))
+                      d_id=intent.document_id, u_id=upload_id, **self.times())
+        try:
+            async with self.db.transaction() as conn:
+                fenced = _abandon if upload_id is None else _give_up
+                if _count(await conn.execute(fenced, params)) != 1:
+                    return False
+                if upload_id is not None and \
+                        _count(await conn.execute(_drop_unverified_upload, params)) != 1:
+                    raise _Undo  # verified meanwhile: nothing of this transaction stays
+                if intent.kind == BlobKind.CREATE:
+                    await conn.execute(_drop_pending_document, params)
+                    await conn.execute(_drop_pending_key, params)
+                await conn.execute(delete(uploads).where(
+                    uploads.c.blob_name == intent.blob_name))
+        except _Undo:
+            return False
         return True
 
     async def remove_abandoned(self, blob_name: str) -> bool:
@@ -788,6 +809,10 @@ class Transitions:
             purged = await conn.execute(delete(keys).where(
                 keys.c.state == KeyState.DONE.value, keys.c.expires_at <= NOW), self.times())
         return _count(purged)
+
+
+class _Undo(Exception):
+    """Raised inside a transaction to roll it back: its compare-and-set lost half-way."""
 
 
 def _count(result: object) -> int:
