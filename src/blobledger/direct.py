@@ -43,6 +43,7 @@ from blobledger.errors import (
     IntentLost,
     InvalidInput,
     OffsetMismatch,
+    StoreUnavailable,
     UploadGone,
     UploadTooLarge,
 )
@@ -129,12 +130,17 @@ class DirectUploads:
 
     async def receive(self, upload_id: str, token: str, body: AsyncIterable[bytes]) -> None:
         """The bytes of an upload whose store has no URL of its own, sent to ``serve``: a
-        create-only put of the blob (409 if it was already uploaded: never overwritten)."""
+        create-only put of the blob (409 if it was already uploaded: never overwritten),
+        then a compare-and-set that the intent is still the upload's: if it was swept
+        meanwhile, the blob just put is deleted (its row gone; conditioned on ``pending``)
+        and UploadGone (410), never 201. Failpoints ``direct.before_upload`` (the token
+        checked) and ``direct.after_upload``."""
         upload = await self.find(upload_id)
         if not upload.handle or not hmac.compare_digest(upload.handle, _token_digest(token)):
             raise UploadGone(f"no direct upload {upload_id!r} for this token")
         if upload.state != UploadState.OPEN:
             raise OffsetMismatch("the upload is complete", upload.length)
+        await failpoints.hit("direct.before_upload")
         try:
             await self.ledger.store.put(
                 upload.blob_name, limit_size(body, upload.length), tags=PENDING,
@@ -142,7 +148,14 @@ class DirectUploads:
                 expected_sha256=upload.meta.get("sha256"))
         except BlobAlreadyExists:
             raise OffsetMismatch("the bytes were uploaded already", upload.length) from None
+        except StoreUnavailable as exc:  # the sweeper discarded the staged bytes?
+            if not await self.ledger.transitions.confirm_received(upload):
+                raise UploadGone(f"direct upload {upload_id!r} was swept") from exc
+            raise
         await failpoints.hit("direct.after_upload")
+        if not await self.ledger.transitions.confirm_received(upload):
+            await self.ledger.drop_lost(upload.intent("application/octet-stream"))
+            raise UploadGone(f"direct upload {upload_id!r} was swept while its bytes arrived")
 
     async def complete(self, upload_id: str) -> Document | StagedUpload:
         """Check what the store holds against the upload's declaration, then C3 and C4 (an

@@ -9,6 +9,7 @@ Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); in uploads that outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
+``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
 ``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not
 yet the blob's tags), ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
 and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,

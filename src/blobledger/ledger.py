@@ -689,6 +689,13 @@ class Ledger:
     async def _lost(self, intent: Intent) -> NoReturn:
         """The intent was taken while this attempt was paused: delete our blob if its row is
         gone (conditioned on ``pending``), then IntentLost."""
+        await self.drop_lost(intent)
+        raise IntentLost(LOST)
+
+    async def drop_lost(self, intent: Intent) -> None:
+        """A writer whose intent was taken while it was paused: its blob deleted if the
+        blob's row is gone (conditioned on ``pending``; a row still there is the sweeper's
+        or the deletion path's to resolve). Failures are logged, not raised."""
         try:
             async with self.db.session() as session:
                 row = await session.get(BlobRow, intent.blob_name)
@@ -697,7 +704,6 @@ class Ledger:
         except (BlobLedgerError, OSError) as exc:
             log.warning("removing the blob of lost intent %s failed (%s)", intent.blob_name,
                         type(exc).__name__)
-        raise IntentLost(LOST)
 
     async def tag_committed(self, intent: Intent) -> None:
         """C3/R3/A3: tag the blob committed, conditioned on it still being pending. If that

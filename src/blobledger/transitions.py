@@ -167,6 +167,14 @@ _record_parts = update(uploads).where(
         blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
         blobs.c.attempt == bindparam("b_attempt")).exists(),
 ).values(offset=bindparam("u_offset"), parts=bindparam("u_parts"), changed_at=NOW)
+#: the upload still open and its intent still this upload's (pending, its token)
+_upload_mine = (
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(blobs.c.name).where(
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists())
+_confirm_received = update(uploads).where(*_upload_mine).values(changed_at=NOW)
 _finish_upload = update(uploads).where(
     uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
     uploads.c.attempt == bindparam("b_attempt"),
@@ -477,6 +485,15 @@ class Transitions:
                     blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
                     blobs.c.attempt == upload.attempt).exists(),
             ).values(sha256=sha256, changed_at=NOW), self.times())
+        return _count(won) == 1
+
+    async def confirm_received(self, upload: UploadRecord) -> bool:
+        """After ``serve`` stored a direct upload's bytes: the upload is still open and its
+        intent still this upload's, by compare-and-set on the upload's row (the intent's
+        lease is left as the URL's expiry set it). False if the intent was lost (swept)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_confirm_received, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
     async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:

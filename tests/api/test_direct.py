@@ -263,3 +263,28 @@ async def test_giving_up_a_verified_upload_is_refused(
     done = await first
     assert done.status_code == 201, done.text
     assert (await client.get(f"/documents/{done.json()['id']}/content")).content == data
+
+
+@pytest.mark.parametrize("point", ["direct.before_upload", "put.before_commit",
+                                   "direct.after_upload"])
+async def test_a_put_to_serve_whose_intent_was_swept_meanwhile_is_gone(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds, point: str) -> None:
+    """``serve``'s content PUT paused (its token checked; the bytes staged; the bytes
+    stored) while a sweeper with its clock past the upload's expiry sweeps the intent: the
+    PUT must answer 410, not 201 for an intent that is gone, and leave no blob without a
+    row."""
+    if not ledger.store.url.startswith("file:"):
+        pytest.skip("only serve receives a direct upload's bytes (the local store)")
+    data = os.urandom(8192)
+    target = await begin(client, "swept-late.txt", data)
+    holds.at(point)
+    putting = asyncio.create_task(put(target, data, client))
+    await holds.wait(point)
+    ledger.transitions.offset = ledger.settings.direct_upload_expiry + 3600
+    try:
+        assert (await Sweeper(ledger).run_once()).swept == 1
+    finally:
+        ledger.transitions.offset = 0
+    holds.go(point)
+    assert await putting == 410
+    assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
