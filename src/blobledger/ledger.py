@@ -350,10 +350,12 @@ class Ledger:
         await failpoints.hit("create.after_commit")
         return doc
 
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document:
-        """C4: the document ready, as written; if the sweeper rolled this creation forward
-        meanwhile (the writer was paused after C3), the document it made ready."""
-        doc = await self.transitions.commit_create(intent, digests)
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document:
+        """C4: the document ready, as written (with ``upload_id``, that upload done in the
+        same transaction); if the sweeper rolled this creation forward meanwhile (the writer
+        was paused after C3), the document it made ready."""
+        doc = await self.transitions.commit_create(intent, digests, upload_id)
         if doc is None:
             doc = await self.transitions.settled_create(intent)
         if doc is None:

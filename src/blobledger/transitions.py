@@ -19,10 +19,12 @@ write (they never open a transaction of their own).
 
 Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
 intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
-by compare-and-set on the offset seen and the owner token), :meth:`finish_upload` (after C4).
-They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation. An upload
-that stages an attachment starts with :meth:`begin_staged_upload` (A1 with the upload's row)
-and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
+by compare-and-set on the offset seen and the owner token), :meth:`confirm_received`
+(``serve`` stored a direct upload's bytes). They go through ``confirm``, ``commit_create``
+(which also closes the upload, in C4's transaction) and ``abandon`` like any creation;
+:meth:`close_settled_upload` closes an upload an older release left open beside its ready
+document. An upload that stages an attachment starts with :meth:`begin_staged_upload` (A1
+with the upload's row) and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
 
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
 :meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
@@ -178,6 +180,13 @@ _confirm_received = update(uploads).where(*_upload_mine).values(changed_at=NOW)
 _finish_upload = update(uploads).where(
     uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
     uploads.c.attempt == bindparam("b_attempt"),
+).values(state=UploadState.DONE.value, changed_at=NOW)
+_close_settled_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(documents.c.id).where(
+        documents.c.id == uploads.c.document_id, documents.c.blob_name == uploads.c.blob_name,
+        documents.c.status == DocumentStatus.READY.value).exists(),
 ).values(state=UploadState.DONE.value, changed_at=NOW)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
@@ -504,9 +513,19 @@ class Transitions:
         return {r.blob_name: r.sha256 for r in rows}
 
     async def finish_upload(self, upload: UploadRecord) -> bool:
-        """After C4: the upload is done; nothing is ever written to it again."""
+        """After A3 (a staged attachment's upload): the upload is done; nothing is ever
+        written to it again. A document's upload ends with C4 itself (``commit_create``)."""
         async with self.db.transaction() as conn:
             won = await conn.execute(_finish_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def close_settled_upload(self, upload: UploadRecord) -> bool:
+        """A document's upload still open although its document is ready (an older release
+        made C4 and the upload's end two transactions, and died between them): done, by
+        compare-and-set on the upload's token and the document ready with its blob."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_close_settled_upload, dict(
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
@@ -557,12 +576,15 @@ class Transitions:
         return found is not None
 
     # -- C4 -------------------------------------------------------------------------------
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document | None:
         """C4: blob row committed and document ready, only while the intent is this
-        attempt's; the key's first response recorded. None if the intent was lost."""
+        attempt's; the key's first response recorded; with ``upload_id``, that upload done
+        in the same transaction (no state between C4 and the upload's end). None if the
+        intent was lost."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
-                      **self.times(expires=self.settings.idempotency_retention))
+                      u_id=upload_id, **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
             if _count(await conn.execute(_commit_blob, params)) != 1:
                 return None
@@ -570,6 +592,8 @@ class Transitions:
             doc = Document.from_row(row)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if upload_id is not None:
+                await conn.execute(_finish_upload, params)
         return doc
 
     async def settled_create(self, intent: Intent) -> Document | None:
