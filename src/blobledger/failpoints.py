@@ -9,7 +9,9 @@ Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); in uploads that outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
-``direct.after_upload``, ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
+``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
+``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not
+yet the blob's tags), ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
 and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,
 ``put.mid_stream`` (after the store took a chunk), ``put.before_commit`` (every byte
 staged, before the create-only publication: the local ``link``, Azure's Put Block List) and

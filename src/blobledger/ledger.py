@@ -351,13 +351,15 @@ class Ledger:
         await failpoints.hit("create.after_commit")
         return doc
 
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document:
-        """C4: the document ready, as written; if the sweeper rolled this creation forward
-        meanwhile (the writer was paused after C3), the document it made ready. A connection
-        lost under C4 (its COMMIT may have applied) is tried once more: the second run loses
-        if the first applied, and the ready document is then this attempt's own."""
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document:
+        """C4: the document ready, as written (with ``upload_id``, that upload done in the
+        same transaction); if the sweeper rolled this creation forward meanwhile (the writer
+        was paused after C3), the document it made ready. A connection lost under C4 (its
+        COMMIT may have applied) is tried once more: the second run loses if the first
+        applied, and the ready document is then this attempt's own."""
         doc, _ = await once_more_if_lost(
-            lambda: self.transitions.commit_create(intent, digests))
+            lambda: self.transitions.commit_create(intent, digests, upload_id))
         if doc is None:  # also when the lost first run applied: the document is this one
             doc = await self.transitions.settled_create(intent)
         if doc is None:
@@ -740,6 +742,13 @@ class Ledger:
     async def _lost(self, intent: Intent) -> NoReturn:
         """The intent was taken while this attempt was paused: delete our blob if its row is
         gone (conditioned on ``pending``), then IntentLost."""
+        await self.drop_lost(intent)
+        raise IntentLost(LOST)
+
+    async def drop_lost(self, intent: Intent) -> None:
+        """A writer whose intent was taken while it was paused: its blob deleted if the
+        blob's row is gone (conditioned on ``pending``; a row still there is the sweeper's
+        or the deletion path's to resolve). Failures are logged, not raised."""
         try:
             async with self.db.session(readonly=True) as session:
                 row = await session.get(BlobRow, intent.blob_name)
@@ -748,7 +757,6 @@ class Ledger:
         except (BlobLedgerError, OSError) as exc:
             log.warning("removing the blob of lost intent %s failed (%s)", intent.blob_name,
                         type(exc).__name__)
-        raise IntentLost(LOST)
 
     async def tag_committed(self, intent: Intent) -> None:
         """C3/R3/A3: tag the blob committed, conditioned on it still being pending. If that
@@ -780,8 +788,16 @@ class Ledger:
         """Hand the intent to the deletion path if it is still this attempt's and delete its
         blob conditioned on ``pending``; True if it was ours, False if not, None if the
         database could not say (the sweeper resolves it)."""
+        return await self._abandon(intent, None)
+
+    async def give_up(self, intent: Intent, upload_id: str) -> bool | None:
+        """:meth:`abandon` for an upload whose client lied about its bytes, only while no
+        completion has verified that upload (:meth:`Transitions.abandon`)."""
+        return await self._abandon(intent, upload_id)
+
+    async def _abandon(self, intent: Intent, upload_id: str | None) -> bool | None:
         try:
-            if not await self.transitions.abandon(intent):
+            if not await self.transitions.abandon(intent, upload_id):
                 return False
         except Exception as exc:
             log.warning("abandoning %s failed (%s); left to the sweeper", intent.blob_name,

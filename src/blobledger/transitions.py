@@ -19,10 +19,12 @@ write (they never open a transaction of their own).
 
 Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
 intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
-by compare-and-set on the offset seen and the owner token), :meth:`finish_upload` (after C4).
-They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation. An upload
-that stages an attachment starts with :meth:`begin_staged_upload` (A1 with the upload's row)
-and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
+by compare-and-set on the offset seen and the owner token), :meth:`confirm_received`
+(``serve`` stored a direct upload's bytes). They go through ``confirm``, ``commit_create``
+(which also closes the upload, in C4's transaction) and ``abandon`` like any creation;
+:meth:`close_settled_upload` closes an upload an older release left open beside its ready
+document. An upload that stages an attachment starts with :meth:`begin_staged_upload` (A1
+with the upload's row) and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
 
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
 :meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
@@ -155,6 +157,15 @@ _to_deleting = update(blobs).where(
 ).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
 _abandon = update(blobs).where(*_mine).values(
     state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+#: giving an upload up: its intent to the deletion path only while the upload is open and no
+#: completion verified its bytes (a duplicate completion must not destroy its twin's work)
+_give_up = update(blobs).where(*_mine, select(uploads.c.id).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.blob_name == blobs.c.name,
+    uploads.c.state == UploadState.OPEN.value, uploads.c.sha256.is_(None)).exists(),
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_drop_unverified_upload = delete(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.sha256.is_(None))
 _drop_pending_document = delete(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"))
@@ -183,9 +194,24 @@ _record_parts = update(uploads).where(
         blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
         blobs.c.attempt == bindparam("b_attempt")).exists(),
 ).values(offset=bindparam("u_offset"), parts=bindparam("u_parts"), changed_at=NOW)
+#: the upload still open and its intent still this upload's (pending, its token)
+_upload_mine = (
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(blobs.c.name).where(
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists())
+_confirm_received = update(uploads).where(*_upload_mine).values(changed_at=NOW)
 _finish_upload = update(uploads).where(
     uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
     uploads.c.attempt == bindparam("b_attempt"),
+).values(state=UploadState.DONE.value, changed_at=NOW)
+_close_settled_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(documents.c.id).where(
+        documents.c.id == uploads.c.document_id, documents.c.blob_name == uploads.c.blob_name,
+        documents.c.status == DocumentStatus.READY.value).exists(),
 ).values(state=UploadState.DONE.value, changed_at=NOW)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
@@ -495,6 +521,15 @@ class Transitions:
             ).values(sha256=sha256, changed_at=NOW), self.times())
         return _count(won) == 1
 
+    async def confirm_received(self, upload: UploadRecord) -> bool:
+        """After ``serve`` stored a direct upload's bytes: the upload is still open and its
+        intent still this upload's, by compare-and-set on the upload's row (the intent's
+        lease is left as the URL's expiry set it). False if the intent was lost (swept)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_confirm_received, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
     async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
         """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
         async with self.db.transaction(readonly=True) as conn:
@@ -503,9 +538,19 @@ class Transitions:
         return {r.blob_name: r.sha256 for r in rows}
 
     async def finish_upload(self, upload: UploadRecord) -> bool:
-        """After C4: the upload is done; nothing is ever written to it again."""
+        """After A3 (a staged attachment's upload): the upload is done; nothing is ever
+        written to it again. A document's upload ends with C4 itself (``commit_create``)."""
         async with self.db.transaction() as conn:
             won = await conn.execute(_finish_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def close_settled_upload(self, upload: UploadRecord) -> bool:
+        """A document's upload still open although its document is ready (an older release
+        made C4 and the upload's end two transactions, and died between them): done, by
+        compare-and-set on the upload's token and the document ready with its blob."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_close_settled_upload, dict(
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
@@ -556,14 +601,17 @@ class Transitions:
         return found is not None
 
     # -- C4 -------------------------------------------------------------------------------
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document | None:
         """C4 (after C3): blob row committed and document ready, only while the intent is
         this attempt's, or claimed by a sweeper that has not decided yet (the writer then
         makes the roll-forward that sweeper would make; a sweeper that fenced the row first
-        wins); the key's first response recorded. None if the intent was lost."""
+        wins); the key's first response recorded; with ``upload_id``, that upload done in the
+        same transaction (no state between C4 and the upload's end). None if the intent was
+        lost."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
-                      **self.times(expires=self.settings.idempotency_retention))
+                      u_id=upload_id, **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
             if _count(await conn.execute(_commit_blob, params)) != 1 and (
                     intent.kind != BlobKind.CREATE
@@ -573,6 +621,8 @@ class Transitions:
             doc = Document.from_row(row)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if upload_id is not None:
+                await conn.execute(_finish_upload, params)
         return doc
 
     async def settled_create(self, intent: Intent) -> Document | None:
@@ -631,18 +681,30 @@ class Transitions:
         return True
 
     # -- a live writer's failure path -----------------------------------------------------
-    async def abandon(self, intent: Intent) -> bool:
+    async def abandon(self, intent: Intent, upload_id: str | None = None) -> bool:
         """The intent, while still this attempt's, to the deletion path (a creation's pending
-        document and key go with it). False if someone else owns it now."""
+        document and key go with it). False if someone else owns it now. With ``upload_id``
+        (an upload given up), only while that upload is still open and unverified: a
+        completion that recorded the verified SHA-256 first wins, in the same transaction
+        (the upload's row is re-checked under its lock, so a concurrent ``record_verified``
+        is either seen or refused)."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
-                      d_id=intent.document_id, **self.times())
-        async with self.db.transaction() as conn:
-            if _count(await conn.execute(_abandon, params)) != 1:
-                return False
-            if intent.kind == BlobKind.CREATE:
-                await conn.execute(_drop_pending_document, params)
-                await conn.execute(_drop_pending_key, params)
-            await conn.execute(delete(uploads).where(uploads.c.blob_name == intent.blob_name))
+                      d_id=intent.document_id, u_id=upload_id, **self.times())
+        try:
+            async with self.db.transaction() as conn:
+                fenced = _abandon if upload_id is None else _give_up
+                if _count(await conn.execute(fenced, params)) != 1:
+                    return False
+                if upload_id is not None and \
+                        _count(await conn.execute(_drop_unverified_upload, params)) != 1:
+                    raise _Undo  # verified meanwhile: nothing of this transaction stays
+                if intent.kind == BlobKind.CREATE:
+                    await conn.execute(_drop_pending_document, params)
+                    await conn.execute(_drop_pending_key, params)
+                await conn.execute(delete(uploads).where(
+                    uploads.c.blob_name == intent.blob_name))
+        except _Undo:
+            return False
         return True
 
     async def remove_abandoned(self, blob_name: str) -> bool:
@@ -844,6 +906,10 @@ async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
     await conn.execute(delete(keys).where(
         keys.c.blob_name.in_(names), keys.c.state == KeyState.PENDING.value))
     await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
+
+
+class _Undo(Exception):
+    """Raised inside a transaction to roll it back: its compare-and-set lost half-way."""
 
 
 def _count(result: object) -> int:

@@ -434,7 +434,10 @@ class LocalStore(Store):
         tags: Tags, content_type: str | None = None,
     ) -> Digests:
         """The parts, read back in order and hashed, published by the create-only put (a
-        temp file linked under the name); then the parts are removed."""
+        temp file linked under the name); then the parts are removed. A publication that
+        failed (a full disk, EFBIG) keeps every part, so that a retried completion can
+        publish them; the parts of an abandoned upload go with its termination or its
+        sweep (``abort_staged``)."""
         paths = [self._part_path(name, part) for part in parts]
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -447,11 +450,14 @@ class LocalStore(Store):
                     await _in_thread(f.close)
 
         try:
-            return await self.put(name, chunks(), tags=tags, content_type=content_type)
+            digests = await self.put(name, chunks(), tags=tags, content_type=content_type)
         except FileNotFoundError as exc:
             raise BlobNotFound(f"{name} (a part is missing)") from exc
-        finally:
-            await self.discard_uncommitted(name)
+        except BlobAlreadyExists:
+            await self.discard_uncommitted(name)  # published already: the parts are spare
+            raise
+        await self.discard_uncommitted(name)
+        return digests
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)

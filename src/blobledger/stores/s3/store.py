@@ -369,7 +369,12 @@ class S3Store(Store):
     ) -> Digests:
         """CompleteMultipartUpload with If-None-Match: * (the object carries the tags given
         at the start), then the checksums of the bytes read back as tags (S3 cannot hash a
-        multipart object for us)."""
+        multipart object for us). With no part (an empty file: S3 refuses to complete a
+        multipart upload without one), the multipart upload is aborted and the empty object
+        created by the create-only single put instead, with the same tags."""
+        if not parts:
+            await self._abort(self._key(name), handle)
+            return await self.put(name, _empty(), tags=tags, content_type=content_type)
         s3 = await self._client()
         listed = []
         for part in parts:
