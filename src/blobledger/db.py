@@ -1,16 +1,19 @@
 """Database access: URL normalisation, engines, sessions and migrations, in one place.
 
 ``sqlite:///path`` and ``postgresql://…`` are accepted as users write them; the driver
-(aiosqlite, asyncpg) is chosen here. SQLite runs in WAL mode with a busy timeout, and every
-transaction starts with ``BEGIN IMMEDIATE`` so two writers queue instead of deadlocking.
+(aiosqlite, asyncpg) is chosen here. SQLite runs in WAL mode with a busy timeout; a transaction
+that may write starts with ``BEGIN IMMEDIATE`` so two writers queue instead of deadlocking (a
+deferred transaction that reads and then writes fails with SQLITE_BUSY instead of waiting),
+and a read-only one (``readonly=True``: execution option :data:`READ_ONLY`) with a plain
+``BEGIN``, which takes no write lock: in WAL mode it reads beside an open writer.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
@@ -27,6 +30,11 @@ from blobledger.errors import ConfigError, DatabaseUnavailable
 
 #: the version table of a ledger whose tables live in an application's database
 EMBEDDED_VERSION_TABLE = "blobledger_version"
+#: the execution option that makes a SQLite transaction a plain (deferred) ``BEGIN``: for
+#: transactions that only read (an application may set it on its own read-only engine:
+#: ``engine.execution_options(blobledger_read_only=True)``)
+READ_ONLY = "blobledger_read_only"
+T = TypeVar("T")
 
 _DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -77,7 +85,8 @@ def create_engine(url: str) -> AsyncEngine:
 
 def configure_sqlite(engine: AsyncEngine) -> None:
     """WAL, a busy timeout and ``BEGIN IMMEDIATE`` on every connection of a SQLite engine
-    (what the ledger's own engines get; for an application's engine shared with it)."""
+    (what the ledger's own engines get; for an application's engine shared with it), except
+    for read-only transactions (:data:`READ_ONLY`), which begin deferred."""
     _configure_sqlite(engine)
 
 
@@ -96,7 +105,8 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY)
+                             else "BEGIN IMMEDIATE")
 
 
 class Database:
@@ -109,13 +119,17 @@ class Database:
         #: Alembic's version table: the ledger's own on the application's engine
         self.version_table = "alembic_version" if engine is None else EMBEDDED_VERSION_TABLE
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        #: the same pool, for transactions that only read (no write lock on SQLite)
+        self._reader = self.engine.execution_options(**{READ_ONLY: True})
+        self._read_sessions = async_sessionmaker(self._reader, expire_on_commit=False)
 
     @classmethod
     def from_engine(cls, engine: AsyncEngine) -> Database:
         """The application's own async engine (its pool, its credentials): the ledger's tables
         then live in the application's database, so attachments commit with its rows. The
         engine stays the application's (``dispose`` leaves it alone). On SQLite, configure it
-        with :func:`configure_sqlite` first (WAL, busy timeout, ``BEGIN IMMEDIATE``)."""
+        with :func:`configure_sqlite` first (WAL, busy timeout, ``BEGIN IMMEDIATE`` for all
+        but read-only transactions)."""
         url = engine.url.render_as_string(hide_password=False)
         return cls(url, engine=engine)
 
@@ -124,15 +138,20 @@ class Database:
         return is_sqlite(self.engine)
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction: committed on success, rolled back on error."""
-        async with self._sessions() as session, session.begin():
+    async def session(self, *, readonly: bool = False) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on error.
+        ``readonly``: it only reads (on SQLite a plain ``BEGIN``, no write lock)."""
+        sessions = self._read_sessions if readonly else self._sessions
+        async with sessions() as session, session.begin():
             yield session
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        """A bare connection in one transaction, for prebuilt Core statements on hot paths."""
-        async with self.engine.begin() as conn:
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A bare connection in one transaction, for prebuilt Core statements on hot paths.
+        ``readonly``: it only reads (on SQLite a plain ``BEGIN``, no write lock); a
+        transaction that may write must not say so, or it could fail busy instead of
+        queueing."""
+        async with (self._reader if readonly else self.engine).begin() as conn:
             yield conn
 
     async def ping(self) -> None:
@@ -159,6 +178,31 @@ class Database:
     async def dispose(self) -> None:
         if self._owns_engine:
             await self.engine.dispose()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a database error says the connection went away under the statement (SQLAlchemy
+    invalidated it): a transaction whose COMMIT was under way may or may not have applied,
+    and the caller cannot tell from the error."""
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+async def once_more_if_lost(step: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    """Run one compare-and-set transaction; if its connection was lost under it (its COMMIT
+    may have applied), run it once more, on a fresh connection. The result, and whether it
+    is the second run's.
+
+    Only for a step whose condition makes the second run harmless: if the first applied, the
+    second loses (or changes nothing), and the caller then recognises its own first result
+    (the document this attempt made ready; the version it wrote). The second run's row
+    locks wait for the first transaction to end on the server, so it never runs beside it.
+    Never for an insert (a second run would collide with its own first), nor blindly."""
+    try:
+        return await step(), False
+    except DBAPIError as exc:
+        if not connection_lost(exc):
+            raise
+    return await step(), True
 
 
 def _first_line(exc: BaseException) -> str:

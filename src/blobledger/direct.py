@@ -4,13 +4,14 @@
 ``begin`` is C1 (the pending document and blob row, leased until the URL expires) plus the
 upload's row, and returns where to put the bytes: the store's own short-lived, create-only
 URL for exactly that blob name (:meth:`blobledger.stores.base.Store.direct_put`: an Azure
-SAS with create and tag permissions, an S3 presigned PUT signed with ``If-None-Match: *``),
+SAS with the create permission alone, an S3 presigned PUT signed with ``If-None-Match: *``),
 or, where the store has none (local disk), a URL of ``serve`` itself guarded by a token whose
 SHA-256 alone is kept. ``complete`` never trusts the client: it requires the blob to be
-tagged ``pending``, hashes what the store holds, checks the declared size and SHA-256, then
-runs confirm, C3 and C4 (:func:`blobledger.resumable.settle`). A client that lies about its
-bytes, or tags its own blob ``committed``, gets its upload given up (the sweeper never rolls
-an unverified upload forward). Expired and abandoned uploads are swept like any intent.
+tagged ``pending`` (or, on Azure, where the client cannot tag, untagged), hashes what the
+store holds, checks the declared size and SHA-256, then runs confirm, C3 and C4
+(:func:`blobledger.resumable.settle`). A client that lies about its bytes, or tags its own
+blob ``committed``, gets its upload given up (the sweeper never rolls an unverified upload
+forward). Expired and abandoned uploads are swept like any intent.
 
 ``begin(..., attachment=True)`` stages an attachment instead of creating a document: A1 (a
 pending attachment row owned by nobody, with the upload's row; ``filename`` optional, no
@@ -43,6 +44,7 @@ from blobledger.errors import (
     IntentLost,
     InvalidInput,
     OffsetMismatch,
+    StoreUnavailable,
     UploadGone,
     UploadTooLarge,
 )
@@ -129,12 +131,17 @@ class DirectUploads:
 
     async def receive(self, upload_id: str, token: str, body: AsyncIterable[bytes]) -> None:
         """The bytes of an upload whose store has no URL of its own, sent to ``serve``: a
-        create-only put of the blob (409 if it was already uploaded: never overwritten)."""
+        create-only put of the blob (409 if it was already uploaded: never overwritten),
+        then a compare-and-set that the intent is still the upload's: if it was swept
+        meanwhile, the blob just put is deleted (its row gone; conditioned on ``pending``)
+        and UploadGone (410), never 201. Failpoints ``direct.before_upload`` (the token
+        checked) and ``direct.after_upload``."""
         upload = await self.find(upload_id)
         if not upload.handle or not hmac.compare_digest(upload.handle, _token_digest(token)):
             raise UploadGone(f"no direct upload {upload_id!r} for this token")
         if upload.state != UploadState.OPEN:
             raise OffsetMismatch("the upload is complete", upload.length)
+        await failpoints.hit("direct.before_upload")
         try:
             await self.ledger.store.put(
                 upload.blob_name, limit_size(body, upload.length), tags=PENDING,
@@ -142,29 +149,39 @@ class DirectUploads:
                 expected_sha256=upload.meta.get("sha256"))
         except BlobAlreadyExists:
             raise OffsetMismatch("the bytes were uploaded already", upload.length) from None
+        except StoreUnavailable as exc:  # the sweeper discarded the staged bytes?
+            if not await self.ledger.transitions.confirm_received(upload):
+                raise UploadGone(f"direct upload {upload_id!r} was swept") from exc
+            raise
         await failpoints.hit("direct.after_upload")
+        if not await self.ledger.transitions.confirm_received(upload):
+            await self.ledger.drop_lost(upload.intent("application/octet-stream"))
+            raise UploadGone(f"direct upload {upload_id!r} was swept while its bytes arrived")
 
     async def complete(self, upload_id: str) -> Document | StagedUpload:
         """Check what the store holds against the upload's declaration, then C3 and C4 (an
-        attachment upload: A3; the staged blob)."""
+        attachment upload: A3; the staged blob). Failpoint ``direct.before_check`` (the
+        upload's row read, its tags not yet)."""
         upload = await self.find(upload_id)
         if upload.state != UploadState.OPEN:
-            if upload.attachment:
-                return await self.ledger.staged_upload(upload_id)
-            doc = await self.resumable.document(upload)
-            if doc is None:
-                raise UploadGone(f"upload {upload_id!r} completed and its document is gone")
-            return doc
-        intent = upload.intent(upload.meta.get("content_type") or "application/octet-stream")
+            return await self._made(upload)
         store = self.ledger.store
+        await failpoints.hit("direct.before_check")
         try:
             tags = await store.get_tags(upload.blob_name)
         except BlobNotFound:
             raise OffsetMismatch("nothing has been uploaded yet", 0) from None
+        if tags.get(STATE_TAG) != PENDING[STATE_TAG] and upload.sha256 is None:
+            # a twin completion may have verified and tagged it since this one read the row
+            upload = await self.find(upload_id)
+            if upload.state != UploadState.OPEN:
+                return await self._made(upload)
+        intent = upload.intent(upload.meta.get("content_type") or "application/octet-stream")
         try:
             # committed is ours only after we verified it (a completion retried after C3)
             ours = tags.get(STATE_TAG) == BlobState.COMMITTED and upload.sha256 is not None
-            if tags.get(STATE_TAG) != PENDING[STATE_TAG] and not ours:
+            # no tags at all counts as pending: an Azure client's SAS cannot write tags
+            if tags and tags.get(STATE_TAG) != PENDING[STATE_TAG] and not ours:
                 raise IntegrityError(f"the uploaded blob is tagged {tags}, not {PENDING}")
             digests = await store.digest_stored(upload.blob_name)  # what the store holds
             if ours and digests.sha256 != upload.sha256:
@@ -173,6 +190,17 @@ class DirectUploads:
             await asyncio.shield(self.resumable.give_up(upload, intent))
             raise
         return await finish(self.resumable, upload, intent, digests, "direct")
+
+    async def _made(self, upload: UploadRecord) -> Document | StagedUpload:
+        """What a completed upload made: the staged blob or the document (UploadGone if the
+        document is gone since)."""
+        if upload.attachment:
+            return await self.ledger.staged_upload(upload.id)
+        doc = await self.resumable.document(upload)
+        if doc is None:
+            raise UploadGone(f"upload {upload.id!r} completed and its document is gone")
+        assert isinstance(doc, Document)
+        return doc
 
     async def cancel(self, upload_id: str) -> None:
         """Abandon the upload: its intent to the deletion path."""

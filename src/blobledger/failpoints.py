@@ -9,10 +9,20 @@ Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); in uploads that outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
-``direct.after_upload``, ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
+``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
+``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not
+yet the blob's tags), ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
 and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,
-``put.mid_stream`` (after the store took a chunk) and ``put.before_commit`` (every byte
-staged, before the create-only publication: the local ``link``, Azure's Put Block List).
+``put.mid_stream`` (after the store took a chunk), ``put.before_commit`` (every byte
+staged, before the create-only publication: the local ``link``, Azure's Put Block List) and
+``put.after_commit`` (published, before the store's put returns: on S3 right after
+CompleteMultipartUpload); ``delete.after_check`` (S3: the tags compared, before the
+DeleteObject conditioned on the ETag seen); ``staged.after_commit`` (a staged upload
+published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, and Azure on
+an emulator that ignores the tag condition: the tags compared, not yet written); in every
+store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
+its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
+and ``deletion.after_{claim,tag,delete}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

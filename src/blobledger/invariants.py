@@ -232,7 +232,7 @@ async def _attached_problem(ledger: Ledger, row: _Row, blob: BlobInfo | None) ->
     if row.owner_table is None or row.owner_key is None or row.owner_column is None:
         return "attached row without an owner"
     holder = Owner(row.owner_table, row.owner_key, row.owner_column)
-    async with ledger.db.transaction() as conn:
+    async with ledger.db.transaction(readonly=True) as conn:
         if not await conn.run_sync(owner_holds, holder, row.name):
             return f"its owner {owner} does not hold it (gone, or points elsewhere)"
     return None
@@ -240,7 +240,7 @@ async def _attached_problem(ledger: Ledger, row: _Row, blob: BlobInfo | None) ->
 
 async def _confirm_attached(ledger: Ledger, blob_name: str) -> str | None:
     """Re-read one attached row and its blob; the problem if it still holds."""
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         found = await session.get(BlobRow, blob_name)
     if found is None or found.state != BlobState.ATTACHED:
         return None  # detached while the scan ran
@@ -258,7 +258,7 @@ async def _confirm_attached(ledger: Ledger, blob_name: str) -> str | None:
 
 async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:
     """Re-read one ready document's blob row and blob; the problem if it still holds."""
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         found = (await session.execute(
             select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
                    DocumentRow.id, DocumentRow.status, DocumentRow.size, DocumentRow.sha256)
@@ -277,13 +277,13 @@ async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:
 
 
 async def _still(ledger: Ledger, blob_name: str, state: str) -> bool:
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         found = await session.get(BlobRow, blob_name)
         return found is not None and found.state == state
 
 
 async def _blob_without_row(ledger: Ledger, report: InvariantReport, blob: BlobInfo) -> None:
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         if await session.get(BlobRow, blob.name) is not None:
             return  # its row was inserted while the scan ran
     report.orphan_blobs += 1
@@ -302,7 +302,7 @@ async def _documents(ledger: Ledger, report: InvariantReport) -> None:
                  .order_by(DocumentRow.id).limit(PAGE))
         if after is not None:
             query = query.where(DocumentRow.id > after)
-        async with ledger.db.session() as session:
+        async with ledger.db.session(readonly=True) as session:
             page = (await session.execute(query)).all()
         for doc_id, status, blob_name, row_name in page:
             if status == DocumentStatus.READY:
@@ -322,7 +322,7 @@ async def _documents(ledger: Ledger, report: InvariantReport) -> None:
 
 
 async def _ready_without_row(ledger: Ledger, doc_id: str) -> bool:
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         doc = await session.get(DocumentRow, doc_id)
         if doc is None or doc.status != DocumentStatus.READY:
             return False

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -34,7 +35,7 @@ from blobledger import failpoints, metrics, telemetry
 from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
-from blobledger.db import Database
+from blobledger.db import Database, connection_lost, once_more_if_lost
 from blobledger.documents import Data, Document, as_stream, limit_size
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -322,8 +323,8 @@ class Ledger:
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_create", intent):
-            await self.transitions.begin_create(intent, placeholder or name or "",
-                                                idempotency_key)
+            await self._inserted(intent, self.transitions.begin_create(
+                intent, placeholder or name or "", idempotency_key))
         await failpoints.hit("create.after_insert")
         return intent
 
@@ -350,11 +351,16 @@ class Ledger:
         await failpoints.hit("create.after_commit")
         return doc
 
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document:
-        """C4: the document ready, as written; if the sweeper rolled this creation forward
-        meanwhile (the writer was paused after C3), the document it made ready."""
-        doc = await self.transitions.commit_create(intent, digests)
-        if doc is None:
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document:
+        """C4: the document ready, as written (with ``upload_id``, that upload done in the
+        same transaction); if the sweeper rolled this creation forward meanwhile (the writer
+        was paused after C3), the document it made ready. A connection lost under C4 (its
+        COMMIT may have applied) is tried once more: the second run loses if the first
+        applied, and the ready document is then this attempt's own."""
+        doc, _ = await once_more_if_lost(
+            lambda: self.transitions.commit_create(intent, digests, upload_id))
+        if doc is None:  # also when the lost first run applied: the document is this one
             doc = await self.transitions.settled_create(intent)
         if doc is None:
             raise IntentLost(LOST)
@@ -383,9 +389,10 @@ class Ledger:
         digests = await self._digest(data)
         if digests.sha256 != record.sha256:
             raise IdempotencyConflict("idempotency key was used with different bytes")
+        if record.response is None:  # kept by the upgrade from 0002 for a deleted document
+            raise IdempotencyConflict("the document created with this key has been deleted")
         if rename is not None and check_document_name(await rename()) != record.name:
             raise IdempotencyConflict("idempotency key was used for a different name")
-        assert record.response is not None
         return record.response
 
     # -- replace --------------------------------------------------------------------------
@@ -428,7 +435,7 @@ class Ledger:
     ) -> Intent:
         """R1: a pending blob row for the document, this attempt's (PreconditionFailed early
         if the version already differs)."""
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             doc = await self._ready_row(session, doc_id)
         if doc.version != expected_version:
             raise PreconditionFailed(
@@ -441,14 +448,19 @@ class Ledger:
             expected_version=expected_version, old_blob=doc.blob_name,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_replace", intent):
-            await self.transitions.begin_replace(intent)
+            await self._inserted(intent, self.transitions.begin_replace(intent))
         await failpoints.hit("replace.after_insert")
         return intent
 
     async def commit_replace(self, intent: Intent, digests: Digests) -> Document:
-        """R4: the document as this replace wrote it, or why not."""
-        outcome = await self.transitions.commit_replace(intent, digests)
+        """R4: the document as this replace wrote it, or why not. A connection lost under R4
+        (its COMMIT may have applied) is tried once more: the second run loses if the first
+        applied, and the document then points at this intent's blob, one version on."""
+        outcome, again = await once_more_if_lost(
+            lambda: self.transitions.commit_replace(intent, digests))
         if outcome.lost:
+            if again and (doc := await self._replaced(intent)) is not None:
+                return doc
             raise IntentLost(LOST)
         if outcome.document is None:
             if outcome.current_version is None:
@@ -458,17 +470,40 @@ class Ledger:
                 f"not {intent.expected_version}", current_version=outcome.current_version)
         return outcome.document
 
+    async def _replaced(self, intent: Intent) -> Document | None:
+        """After R4's second run lost: the document, if the lost first run applied (it
+        points at this intent's blob at the version after the expected one)."""
+        assert intent.expected_version is not None
+        try:
+            doc = await self.get(intent.document_id)
+        except NotFound:
+            return None
+        if doc.blob == intent.blob_name and doc.version == intent.expected_version + 1:
+            return doc
+        return None
+
     # -- delete ---------------------------------------------------------------------------
     async def delete(self, doc_id: str, *, expected_version: int | None = None) -> None:
-        """Remove the document now; its blob goes to the deletion path."""
+        """Remove the document now; its blob goes to the deletion path. A connection lost
+        under the delete (its COMMIT may have applied) is tried once more; if that finds
+        the document gone, it is deleted (by the first run, or by another delete)."""
         doc = await self.get(doc_id)
         if expected_version is not None and doc.version != expected_version:
             raise PreconditionFailed(
                 f"document is at version {doc.version}, not {expected_version}",
                 current_version=doc.version)
-        if not await self.transitions.delete_document(doc_id, doc.version):
+        deleted, again = await once_more_if_lost(
+            lambda: self.transitions.delete_document(doc_id, doc.version))
+        if not deleted and not (again and await self._gone(doc_id)):
             raise PreconditionFailed("document changed while it was being deleted")
         await failpoints.hit("delete.after_commit")
+
+    async def _gone(self, doc_id: str) -> bool:
+        try:
+            await self.get(doc_id)
+        except NotFound:
+            return True
+        return False
 
     # -- attachments: A1-A3 ----------------------------------------------------------------
     async def stage(
@@ -491,7 +526,7 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, filename or ""),
             document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
             content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
-        await self.transitions.begin_stage(intent, filename)  # A1
+        await self._inserted(intent, self.transitions.begin_stage(intent, filename))  # A1
         await failpoints.hit("stage.after_insert")
         try:
             digests = await self.upload(intent, data, sha256, md5)  # A2
@@ -509,8 +544,11 @@ class Ledger:
 
     async def confirm_staged(self, intent: Intent, digests: Digests) -> None:
         """Before A3: compare-and-set that the staged intent is still this attempt's (its
-        lease extended, its digests recorded); if not, as :meth:`confirm`: IntentLost."""
-        if not await self.transitions.confirm_staged(intent, digests):
+        lease extended, its digests recorded); if not, as :meth:`confirm`: IntentLost. Tried
+        once more on a lost connection, as :meth:`confirm`."""
+        confirmed, _ = await once_more_if_lost(
+            lambda: self.transitions.confirm_staged(intent, digests))
+        if not confirmed:
             await self._lost(intent)
 
     async def staged_upload(self, upload_id: str) -> StagedUpload:
@@ -573,7 +611,7 @@ class Ledger:
         id can be, such as one holding a NUL, which some databases refuse to compare)."""
         if not isinstance(doc_id, str) or len(doc_id) > 128 or not doc_id.isprintable():
             raise NotFound(f"no document {doc_id!r}"[:200])
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             return Document.from_row(await self._ready_row(session, doc_id))
 
     async def open(
@@ -617,7 +655,7 @@ class Ledger:
                                 func.substr(DocumentRow.name, 1, len(prefix)) == prefix)
         if after is not None:
             query = query.where(DocumentRow.name > check_name_prefix(after))
-        async with self.db.session() as session:
+        async with self.db.session(readonly=True) as session:
             rows = (await session.execute(query)).scalars().all()
         return [Document.from_row(row) for row in rows]
 
@@ -681,23 +719,44 @@ class Ledger:
         """Before C3/R3: compare-and-set that the intent is still this attempt's, extending
         its lease (and naming a creation recorded under a placeholder). If it is not, a
         blob whose row is gone is deleted (conditioned on ``pending``) and IntentLost
-        raised: a blob whose intent was swept must never be tagged committed."""
-        if await self.transitions.confirm(intent, rename=name):
+        raised: a blob whose intent was swept must never be tagged committed. A connection
+        lost under it is tried once more (a second run after an applied first only extends
+        the lease again; the name is already the real one)."""
+        confirmed, _ = await once_more_if_lost(
+            lambda: self.transitions.confirm(intent, rename=name))
+        if confirmed:
             return
         await self._lost(intent)
+
+    async def _inserted(self, intent: Intent, insert: Awaitable[None]) -> None:
+        """C1/R1/A1: the intent's rows inserted. If the connection was lost under the insert
+        (its COMMIT may have applied), the rows are looked for: found under this attempt's
+        token, the intent is this attempt's and it goes on; not found, the error stands (an
+        insert is never run twice; rows that land late are the sweeper's)."""
+        try:
+            await insert
+        except DBAPIError as exc:
+            if not connection_lost(exc) or not await self.transitions.owns(intent):
+                raise
 
     async def _lost(self, intent: Intent) -> NoReturn:
         """The intent was taken while this attempt was paused: delete our blob if its row is
         gone (conditioned on ``pending``), then IntentLost."""
+        await self.drop_lost(intent)
+        raise IntentLost(LOST)
+
+    async def drop_lost(self, intent: Intent) -> None:
+        """A writer whose intent was taken while it was paused: its blob deleted if the
+        blob's row is gone (conditioned on ``pending``; a row still there is the sweeper's
+        or the deletion path's to resolve). Failures are logged, not raised."""
         try:
-            async with self.db.session() as session:
+            async with self.db.session(readonly=True) as session:
                 row = await session.get(BlobRow, intent.blob_name)
             if row is None:
                 await self.store.delete(intent.blob_name, if_tags=PENDING)
         except (BlobLedgerError, OSError) as exc:
             log.warning("removing the blob of lost intent %s failed (%s)", intent.blob_name,
                         type(exc).__name__)
-        raise IntentLost(LOST)
 
     async def tag_committed(self, intent: Intent) -> None:
         """C3/R3/A3: tag the blob committed, conditioned on it still being pending. If that
@@ -729,8 +788,16 @@ class Ledger:
         """Hand the intent to the deletion path if it is still this attempt's and delete its
         blob conditioned on ``pending``; True if it was ours, False if not, None if the
         database could not say (the sweeper resolves it)."""
+        return await self._abandon(intent, None)
+
+    async def give_up(self, intent: Intent, upload_id: str) -> bool | None:
+        """:meth:`abandon` for an upload whose client lied about its bytes, only while no
+        completion has verified that upload (:meth:`Transitions.abandon`)."""
+        return await self._abandon(intent, upload_id)
+
+    async def _abandon(self, intent: Intent, upload_id: str | None) -> bool | None:
         try:
-            if not await self.transitions.abandon(intent):
+            if not await self.transitions.abandon(intent, upload_id):
                 return False
         except Exception as exc:
             log.warning("abandoning %s failed (%s); left to the sweeper", intent.blob_name,

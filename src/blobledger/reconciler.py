@@ -361,7 +361,7 @@ _LIVE = (BlobState.COMMITTED.value, BlobState.ATTACHED.value)
 
 async def _row_state(ledger: Ledger, name: str) -> tuple[str, bool] | None:
     """The row's state now and whether a ready document points at it (None: no row)."""
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         found = (await session.execute(
             select(BlobRow.state, _ready()).where(BlobRow.name == name))).first()
     return None if found is None else (str(found[0]), bool(found[1]))
@@ -372,5 +372,5 @@ async def count_rows(ledger: Ledger, prefix: str) -> int:
     query = select(func.count()).select_from(BlobRow)
     if prefix:
         query = query.where(BlobRow.name.startswith(prefix, autoescape=True))
-    async with ledger.db.session() as session:
+    async with ledger.db.session(readonly=True) as session:
         return int(await session.scalar(query) or 0)

@@ -282,10 +282,14 @@ class Resumable:
             raise IntentLost("the upload's intent was taken over (swept)")
         await self._drop_parts(upload)
 
-    async def give_up(self, upload: UploadRecord, intent: Intent) -> None:
-        """A lying client: the intent to the deletion path (if still ours), parts dropped."""
-        await self.ledger.abandon(intent)
+    async def give_up(self, upload: UploadRecord, intent: Intent) -> bool:
+        """A lying client: the intent to the deletion path and the parts dropped, only if
+        the intent is still ours and no completion verified the upload (a duplicate
+        completion never destroys what its twin verified); whether it was given up."""
+        if await self.ledger.give_up(intent, upload.id) is False:
+            return False
         await self._drop_parts(upload)
+        return True
 
     async def _drop_parts(self, upload: UploadRecord) -> None:
         try:
@@ -307,12 +311,24 @@ async def finish(owner: Resumable, upload: UploadRecord, intent: Intent, digests
             return await settle_staged(owner, upload, intent, digests, f"{points}.stage")
         return await settle(owner, upload, intent, digests, points)
     except IntentLost:
-        found = await owner.ledger.transitions.find_upload(upload.id)
-        made = (await owner.document(found)
-                if found is not None and found.state == UploadState.DONE else None)
+        made = await _made_by_another(owner, upload.id)
         if made is None:
             raise
         return made
+
+
+async def _made_by_another(owner: Resumable, upload_id: str) -> Document | StagedUpload | None:
+    """After a lost confirm or C4: what the upload made, if it is done (a twin completion
+    finished it, or the sweeper rolled it forward). A document's upload still open beside
+    its ready document (an older release died between C4 and closing it) is closed here."""
+    transitions = owner.ledger.transitions
+    found = await transitions.find_upload(upload_id)
+    if found is not None and found.state == UploadState.OPEN and not found.attachment \
+            and await transitions.close_settled_upload(found):
+        found = await transitions.find_upload(upload_id)
+    if found is None or found.state != UploadState.DONE:
+        return None
+    return await owner.document(found)
 
 
 async def _verified(owner: Resumable, upload: UploadRecord, digests: Digests,
@@ -331,8 +347,9 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
                  points: str) -> Document:
     """The end of any upload that outlives a request, once ``digests`` were computed from
     the stored bytes: their size and declared SHA-256 checked, the verified SHA-256
-    recorded, then confirm, C3 and C4 (the ledger's own steps), and the upload done. A
-    mismatch gives the upload up (IntegrityError). ``points`` prefixes the failpoints."""
+    recorded, then confirm, C3 and C4 (the ledger's own steps; C4 closes the upload in its
+    own transaction). A mismatch gives the upload up (IntegrityError). ``points``
+    prefixes the failpoints."""
     ledger = owner.ledger
     try:
         await _verified(owner, upload, digests, points)
@@ -343,8 +360,7 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
     except IntegrityError:
         await asyncio.shield(owner.give_up(upload, intent))
         raise
-    doc = await ledger.commit_create(intent, digests)  # C4
-    await ledger.transitions.finish_upload(upload)
+    doc = await ledger.commit_create(intent, digests, upload.id)  # C4, the upload done
     await failpoints.hit(f"{points}.after_commit")
     return doc
 

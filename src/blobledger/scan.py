@@ -38,7 +38,7 @@ async def pages(
     while True:
         current = base if after is None else base.where(column > after)
         with telemetry.span(span, after=after) as traced:
-            async with ledger.db.session() as session:
+            async with ledger.db.session(readonly=True) as session:
                 found = (await session.execute(current)).all()
             traced.set("rows", len(found))
         for row in found:

@@ -10,6 +10,10 @@ One :meth:`Sweeper.run_once` does, in claimed batches until no claimable work is
    replacement's row moves to ``deleting``. A stale *staged attachment* (never attached by
    an application's transaction) is never rolled forward: it is fenced first (``pending ->
    deleting`` under the claim's token, so a late A4 loses) and left to the deletion path.
+   On a store whose delete cannot see the tag (S3), nothing is deleted before the decision
+   is durable: the tags are read, then an absent or ``pending`` blob's row is fenced
+   ``pending -> deleting`` under the claim's token (final: no writer, retry or other
+   sweeper can commit it afterwards), and only then is the blob deleted.
 2. **The deletion path**: rows ``deleting`` older than ``delete_grace`` whose lease has
    expired. Check that no document points at the blob, tag it ``deleting`` conditioned on
    ``committed`` (already ``deleting`` is fine), delete it conditioned on ``deleting``,
@@ -27,7 +31,8 @@ holds ``flock`` on ``<database file>.sweep-lock``. Deletes go out through
 ``Store.delete_many`` (Blob Batch on Azure). Nothing here deletes a blob tagged
 ``committed``: a guard refusal is logged and counted, and the sweep goes on.
 
-Failpoints (see :mod:`blobledger.failpoints`): ``sweep.after_claim``, ``sweep.after_delete``,
+Failpoints (see :mod:`blobledger.failpoints`): ``sweep.after_claim``, ``sweep.after_fence``
+(S3), ``sweep.after_delete``,
 ``sweep.before_resolve``, ``deletion.after_claim``, ``deletion.after_tag``,
 ``deletion.after_delete``.
 """
@@ -255,6 +260,9 @@ class Sweeper:
         rows = [r for r in claim.rows if r.kind != BlobKind.ATTACHMENT]
         if not rows:
             return
+        if not self.ledger.store.capabilities.state_conditioned_delete:
+            await self._sweep_fenced(rows, claim.token, report)
+            return
         outcomes = await self.ledger.store.delete_many([(r.name, PENDING) for r in rows])
         gone: list[_Claimed] = []
         refused: list[_Claimed] = []
@@ -280,6 +288,48 @@ class Sweeper:
             await failpoints.hit("sweep.before_resolve")
             await self._resolve_refused(refused, claim.token, report)
 
+    async def _sweep_fenced(
+        self, rows: Sequence[_Claimed], token: str, report: SweepReport
+    ) -> None:
+        """Stale intents on a store whose delete cannot see the ``state`` tag (S3: ETag
+        only): the tags are read first and the decision made in the database before any
+        delete. Absent or ``pending``: the row is fenced ``pending -> deleting`` under the
+        claim's token, then the blob deleted and the row removed (a blob retagged meanwhile
+        by a writer that woke is refused and left to the deletion path: its row is
+        ``deleting`` for good). ``committed``: resolved as a refused delete is."""
+        store = self.ledger.store
+        tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
+        doomed = [r for r, tag in zip(rows, tags, strict=True)
+                  if tag is None or tag == BlobState.PENDING]
+        others = [r for r, tag in zip(rows, tags, strict=True)
+                  if not (tag is None or tag == BlobState.PENDING)]
+        if doomed:
+            handles = await self.ledger.transitions.staged_handles([r.name for r in doomed])
+            fenced = await self.ledger.transitions.fence_swept(token, [r.name for r in doomed])
+            if len(fenced) != len(doomed):
+                log.warning("sweep: %d intents changed owner before they were fenced",
+                            len(doomed) - len(fenced))
+            await failpoints.hit("sweep.after_fence")
+            await self._abort_parts({n: h for n, h in handles.items() if n in fenced}, report)
+            done: list[str] = []
+            if fenced:
+                for outcome in await store.delete_many([(n, PENDING) for n in fenced]):
+                    if outcome.error is None:
+                        done.append(outcome.name)
+                        report.absent += not outcome.deleted
+                    elif not isinstance(outcome.error, ConditionNotMet):
+                        report.errors += 1
+                        log.warning("sweep: delete of %s failed: %s", outcome.name,
+                                    outcome.error)
+            await failpoints.hit("sweep.after_delete")
+            removed = await self.ledger.transitions.remove_deleted(token, done) if done else 0
+            report.swept += removed
+            # fenced but not deleted (retagged since, or failed): the deletion path's now
+            report.moved_to_deleting += len(fenced) - removed
+        if others:
+            await failpoints.hit("sweep.before_resolve")
+            await self._resolve_refused(others, token, report)
+
     async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
         """The uncommitted parts of swept resumable uploads (best effort: what a failure
         leaves, the reconciler reports and ``--fix`` clears)."""
@@ -301,9 +351,12 @@ class Sweeper:
         store = self.ledger.store
         tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
         committed = []
+        untagged = []
         for row, tag in zip(rows, tags, strict=True):
             if tag == BlobState.COMMITTED:
                 committed.append(row)
+            elif tag == "":  # an Azure direct upload's, created untagged: counts as pending
+                untagged.append(row.name)
             elif tag is None:
                 report.errors += 1  # vanished since the refusal: the next run sees it absent
                 log.warning("sweep: %s vanished after refusing its delete", row.name)
@@ -311,6 +364,13 @@ class Sweeper:
                 report.refused += 1
                 log.error("sweep guard: pending row %s has a blob tagged %r; left alone",
                           row.name, tag)
+        if untagged:
+            # The store's delete conditioned on pending refused it: the decision is made
+            # in the database first (pending -> deleting under this claim), and the
+            # deletion path tags the blob deleting and deletes it.
+            fenced = await self.ledger.transitions.fence_swept(token, untagged,
+                                                               keep_claim=False)
+            report.moved_to_deleting += len(fenced)
         creations = [r for r in committed if r.kind == BlobKind.CREATE]
         replacements = [r.name for r in committed if r.kind != BlobKind.CREATE]
         if creations:
@@ -404,11 +464,15 @@ class Sweeper:
             return "absent"
         except ConditionNotMet:
             try:
-                state = (await store.get_tags(name)).get(STATE_TAG)
+                tags = await store.get_tags(name)
+                state = tags.get(STATE_TAG)
             except BlobNotFound:
                 return "absent"
             if state == BlobState.PENDING:
                 return "pending"
+            if not tags:  # an Azure direct upload's, created untagged; its row is deleting
+                await store.set_tags(name, DELETING)  # for good, so nothing can commit it
+                return "tagged"
             return "tagged" if state == BlobState.DELETING else "refused"
         except StoreUnavailable:
             raise

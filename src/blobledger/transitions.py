@@ -19,10 +19,12 @@ write (they never open a transaction of their own).
 
 Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
 intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
-by compare-and-set on the offset seen and the owner token), :meth:`finish_upload` (after C4).
-They go through ``confirm``, ``commit_create`` and ``abandon`` like any creation. An upload
-that stages an attachment starts with :meth:`begin_staged_upload` (A1 with the upload's row)
-and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
+by compare-and-set on the offset seen and the owner token), :meth:`confirm_received`
+(``serve`` stored a direct upload's bytes). They go through ``confirm``, ``commit_create``
+(which also closes the upload, in C4's transaction) and ``abandon`` like any creation;
+:meth:`close_settled_upload` closes an upload an older release left open beside its ready
+document. An upload that stages an attachment starts with :meth:`begin_staged_upload` (A1
+with the upload's row) and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
 
 Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
 :meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
@@ -40,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Row, Table, bindparam, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.clock import at
@@ -79,9 +81,24 @@ CUTOFF = at("cutoff_s")  # NOW minus an age (a takeover margin, a sweep age)
 EXPIRES = at("expires_s")  # NOW plus the idempotency retention
 
 
+#: how a worker's claim token begins (a writer's token is 32 hex digits, never with ``:``)
+CLAIM_PREFIX = "s:"
+
+
 def new_token() -> str:
-    """An owner token: unique per attempt and per claim."""
+    """A writer's owner token: unique per attempt."""
     return secrets.token_hex(16)
+
+
+def claim_token() -> str:
+    """A worker's owner token (a sweeper's or the deletion path's claim): unique per claim,
+    told from a writer's by :data:`CLAIM_PREFIX`. No writer takes over a claimed intent."""
+    return CLAIM_PREFIX + secrets.token_hex(15)
+
+
+def claimed(attempt: str | None) -> bool:
+    """Whether an owner token is a worker's claim (not a writer's attempt)."""
+    return attempt is not None and attempt.startswith(CLAIM_PREFIX)
 
 
 # -- writers' statements ------------------------------------------------------------------
@@ -96,10 +113,12 @@ _drop_expired_key = delete(keys).where(
 _mine = (blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
          blobs.c.attempt == bindparam("b_attempt"))
 _confirm = update(blobs).where(*_mine).values(lease_until=LEASE)
+#: a writer's row, not a worker's claim (NULL: an older release's attempt)
+_unclaimed = or_(blobs.c.attempt.is_(None), ~blobs.c.attempt.startswith(CLAIM_PREFIX))
 _take_over = update(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
     blobs.c.attempt.is_not_distinct_from(bindparam("b_seen")),  # NULL: an older release's
-    blobs.c.lease_until < CUTOFF,
+    blobs.c.lease_until < CUTOFF, _unclaimed,
 ).values(attempt=bindparam("b_attempt"), lease_until=LEASE, changed_at=NOW)
 _rename = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
@@ -108,6 +127,14 @@ _rename = update(documents).where(
 _commit_blob = update(blobs).where(*_mine).values(
     state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
     md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+#: C4 by a writer that did C3 and found its intent claimed by a sweeper that has not
+#: decided yet: the roll-forward the sweeper would make, decided by the writer (whichever
+#: compare-and-set wins decides; a sweeper that fenced the row to ``deleting`` first wins)
+_commit_claimed = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+    blobs.c.kind == BlobKind.CREATE.value, blobs.c.attempt.startswith(CLAIM_PREFIX),
+).values(state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+         md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
 _ready_document = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"),
@@ -130,6 +157,15 @@ _to_deleting = update(blobs).where(
 ).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
 _abandon = update(blobs).where(*_mine).values(
     state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+#: giving an upload up: its intent to the deletion path only while the upload is open and no
+#: completion verified its bytes (a duplicate completion must not destroy its twin's work)
+_give_up = update(blobs).where(*_mine, select(uploads.c.id).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.blob_name == blobs.c.name,
+    uploads.c.state == UploadState.OPEN.value, uploads.c.sha256.is_(None)).exists(),
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_drop_unverified_upload = delete(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.sha256.is_(None))
 _drop_pending_document = delete(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"))
@@ -158,9 +194,24 @@ _record_parts = update(uploads).where(
         blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
         blobs.c.attempt == bindparam("b_attempt")).exists(),
 ).values(offset=bindparam("u_offset"), parts=bindparam("u_parts"), changed_at=NOW)
+#: the upload still open and its intent still this upload's (pending, its token)
+_upload_mine = (
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(blobs.c.name).where(
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists())
+_confirm_received = update(uploads).where(*_upload_mine).values(changed_at=NOW)
 _finish_upload = update(uploads).where(
     uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
     uploads.c.attempt == bindparam("b_attempt"),
+).values(state=UploadState.DONE.value, changed_at=NOW)
+_close_settled_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(documents.c.id).where(
+        documents.c.id == uploads.c.document_id, documents.c.blob_name == uploads.c.blob_name,
+        documents.c.status == DocumentStatus.READY.value).exists(),
 ).values(state=UploadState.DONE.value, changed_at=NOW)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
@@ -306,13 +357,13 @@ class Transitions:
         return sweep_margin(self.settings.upload_deadline)
 
     async def now(self) -> Any:
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(NOW), self.times())).scalar_one()
 
     # -- idempotency keys -----------------------------------------------------------------
     async def find_key(self, key: str) -> KeyRecord | None:
         """The key's record; a finished one past its retention counts as absent."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(keys, (keys.c.expires_at > NOW).label("live"))
                 .where(keys.c.key == key), self.times())).one_or_none()
@@ -432,7 +483,7 @@ class Transitions:
     async def find_upload(self, upload_id: str) -> UploadRecord | None:
         """The upload's row, or None if there is none (never made, finished and forgotten,
         terminated, or swept with its intent)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(
                 select(uploads, (uploads.c.expires_at <= NOW).label("expired"))
                 .where(uploads.c.id == upload_id), self.times())).one_or_none()
@@ -470,23 +521,42 @@ class Transitions:
             ).values(sha256=sha256, changed_at=NOW), self.times())
         return _count(won) == 1
 
+    async def confirm_received(self, upload: UploadRecord) -> bool:
+        """After ``serve`` stored a direct upload's bytes: the upload is still open and its
+        intent still this upload's, by compare-and-set on the upload's row (the intent's
+        lease is left as the URL's expiry set it). False if the intent was lost (swept)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_confirm_received, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
     async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
         """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.sha256).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.sha256 for r in rows}
 
     async def finish_upload(self, upload: UploadRecord) -> bool:
-        """After C4: the upload is done; nothing is ever written to it again."""
+        """After A3 (a staged attachment's upload): the upload is done; nothing is ever
+        written to it again. A document's upload ends with C4 itself (``commit_create``)."""
         async with self.db.transaction() as conn:
             won = await conn.execute(_finish_upload, dict(
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
+    async def close_settled_upload(self, upload: UploadRecord) -> bool:
+        """A document's upload still open although its document is ready (an older release
+        made C4 and the upload's end two transactions, and died between them): done, by
+        compare-and-set on the upload's token and the document ready with its blob."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_close_settled_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
     async def upload_live(self, blob_name: str) -> bool:
         """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(uploads.c.id).where(
                 uploads.c.blob_name == blob_name, uploads.c.state == UploadState.OPEN.value,
                 uploads.c.expires_at > NOW), self.times())).first()
@@ -494,7 +564,7 @@ class Transitions:
 
     async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
         """Which of these blobs belong to resumable uploads: name -> the store's handle."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.handle).where(
                 uploads.c.blob_name.in_(names)))).all()
         return {r.blob_name: r.handle for r in rows}
@@ -525,30 +595,39 @@ class Transitions:
     async def owns(self, intent: Intent) -> bool:
         """Whether the intent is still this attempt's (pending, its token). Reads only: for
         a failure path that must tell a lost intent from a failed step."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = (await conn.execute(select(blobs.c.name).where(*_mine), dict(
                 b_name=intent.blob_name, b_attempt=intent.attempt))).first()
         return found is not None
 
     # -- C4 -------------------------------------------------------------------------------
-    async def commit_create(self, intent: Intent, digests: Digests) -> Document | None:
-        """C4: blob row committed and document ready, only while the intent is this
-        attempt's; the key's first response recorded. None if the intent was lost."""
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document | None:
+        """C4 (after C3): blob row committed and document ready, only while the intent is
+        this attempt's, or claimed by a sweeper that has not decided yet (the writer then
+        makes the roll-forward that sweeper would make; a sweeper that fenced the row first
+        wins); the key's first response recorded; with ``upload_id``, that upload done in the
+        same transaction (no state between C4 and the upload's end). None if the intent was
+        lost."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
-                      **self.times(expires=self.settings.idempotency_retention))
+                      u_id=upload_id, **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
-            if _count(await conn.execute(_commit_blob, params)) != 1:
+            if _count(await conn.execute(_commit_blob, params)) != 1 and (
+                    intent.kind != BlobKind.CREATE
+                    or _count(await conn.execute(_commit_claimed, params)) != 1):
                 return None
             row = (await conn.execute(_ready_document, params)).one()
             doc = Document.from_row(row)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if upload_id is not None:
+                await conn.execute(_finish_upload, params)
         return doc
 
     async def settled_create(self, intent: Intent) -> Document | None:
         """After a lost C4: the document if the sweeper rolled this creation forward."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(documents).where(
                 documents.c.id == intent.document_id))).one_or_none()
         if (row is None or row.status != DocumentStatus.READY
@@ -602,18 +681,30 @@ class Transitions:
         return True
 
     # -- a live writer's failure path -----------------------------------------------------
-    async def abandon(self, intent: Intent) -> bool:
+    async def abandon(self, intent: Intent, upload_id: str | None = None) -> bool:
         """The intent, while still this attempt's, to the deletion path (a creation's pending
-        document and key go with it). False if someone else owns it now."""
+        document and key go with it). False if someone else owns it now. With ``upload_id``
+        (an upload given up), only while that upload is still open and unverified: a
+        completion that recorded the verified SHA-256 first wins, in the same transaction
+        (the upload's row is re-checked under its lock, so a concurrent ``record_verified``
+        is either seen or refused)."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
-                      d_id=intent.document_id, **self.times())
-        async with self.db.transaction() as conn:
-            if _count(await conn.execute(_abandon, params)) != 1:
-                return False
-            if intent.kind == BlobKind.CREATE:
-                await conn.execute(_drop_pending_document, params)
-                await conn.execute(_drop_pending_key, params)
-            await conn.execute(delete(uploads).where(uploads.c.blob_name == intent.blob_name))
+                      d_id=intent.document_id, u_id=upload_id, **self.times())
+        try:
+            async with self.db.transaction() as conn:
+                fenced = _abandon if upload_id is None else _give_up
+                if _count(await conn.execute(fenced, params)) != 1:
+                    return False
+                if upload_id is not None and \
+                        _count(await conn.execute(_drop_unverified_upload, params)) != 1:
+                    raise _Undo  # verified meanwhile: nothing of this transaction stays
+                if intent.kind == BlobKind.CREATE:
+                    await conn.execute(_drop_pending_document, params)
+                    await conn.execute(_drop_pending_key, params)
+                await conn.execute(delete(uploads).where(
+                    uploads.c.blob_name == intent.blob_name))
+        except _Undo:
+            return False
         return True
 
     async def remove_abandoned(self, blob_name: str) -> bool:
@@ -642,14 +733,14 @@ class Transitions:
     async def staged_blob(self, blob_name: str) -> Row[Any] | None:
         """An attachment's row in any state (None if there is none: never staged, or swept
         and deleted)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name,
                 blobs.c.kind == BlobKind.ATTACHMENT.value))).one_or_none()
 
     async def attachment(self, blob_name: str) -> Row[Any] | None:
         """An attached blob's row (None if it is not attached)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
 
@@ -658,7 +749,7 @@ class Transitions:
                     lease: float) -> tuple[str, list[Row[Any]]]:
         """Rows in ``state`` older than ``age`` whose lease has expired, up to ``limit``: the
         claim's token and the rows it won (name, document_id, kind)."""
-        token = new_token()
+        token = claim_token()
         times = self.times(lease=lease, cutoff=age)
         query = (select(blobs.c.name).where(
             blobs.c.state == state.value, blobs.c.changed_at < CUTOFF,
@@ -687,20 +778,29 @@ class Transitions:
                 .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
                        blobs.c.attempt == token)
                 .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind))).all()
-            creations = [(r.name, r.document_id) for r in removed
-                         if r.kind == BlobKind.CREATE]
-            if creations:
-                await conn.execute(delete(documents).where(
-                    documents.c.id.in_([doc for _, doc in creations]),
-                    documents.c.blob_name.in_([name for name, _ in creations]),
-                    documents.c.status == DocumentStatus.PENDING.value))
-            if removed:
-                await conn.execute(delete(keys).where(
-                    keys.c.blob_name.in_([r.name for r in removed]),
-                    keys.c.state == KeyState.PENDING.value))
-                await conn.execute(delete(uploads).where(
-                    uploads.c.blob_name.in_([r.name for r in removed])))
+            await _drop_intents(conn, removed)
         return len(removed)
+
+    async def fence_swept(self, token: str, names: Sequence[str], *,
+                          keep_claim: bool = True) -> list[str]:
+        """Claimed stale intents the sweeper decided to delete (their blob absent or tagged
+        ``pending``), on a store whose delete cannot see the tag: ``pending -> deleting``
+        under the claim's token (kept, so :meth:`remove_deleted` can finish them), with a
+        creation's pending document, the pending key and the upload row, before any delete
+        is sent. ``deleting`` is final: no writer, retry or sweeper can commit these blobs
+        afterwards, however long this sweeper sleeps. Without ``keep_claim`` the rows are
+        handed to the deletion path at once (no owner, lease over). The names moved."""
+        release = {} if keep_claim else {"attempt": None, "lease_until": NOW}
+        async with self.db.transaction() as conn:
+            moved = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, changed_at=NOW, **release)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
+                self.times())).all()
+            await _drop_intents(conn, moved)
+        return [r.name for r in moved]
 
     async def roll_forward(self, token: str, name: str, digests: Digests) -> str:
         """C4 on behalf of a creation whose writer stopped after C3: ``ready``, ``deleting``
@@ -759,7 +859,7 @@ class Transitions:
     async def pointed_at(self, names: Sequence[str]) -> set[str]:
         """Which of these blobs a document points at, are ``attached``, or are still held by
         the owner column their row names (the deletion path's guard)."""
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(readonly=True) as conn:
             found = set((await conn.execute(select(documents.c.blob_name).where(
                 documents.c.blob_name.in_(names)))).scalars())
             owned = (await conn.execute(select(
@@ -788,6 +888,28 @@ class Transitions:
             purged = await conn.execute(delete(keys).where(
                 keys.c.state == KeyState.DONE.value, keys.c.expires_at <= NOW), self.times())
         return _count(purged)
+
+
+async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
+    """What goes with stale intents that were removed or fenced (rows of name, document_id,
+    kind): a creation's pending document (while it still points at the blob), the pending
+    idempotency keys and the upload rows."""
+    if not rows:
+        return
+    creations = [(r.name, r.document_id) for r in rows if r.kind == BlobKind.CREATE]
+    if creations:
+        await conn.execute(delete(documents).where(
+            documents.c.id.in_([doc for _, doc in creations]),
+            documents.c.blob_name.in_([name for name, _ in creations]),
+            documents.c.status == DocumentStatus.PENDING.value))
+    names = [r.name for r in rows]
+    await conn.execute(delete(keys).where(
+        keys.c.blob_name.in_(names), keys.c.state == KeyState.PENDING.value))
+    await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
+
+
+class _Undo(Exception):
+    """Raised inside a transaction to roll it back: its compare-and-set lost half-way."""
 
 
 def _count(result: object) -> int:

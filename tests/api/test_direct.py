@@ -17,6 +17,8 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError
 from azure.storage.blob import BlobClient, ContentSettings
 
 from blobledger import Ledger
+from blobledger.direct import DirectUploads
+from blobledger.invariants import check
 from blobledger.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
 from tests.support.holds import Holds
@@ -28,7 +30,7 @@ async def client(ledger: Ledger) -> AsyncIterator[httpx.AsyncClient]:
         yield instance
 
 
-async def begin(client: httpx.AsyncClient, name: str, data: bytes, **extra: Any
+async def begin(client: httpx.AsyncClient, name: str | None, data: bytes, **extra: Any
                 ) -> dict[str, Any]:
     response = await client.post("/uploads", json={"name": name, "size": len(data),
                                                    "content_type": "text/plain", **extra})
@@ -41,7 +43,7 @@ def via_sdk(target: dict[str, Any], data: bytes, tags: dict[str, str] | None = N
     if "sig=" in target["url"] and "x-ms-blob-type" in target["headers"]:
         blob = BlobClient.from_blob_url(target["url"], api_version="2026-06-06")
         try:
-            blob.upload_blob(data, tags=tags or {"state": "pending"},
+            blob.upload_blob(data, tags=tags,
                              content_settings=ContentSettings(content_type="text/plain"))
         except ResourceExistsError:
             return 409
@@ -159,7 +161,12 @@ async def test_abandoned_direct_upload_is_swept(ledger: Ledger, client: httpx.As
     ledger.transitions.offset = ledger.settings.direct_upload_expiry + 3600
     try:
         problem(await client.post(f"/uploads/{target['id']}/complete"), 410)
-        assert (await Sweeper(ledger).run_once()).swept == 1
+        report = await Sweeper(ledger).run_once()
+        # Azure's blob is untagged (the client's SAS cannot tag): its delete conditioned on
+        # pending is refused, the row fenced to deleting and the deletion path deletes it
+        gone = (report.moved_to_deleting, report.deleted) if ledger.store.url.startswith(
+            "azure://") else (report.swept,)
+        assert gone == ((1, 1) if len(gone) == 2 else (1,)), report
     finally:
         ledger.transitions.offset = 0
     assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
@@ -198,3 +205,130 @@ async def test_two_completions_at_once_answer_the_same_document(
     docs = (await client.get("/documents")).json()["items"]
     assert [d["id"] for d in docs] == [second.json()["id"]]
     assert (await client.get(f"/documents/{docs[0]['id']}/content")).content == data
+
+
+async def test_the_clients_url_cannot_tag_the_blob(
+        ledger: Ledger, client: httpx.AsyncClient) -> None:
+    """Azure: the SAS the service hands out creates the blob and does nothing else. After
+    completion its holder cannot retag the ready blob (``state=pending`` would let the
+    lifecycle rule delete acknowledged bytes): Set Blob Tags is refused with 403, the
+    document stays readable and ``check`` is clean. The PUT it describes carries no tags."""
+    if not ledger.store.url.startswith("azure:"):
+        pytest.skip("a SAS is Azure's (S3's presigned PUT signs one request; serve tags itself)")
+    data = os.urandom(2048)
+    target = await begin(client, "untaggable.txt", data)
+    assert await put(target, data, client) == 201
+    done = await client.post(f"/uploads/{target['id']}/complete")
+    assert done.status_code == 201, done.text
+    doc = done.json()
+    blob = BlobClient.from_blob_url(target["url"], api_version="2026-06-06")
+    try:
+        with pytest.raises(HttpResponseError) as refused:
+            await asyncio.to_thread(blob.set_blob_tags, {"state": "pending"})
+        assert refused.value.status_code == 403
+    finally:
+        blob.close()
+    assert await ledger.store.get_tags(doc["blob"]) == {"state": "committed"}
+    assert (await client.get(f"/documents/{doc['id']}/content")).content == data
+    assert (await check(ledger)).ok
+    assert parse_qs(urlsplit(target["url"]).query)["sp"] == ["c"]
+    assert "x-ms-tags" not in target["headers"]
+
+
+async def test_a_cancelled_direct_upload_with_bytes_is_deleted(
+        ledger: Ledger, client: httpx.AsyncClient) -> None:
+    """The client put its (on Azure untagged) blob, then cancelled: the deletion path removes
+    the blob and its row."""
+    target = await begin(client, "cancelled.txt", b"put, then cancelled")
+    assert await put(target, b"put, then cancelled", client) == 201
+    assert (await client.delete(f"/uploads/{target['id']}")).status_code == 204
+    await Sweeper(ledger).run_once()
+
+
+@pytest.mark.parametrize("attachment", [False, True], ids=["document", "attachment"])
+@pytest.mark.parametrize("first_at", [None, "after_tag"], ids=["first-done", "first-at-tag"])
+async def test_a_duplicate_completion_that_read_the_upload_before_it_was_verified(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds, attachment: bool,
+        first_at: str | None) -> None:
+    """A duplicate ``complete`` that read the upload's row before its twin verified the
+    bytes, and its tags after the twin's C3/A3 (``committed``): it must not take the client
+    for a liar and give the upload up. Both answer what the first made; it stays intact."""
+    data = os.urandom(4096)
+    extra: dict[str, Any] = {"attachment": True, "filename": "d.txt"} if attachment else {}
+    target = await begin(client, None if attachment else "duplicate.txt", data, **extra)
+    assert await put(target, data, client) == 201
+    url = f"/uploads/{target['id']}/complete"
+    holds.at("direct.before_check")
+    late = asyncio.create_task(client.post(url))
+    await holds.wait("direct.before_check")  # it read the row: not verified yet
+    held = None
+    if first_at is None:
+        first = await client.post(url)
+    else:
+        point = f"direct.{'stage.' if attachment else ''}{first_at}"
+        holds.at(point)
+        held = asyncio.create_task(client.post(url))
+        await holds.wait(point)  # verified and tagged committed, not yet C4 / done
+    holds.go("direct.before_check")
+    duplicate = await late
+    if held is not None:
+        holds.go(point)
+        first = await held
+    assert first.status_code == 201, first.text
+    assert duplicate.status_code == 201, duplicate.text
+    made = first.json()
+    assert duplicate.json() == made
+    assert await ledger.store.get_tags(made["blob"]) == {"state": "committed"}
+    if attachment:
+        staged = await ledger.staged_upload(target["id"])
+        assert staged.name == made["blob"]
+        assert b"".join([c async for c in await ledger.store.open(staged.name)]) == data
+    else:
+        assert (await client.get(f"/documents/{made['id']}/content")).content == data
+    again = await client.post(url)
+    assert (again.status_code, again.json()) == (201, made)
+
+
+async def test_giving_up_a_verified_upload_is_refused(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds) -> None:
+    """The give-up is fenced in the database: once a completion recorded the verified
+    SHA-256, no give-up (a duplicate that judged stale tags) abandons the upload."""
+    data = os.urandom(2048)
+    target = await begin(client, "verified.txt", data)
+    assert await put(target, data, client) == 201
+    holds.at("direct.after_verify")
+    first = asyncio.create_task(client.post(f"/uploads/{target['id']}/complete"))
+    await holds.wait("direct.after_verify")
+    direct = DirectUploads(ledger)
+    upload = await direct.find(target["id"])
+    assert upload.sha256 == hashlib.sha256(data).hexdigest()
+    assert await direct.resumable.give_up(upload, upload.intent("text/plain")) is False
+    holds.go("direct.after_verify")
+    done = await first
+    assert done.status_code == 201, done.text
+    assert (await client.get(f"/documents/{done.json()['id']}/content")).content == data
+
+
+@pytest.mark.parametrize("point", ["direct.before_upload", "put.before_commit",
+                                   "direct.after_upload"])
+async def test_a_put_to_serve_whose_intent_was_swept_meanwhile_is_gone(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds, point: str) -> None:
+    """``serve``'s content PUT paused (its token checked; the bytes staged; the bytes
+    stored) while a sweeper with its clock past the upload's expiry sweeps the intent: the
+    PUT must answer 410, not 201 for an intent that is gone, and leave no blob without a
+    row."""
+    if not ledger.store.url.startswith("file:"):
+        pytest.skip("only serve receives a direct upload's bytes (the local store)")
+    data = os.urandom(8192)
+    target = await begin(client, "swept-late.txt", data)
+    holds.at(point)
+    putting = asyncio.create_task(put(target, data, client))
+    await holds.wait(point)
+    ledger.transitions.offset = ledger.settings.direct_upload_expiry + 3600
+    try:
+        assert (await Sweeper(ledger).run_once()).swept == 1
+    finally:
+        ledger.transitions.offset = 0
+    holds.go(point)
+    assert await putting == 410
+    assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}

@@ -228,3 +228,29 @@ async def test_reconciler_reports_abandoned_parts_only(
         assert [u async for u in ledger.store.list_uncommitted()] == []
     finally:
         ledger.transitions.offset = 0
+
+
+async def test_an_empty_upload_completes_at_creation(
+        ledger: Ledger, tus: httpx.AsyncClient) -> None:
+    """An empty file: tus clients (tuspy, tus-js-client) send no PATCH for it, so the
+    creation itself completes it (on S3 with no multipart part: a create-only PutObject).
+    HEAD answers the document; it reads back empty."""
+    created = await tus.post("/files/", headers={
+        **TUS, "Upload-Length": "0", "Upload-Metadata": meta(name="empty.txt")})
+    assert created.status_code == 201, created.text
+    doc_id = created.headers["Blobledger-Document"]
+    url = str(created.headers["Location"]).removeprefix("http://test")
+    done = await head(tus, url)
+    assert done.status_code == 200 and done.headers["Blobledger-Document"] == doc_id
+    doc = (await tus.get(f"/documents/{doc_id}")).json()
+    assert doc["size"] == 0 and doc["sha256"] == hashlib.sha256(b"").hexdigest()
+    content = await tus.get(f"/documents/{doc_id}/content")
+    assert content.status_code == 200 and content.content == b""
+    assert await ledger.store.get_tags(doc["blob"]) == {"state": "committed"}
+    assert [u async for u in ledger.store.list_uncommitted()] == []
+    with_body = await tus.post("/files/", content=b"", headers={
+        **PATCH, "Upload-Length": "0", "Upload-Metadata": meta(name="empty-too.txt")})
+    assert with_body.status_code == 201, with_body.text
+    assert with_body.headers["Upload-Offset"] == "0"
+    again = with_body.headers["Blobledger-Document"]
+    assert (await tus.get(f"/documents/{again}/content")).content == b""

@@ -4,10 +4,13 @@ at the previous head (0003) upgraded in place."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from blobledger import ConfigError, Ledger
@@ -89,3 +92,46 @@ def test_a_layout_set_after_the_import_is_refused(tmp_path: Path) -> None:
             database_url=url, store_url=store, table_prefix="late_"))
     plain = Settings(database_url=url, store_url=store, table_prefix="")
     assert Ledger.from_urls(url, store, settings=plain).settings.table_prefix == ""
+
+
+async def test_an_open_application_session_does_not_block_the_ledgers_reads(
+        tmp_path: Path) -> None:
+    """On SQLite (the embedded default) an application reads an owner in its session and
+    streams the attachment before closing that session, on the same engine: the ledger's
+    reads take no write lock (plain ``BEGIN``), so they finish at once instead of waiting for
+    the busy timeout (1 s here) and failing with ``database is locked``. Its writes still
+    queue behind the application's open write transaction (``BEGIN IMMEDIATE``)."""
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    engine = create_async_engine(normalise_url(url))
+    configure_sqlite(engine)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _short_busy_timeout(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute("PRAGMA busy_timeout=1000")
+
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(Invoice.metadata.create_all)
+        store = f"file://{tmp_path / 'blobs'}"
+        settings = Settings(database_url=url, store_url=store)
+        async with Ledger.from_engine(engine, store, settings=settings) as ledger:
+            staged = await ledger.stage(b"read me while my owner is open", filename="r.pdf")
+            sessions = async_sessionmaker(engine, expire_on_commit=False)
+            async with sessions() as session, session.begin():
+                session.add(Invoice(id=1, number="INV-1", pdf=staged))
+            async with sessions() as session, session.begin():
+                invoice = await session.get(Invoice, 1)
+                assert invoice is not None and invoice.pdf is not None
+                started = time.monotonic()
+                data = b"".join([c async for c in ledger.read_attachment(invoice.pdf)])
+                assert (await ledger.attachment(invoice.pdf.name)).size == len(data)
+                assert await ledger.page() == []
+                waited = time.monotonic() - started
+            assert data == b"read me while my owner is open"
+            assert waited < 0.5, f"the ledger's reads waited {waited:.2f} s"
+            async with sessions() as session, session.begin():
+                await session.get(Invoice, 1)
+                with pytest.raises(OperationalError, match="locked"):
+                    await ledger.stage(b"a write waits for the application's transaction")
+    finally:
+        await engine.dispose()

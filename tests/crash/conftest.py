@@ -24,7 +24,7 @@ def matrix_rows() -> Iterator[MatrixRows]:
     rows = MatrixRows()
     yield rows
     path = os.environ.get(DOC_ENV)
-    if path and (rows.rows or rows.pauses):
+    if path and (rows.rows or rows.pauses or rows.db_faults):
         write_matrix(Path(path), rows)
 
 

@@ -1,7 +1,9 @@
 """``docs/crash-matrix.md``, generated from a run of the crash matrix (never edited by hand):
 one row per failpoint, what the SIGKILLed process left, what resolved it, the end state, and
 what happened when the process paused there instead, merged over the backend combinations
-that ran; then docs/mutation.md (``scripts/mutate --record``), the mutation score."""
+that ran; then the database faults (``test_db_faults.py``): one row per statement at which
+the connection was cut (a run of the database faults alone replaces only their part); then
+docs/mutation.md (``scripts/mutate --record``), the mutation score, always last."""
 
 from __future__ import annotations
 
@@ -33,16 +35,36 @@ class PauseRow:
     text: str
 
 
+@dataclass(frozen=True)
+class DbFaultRow:
+    """A writer step whose database connection was cut at one statement (``test_db_faults``):
+    what the writer answered, what the client's retry got, what the sweep did and left."""
+
+    group: str
+    op: str
+    step: str
+    cut: str
+    backend: str
+    first: str
+    retry: str
+    after: str
+    left: str
+
+
 @dataclass
 class MatrixRows:
     rows: list[Row] = field(default_factory=list)
     pauses: list[PauseRow] = field(default_factory=list)
+    db_faults: list[DbFaultRow] = field(default_factory=list)
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
 
     def add_pause(self, row: PauseRow) -> None:
         self.pauses.append(row)
+
+    def add_db_fault(self, row: DbFaultRow) -> None:
+        self.db_faults.append(row)
 
 
 def _merge(values: dict[str, str]) -> str:
@@ -136,10 +158,77 @@ def with_mutation_section(doc: str, section: str) -> str:
     return f"{kept}\n\n{section.strip()}\n"
 
 
+DB_FAULTS = "## Database faults"
+
+
+def render_db_faults(rows: list[DbFaultRow]) -> str:
+    """The database faults' part of the document, one table per group."""
+    order: list[tuple[str, str, str, str]] = []
+    cells: dict[tuple[str, str, str, str], dict[str, DbFaultRow]] = defaultdict(dict)
+    for row in rows:
+        key = (row.group, row.op, row.step, row.cut)
+        if key not in cells:
+            order.append(key)
+        cells[key][row.backend] = row
+    backends = sorted({row.backend for row in rows})
+    lines = [
+        DB_FAULTS,
+        "",
+        "From `tests/crash/test_db_faults.py`: a TCP proxy in front of PostgreSQL",
+        "(`tests/support/pgproxy.py`) cut the writer's connection at one statement of one",
+        "step: *before it is sent* (the transaction never applied) or, for `COMMIT`, *after it",
+        "ran, unanswered* (it applied; the writer never heard). The writer's answer is *first",
+        "answer*; then the client retried (a create under its idempotency key, a replace at",
+        "the same version, a delete, a stage), with the database back (*retry's answer*);",
+        "then the sweeper, the deletion path and the reconciler (`fix=True`) ran with the clock",
+        "past every cutoff and the settled invariants held (*after the sweep*). In the second",
+        "group every statement after the cut failed too, until the retry. SQLite has no",
+        "connection to cut (it is a file in the writer's process): these rows are PostgreSQL's.",
+        "`DBAPIError`: SQLAlchemy's error for the lost connection (the service answers 503).",
+        "",
+        f"Backends: {', '.join(backends)}.",
+        "",
+    ]
+    group = None
+    for i, key in enumerate(order):
+        if key[0] != group:
+            group = key[0]
+            title = group.split(": ", 1)[-1]
+            lines += [f"### {title[:1].upper()}{title[1:]}", "",
+                      "| step | cut | first answer | retry's answer | after the sweep "
+                      "| backends |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+        by = cells[key]
+        merged = [_merge({b: getattr(r, f) for b, r in by.items()})
+                  for f in ("first", "retry", "after")]
+        lines.append(f"| {key[1]} {key[2]} | {key[3]} | " + " | ".join(merged)
+                     + f" | {len(by)}/{len(backends)} |")
+        if i == len(order) - 1 or order[i + 1][0] != group:
+            lines.append("")
+    return "\n".join(lines)
+
+
 def write_matrix(path: Path, rows: MatrixRows) -> None:
+    """The whole document from a run of the kill and pause matrices (and the database
+    faults, if they ran too); from a run of the database faults alone, only their part of
+    the existing document. docs/mutation.md, when it exists, is the last section."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(rows)
+    faults = render_db_faults(rows.db_faults) if rows.db_faults else None
+    if rows.rows or rows.pauses:
+        text = render(rows)
+        if faults is None and path.exists():
+            old = _without_mutation(path.read_text())
+            faults = old[old.index(DB_FAULTS):] if DB_FAULTS in old else None
+    else:
+        text = _without_mutation(path.read_text()) if path.exists() else "# Crash matrix\n\n"
+        text = text[:text.index(DB_FAULTS)] if DB_FAULTS in text else text
+    if faults is not None:
+        text = text.rstrip("\n") + "\n\n" + faults
     mutation = path.with_name("mutation.md")
     if mutation.exists():
         text = with_mutation_section(text, mutation.read_text())
-    path.write_text(text)
+    path.write_text(text.rstrip("\n") + "\n")
+
+
+def _without_mutation(doc: str) -> str:
+    return doc.split(f"\n{MUTATION_HEADING}\n", 1)[0]

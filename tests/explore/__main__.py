@@ -1,57 +1,71 @@
-"""``python -m tests.explore --minutes N``: the interleaving explorer for longer than the suite
-allows; prints how many examples, steps and distinct interleavings it ran. A violation stops
-it with hypothesis' shrunk trace of steps (exit 1)."""
+"""``python -m tests.explore --minutes N [--store local|azure|s3] [--db sqlite|postgres]``:
+the interleaving explorer for longer than the suite allows; prints how many examples, steps
+and distinct interleavings it ran. A violation stops it with hypothesis' shrunk trace of
+steps and the blob that reproduces it (exit 1)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 
-from tests.explore.machine import STATS, Backend, PostgresAzure, SqliteLocal, explore
-from tests.support.services import Azurite, start_azurite, temp_dir
+from tests.explore.backends import DATABASES, STORES, Backend
+from tests.explore.machine import KINDS, STATS, explore
+from tests.support.services import start_azurite, start_moto, temp_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/explore", description=__doc__)
     parser.add_argument("--minutes", type=float, default=5.0, help="how long (default 5)")
-    parser.add_argument("--backend", choices=["sqlite-local", "postgresql-azure", "both"],
-                        default="sqlite-local")
+    parser.add_argument("--store", choices=[*STORES, "all"], default="local")
+    parser.add_argument("--db", choices=[*DATABASES, "all"], default="sqlite")
     parser.add_argument("--batch", type=int, default=25, help="examples per hypothesis run")
     parser.add_argument("--steps", type=int, default=40, help="steps per example at most")
     args = parser.parse_args(argv)
     # A paused sweeper that lost its claims says so at WARNING; expected here, not news.
     logging.getLogger("blobledger").setLevel(logging.ERROR)
-    names = ["sqlite-local", "postgresql-azure"] if args.backend == "both" else [args.backend]
-    seconds = args.minutes * 60 / len(names)
+    combos = [(d, s) for d in (DATABASES if args.db == "all" else [args.db])
+              for s in (STORES if args.store == "all" else [args.store])]
+    seconds = args.minutes * 60 / len(combos)
     started = time.monotonic()
-    azurite: Azurite | None = None
     status = 0
-    try:
-        with temp_dir("blobledger-explore-") as root:
-            for name in names:
-                backend: Backend
-                if name == "sqlite-local":
-                    backend = SqliteLocal(root)
-                else:
-                    azurite = azurite or start_azurite()
-                    backend = PostgresAzure(azurite.connection_string)
-                print(f"exploring {name} for {seconds / 60:g} min", flush=True)
-                try:
-                    explore(backend, seconds=seconds, batch=args.batch, steps=args.steps,
-                            on_batch=lambda: print(_progress(started), flush=True))
-                except AssertionError as exc:
-                    steps = "\n".join(getattr(exc, "__notes__", []))
-                    print(f"violation on {name}:\n{exc}\n{steps}", file=sys.stderr)
-                    status = 1
-                    break
-    finally:
-        if azurite is not None:
-            azurite.stop()
+    with temp_dir("blobledger-explore-") as root, _services(combos) as services:
+        for db, store in combos:
+            backend = Backend(db, store, root / f"{db}-{store}",
+                              azurite=services.get("azurite"),  # type: ignore[arg-type]
+                              moto=services.get("moto"))  # type: ignore[arg-type]
+            backend.root.mkdir()
+            print(f"exploring {backend.name} for {seconds / 60:g} min", flush=True)
+            try:
+                explore(backend, seconds=seconds, batch=args.batch, steps=args.steps,
+                        on_batch=lambda: print(_progress(started), flush=True))
+            except AssertionError as exc:
+                steps = "\n".join(getattr(exc, "__notes__", []))
+                print(f"violation on {backend.name}:\n{exc}\n{steps}", file=sys.stderr)
+                status = 1
+                break
     print(_summary(started))
     return status
+
+
+@contextlib.contextmanager
+def _services(combos: list[tuple[str, str]]) -> Iterator[dict[str, object]]:
+    """Azurite and moto's S3, if a combination needs them, for the whole run."""
+    stores = {store for _, store in combos}
+    started: dict[str, object] = {}
+    try:
+        if "azure" in stores:
+            started["azurite"] = start_azurite()
+        if "s3" in stores:
+            started["moto"] = start_moto()
+        yield started
+    finally:
+        for service in started.values():
+            service.stop()  # type: ignore[attr-defined]
 
 
 def _progress(started: float) -> str:
@@ -61,12 +75,11 @@ def _progress(started: float) -> str:
 
 def _summary(started: float) -> str:
     pairs = Counter(pair for sequence in STATS.interleavings for pair in sequence
-                    if pair[1] and pair[0] in ("create", "retry", "replace", "delete",
-                                                        "sweeper"))
+                    if pair[1] and pair[0] in KINDS)
     return "\n".join([
         f"ran {STATS.examples} examples, {STATS.steps} steps in "
         f"{time.monotonic() - started:.0f}s",
-        f"distinct interleavings (sequences of (operation, step) and resolver runs): "
+        f"interleavings tried (distinct sequences of (operation, step) and resolver runs): "
         f"{len(STATS.interleavings)}",
         f"distinct (operation, step) suspensions: {len(pairs)}",
     ])

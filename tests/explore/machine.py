@@ -4,16 +4,32 @@ ledger in which client operations run as asyncio tasks that stop at every protoc
 interleaved with sweeps (which include the deletion path), ``reconcile --fix`` and jumps of
 the clock.
 
+The writers: create (keyed or not, and retries under the key), replace, delete; direct
+uploads (begin, the client's put to the store's URL or to ``serve``, completions, two of
+them at once, cancel); tus uploads (create, PATCHes whose last one completes, a HEAD as from
+another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
+application's transaction through the sqlalchemy integration, and detach. Besides the
+protocol's failpoints an operation stops inside the stores' calls that read before they
+write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
+that compares first) and before the ledger's tag reads and checksum reads
+(:class:`PausingStore`), so each backend's real guard semantics is what is exercised.
+
 After every step the invariants I1, I3 and I5 hold (:func:`blobledger.invariants.check`; I4
-at a settle step, once every operation has finished and the clock is past every cutoff), and
-every answer a client got agrees with a simple model:
+at a settle step, once every operation has finished, every live upload's client finished
+it, and the clock is past every cutoff: first with the sweeper alone, then after
+``reconcile --fix``), and every answer a client got agrees with a simple model:
 
 - an acknowledged create or replace is readable with its bytes until an acknowledged later
   change of that document; an acknowledged delete is gone;
 - a failed operation changed nothing visible, and it failed with a clear error (a
   ``BlobLedgerError``, never a storage error);
 - a retry under an idempotency key returns the first response under that key (id, version,
-  SHA-256).
+  SHA-256);
+- an upload's completions all answer the one document (or staged blob) it made, with the
+  client's bytes; an honest client's upload is never given up, and is lost only once the
+  client cancelled it or it expired; a content PUT answered 201 still has its intent;
+- a blob acknowledged as staged can be attached unless a sweep ran past its age, and an
+  attached blob is readable with its bytes until it is detached.
 
 What is visible while an operation is suspended may be that operation's own effect (a
 replace suspended after R4 already shows its version); the model allows exactly the effects
@@ -27,14 +43,12 @@ import contextlib
 import contextvars
 import hashlib
 import itertools
-import shutil
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
@@ -49,31 +63,44 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from blobledger import failpoints
+from blobledger.attachments import StagedBlob, StagedUpload
 from blobledger.config import Settings
-from blobledger.db import Database
+from blobledger.direct import DirectUploads
 from blobledger.documents import Document
 from blobledger.errors import (
+    AttachLost,
     BlobLedgerError,
     IdempotencyConflict,
+    IntegrityError,
+    IntentLost,
+    NameTaken,
+    NotFound,
+    OffsetMismatch,
     StoreError,
     StoreUnavailable,
     SweeperBusy,
+    UploadGone,
 )
 from blobledger.invariants import check
 from blobledger.ledger import Ledger
+from blobledger.models import UploadState
 from blobledger.reconciler import reconcile
-from blobledger.stores import Store
-from blobledger.stores.azure import AzureStore
-from blobledger.stores.local import LocalStore
+from blobledger.resumable import Resumable
+from blobledger.sqlalchemy import CLOCK_OFFSET
+from blobledger.stores.base import DirectPut
 from blobledger.sweeper import SWEEP_LEASE, Sweeper, SweepReport
+from tests.explore.backends import Backend, OwnerRow
 from tests.support.clock import set_clock_offset
-from tests.support.services import create_database, drop_database
 
 T = TypeVar("T")
-SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0}
+#: uploads that outlive a request expire before they can be swept (a loss before expiry is a
+#: violation, never a sweep)
+SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
+            "direct_upload_expiry": 120.0, "resumable_expiry": 120.0}
+EXPIRY = SETTINGS["direct_upload_expiry"]
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
 #: jumps stop here, well inside the retention of idempotency keys (24 h)
@@ -81,6 +108,7 @@ MAX_OFFSET = 12 * 3600.0
 #: a settle moves the clock this far: past sweep_after, the grace and a sweeper's lease
 SETTLE_JUMP = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE + 1
 NAMES = ("a", "b")
+AZURE_API_VERSION = "2021-12-02"  # a client's put to a SAS URL names the API it speaks
 #: the longest an operation may take to reach its next step (or its end)
 STEP_TIMEOUT = 30.0
 #: errors that must never reach a client of a paused or interleaved operation
@@ -91,97 +119,74 @@ class Violation(AssertionError):
     """The ledger broke an invariant or gave an answer the model cannot explain."""
 
 
-# -- backends ----------------------------------------------------------------------------
-
-
-class Backend:
-    """Where each example's ledger lives; every example starts from empty tables and store."""
-
-    name = ""
-
-    async def start(self) -> None:
-        """Once per run: what every example reuses (a migrated template, a database)."""
-
-    async def fresh(self, settings: Settings) -> Ledger:
-        raise NotImplementedError
-
-    async def stop(self) -> None:
-        """Once per run: remove what :meth:`start` made."""
-
-
-class SqliteLocal(Backend):
-    """A SQLite file copied from a migrated template and a fresh folder, per example."""
-
-    name = "sqlite-local"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.template = root / "template.db"
-        self.count = itertools.count()
-
-    async def start(self) -> None:
-        db = Database(f"sqlite:///{self.template}")
-        await db.migrate()
-        await db.dispose()
-
-    async def fresh(self, settings: Settings) -> Ledger:
-        n = next(self.count)
-        path = self.root / f"example-{n}.db"
-        shutil.copyfile(self.template, path)
-        store = LocalStore(self.root / f"store-{n}")
-        url = f"sqlite:///{path}"
-        return Ledger(Database(url), store, settings.with_(database_url=url,
-                                                           store_url=store.url),
-                      migrate=False)
-
-
-class PostgresAzure(Backend):
-    """One migrated PostgreSQL database, emptied per example, and a new Azurite container
-    per example (small single-put and block sizes, so uploads are staged in blocks).
-    Without ``database_url`` a database is created for the run and dropped after it."""
-
-    name = "postgresql-azure"
-
-    def __init__(self, connection_string: str, database_url: str | None = None) -> None:
-        self.connection_string = connection_string
-        self.database_url = database_url or ""
-        self.own_database = database_url is None
-
-    async def start(self) -> None:
-        if self.own_database:
-            self.database_url = await create_database()
-            db = Database(self.database_url)
-            await db.migrate()
-            await db.dispose()
-
-    async def stop(self) -> None:
-        if self.own_database:
-            await drop_database(self.database_url)
-
-    async def fresh(self, settings: Settings) -> Ledger:
-        db = Database(self.database_url)
-        async with db.session() as session:
-            tables = (await session.execute(text(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                "AND tablename <> 'alembic_version'"))).scalars().all()
-            await session.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables)))
-        store: Store = AzureStore(f"x{uuid.uuid4().hex[:20]}",
-                                  connection_string=self.connection_string,
-                                  single_put_limit=256, block_size=256)
-        return Ledger(db, store, settings.with_(database_url=self.database_url,
-                                                store_url=store.url), migrate=False)
-
-
 # -- operations --------------------------------------------------------------------------
 
 _CURRENT: contextvars.ContextVar[Op | None] = contextvars.ContextVar("op", default=None)
 
 
 async def _suspend_here(point: str) -> None:
-    """The failpoint hook: the operation running in this task (if any) stops at ``point``."""
+    """The failpoint hook: the operation running in this task (if any) stops at ``point``.
+    A task of its own that an operation started (a store's concurrent deletes) passes while
+    another of its tasks is stopped: an operation stops at one step at a time."""
     op = _CURRENT.get()
-    if op is not None:
+    if op is not None and op.point is None:
         await op.suspend(point)
+
+
+#: every kind of client operation; which of them make or use an upload
+WRITERS = ("create", "retry", "replace", "delete", "stage")
+UPLOAD_KINDS = ("direct_begin", "direct_put", "direct_complete", "direct_cancel",
+                "tus_create", "tus_patch", "tus_head", "tus_terminate")
+KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper")
+#: the completions of an upload: each may answer its document or staged blob
+COMPLETIONS = ("direct_complete", "tus_patch", "tus_head")
+
+
+@dataclass(eq=False)
+class Upload:
+    """A client's direct or tus upload as the client knows it from its answers."""
+
+    n: int
+    mode: str  # direct | tus
+    name: str | None  # a document's; None: it stages an attachment
+    data: bytes
+    began_at: float  # the clock offset when its creation started
+    parts: list[bytes] = field(default_factory=list)  # tus: the bodies it sends, in order
+    id: str | None = None  # once its creation answered
+    doc_id: str | None = None  # the document it makes (a document's upload)
+    token: str | None = None  # direct, to ``serve``: the upload's token
+    target: DirectPut | None = None  # direct: the store's own URL
+    offset: int = 0  # tus: the offset the client was last told
+    put_acked: bool = False  # direct: the bytes' put answered 201
+    cancelled: bool = False  # a cancel or termination was sent
+    answer: str | None = None  # the document id or blob name a completion answered
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def attachment(self) -> bool:
+        return self.name is None
+
+    def label(self) -> str:
+        what = f"{self.name!r}" if self.name is not None else "attachment"
+        return f"{self.mode} upload u{self.n} ({what}, {len(self.data)} bytes)"
+
+
+@dataclass(eq=False)
+class Staged:
+    """A blob acknowledged as staged (``Ledger.stage``, or an attachment upload's
+    completion), and what the application did with it."""
+
+    name: str
+    sha256: str
+    began_at: float  # the clock offset when its A1 started (its row's age counts from then)
+    blob: StagedBlob | None = None  # Ledger.stage's answer (A4 needs its token)
+    upload_id: str | None = None  # an upload's: A4 asks Ledger.staged_upload
+    owner: int | None = None  # the owner row that holds it, once attached
+    detached: bool = False
+    lost: bool = False  # could not be attached (allowed only after a sweep past its age)
 
 
 @dataclass(eq=False)
@@ -189,7 +194,7 @@ class Op:
     """One client operation, run as a task that stops at every failpoint it reaches."""
 
     n: int
-    kind: str  # create | retry | replace | delete | sweeper
+    kind: str  # one of KINDS
     doc_id: str | None = None  # replace, delete
     name: str | None = None  # create, retry
     expected: int | None = None  # replace, delete
@@ -199,7 +204,9 @@ class Op:
     #: a retry: the first answer under its key when it started (it must get that again)
     first: tuple[str, int, str] | None = None
     other_bytes: bool = False  # a retry under the key with bytes of its own (or its retry)
-    task: asyncio.Task[Document | None] | None = None
+    upload: Upload | None = None  # an upload's operations
+    began_at: float = 0.0  # the clock offset when it started
+    task: asyncio.Task[Any] | None = None
     point: str | None = None  # where it is stopped now
     points: list[str] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -214,11 +221,14 @@ class Op:
         return self.task is not None and self.task.done()
 
     def label(self) -> str:
+        if self.upload is not None:
+            return f"op{self.n} {self.kind} of {self.upload.label()}"
         what = {"create": f"create({self.name!r}{', keyed' if self.key else ''})",
                 "retry": f"retry({self.name!r}, key {self.key}"
                          + (", other bytes)" if self.other_bytes else ")"),
                 "replace": f"replace({self.doc_id}, v{self.expected})",
                 "delete": f"delete({self.doc_id}, v{self.expected})",
+                "stage": "stage()",
                 "sweeper": "sweeper run"}[self.kind]
         return f"op{self.n} {what}"
 
@@ -254,6 +264,44 @@ async def _chunks(data: bytes) -> AsyncIterator[bytes]:
     half = len(data) // 2
     yield data[:half]
     yield data[half:]
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    if data:
+        yield data
+
+
+def _part_at(parts: list[bytes], offset: int) -> bytes:
+    """The part of a tus upload that starts at ``offset`` (nothing at its end)."""
+    start = 0
+    for part in parts:
+        if start == offset:
+            return part
+        start += len(part)
+    return b""
+
+
+class PausingStore:
+    """The ledger's store, with a step before each call that reads what a later call of the
+    same operation acts on (``store.before_get_tags``, ``store.before_digest_stored``): a
+    completion can then stop between reading an upload's row and reading its blob's tags.
+    Every other attribute is the store's own; calls inside the store are not stepped."""
+
+    STEPPED = ("get_tags", "digest_stored")
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if name not in self.STEPPED:
+            return value
+
+        async def stepped(*args: Any, **kwargs: Any) -> Any:
+            await failpoints.hit(f"store.before_{name}")
+            return await value(*args, **kwargs)
+
+        return stepped
 
 
 # -- the model ---------------------------------------------------------------------------
@@ -296,6 +344,7 @@ class Explorer(RuleBasedStateMachine):
         self.settings = Settings(**SETTINGS)
         self.ledger = self._run(self.backend.fresh(self.settings))
         self._run(self.ledger.connect())
+        self.ledger.store = PausingStore(self.ledger.store)  # type: ignore[assignment]
         self.offset = 0.0
         self.ops_run: list[Op] = []
         self.known: dict[str, Known] = {}
@@ -304,6 +353,14 @@ class Explorer(RuleBasedStateMachine):
         self.signature: list[tuple[str, str]] = []  # (operation, step) and resolver runs
         self.broken = False
         self.groups = itertools.count(1)
+        self.uploads: list[Upload] = []
+        self.staged: list[Staged] = []
+        self.sweeps: list[float] = []  # the clock offsets at which sweepers claimed work
+        self.owners = itertools.count(1)
+        self.direct = DirectUploads(self.ledger)
+        self.resumable = Resumable(self.ledger)
+        self.sessions = async_sessionmaker(self.ledger.db.engine, expire_on_commit=False)
+        self.http = httpx.AsyncClient(timeout=STEP_TIMEOUT)
         failpoints.set_hook(_suspend_here)
         STATS.examples += 1
 
@@ -329,13 +386,17 @@ class Explorer(RuleBasedStateMachine):
         return [op for op in self.ops_run if not op.done]
 
     def _op(self, kind: str, **fields: Any) -> Op:
-        op = Op(len(self.ops_run) + 1, kind, **fields)
+        op = Op(len(self.ops_run) + 1, kind, began_at=self.offset, **fields)
         self.ops_run.append(op)
         return op
 
     async def _start(self, op: Op) -> None:
-        async def body() -> Document | None:
+        async def body() -> Any:
             _CURRENT.set(op)
+            if op.upload is not None:
+                return await self._upload_step(op, op.upload)
+            if op.kind == "stage":
+                return await self.ledger.stage(_chunks(op.data), filename="staged.bin")
             if op.kind in ("create", "retry"):
                 assert op.name is not None
                 return await self.ledger.create(op.name, _chunks(op.data),
@@ -355,6 +416,8 @@ class Explorer(RuleBasedStateMachine):
         await self._until_step(op, starting=True)
 
     async def _until_step(self, op: Op, *, starting: bool = False) -> None:
+        if op.kind == "sweeper":
+            self.sweeps.append(self.offset)  # it may claim on this clock
         await op.advance(resume=not starting)
         if op.done:
             await self._answered(op)
@@ -371,6 +434,17 @@ class Explorer(RuleBasedStateMachine):
             self.step(op)
             self.consistent()
 
+    def reach(self, op: Op, point: str) -> bool:
+        """Step ``op`` until it stops at ``point`` (False if it ended first: a step this
+        backend does not have)."""
+        while op.point != point:
+            if op.done:
+                self._event(f"op{op.n}", "ended before", point)
+                return False
+            self.step(op)
+            self.consistent()
+        return True
+
     async def _finish(self, op: Op) -> None:
         while not op.done:
             await self._until_step(op)
@@ -379,6 +453,12 @@ class Explorer(RuleBasedStateMachine):
         """Check the answer the client got and record it in the model."""
         assert op.task is not None
         exc = op.task.exception()
+        if op.upload is not None:
+            await self._upload_answered(op, op.upload, exc)
+            return
+        if op.kind == "stage":
+            self._staged_answered(op, exc)
+            return
         if exc is not None:
             self._event(f"op{op.n}", op.kind, "failed:", type(exc).__name__)
             if op.kind == "sweeper" and not isinstance(exc, SweeperBusy):
@@ -425,6 +505,257 @@ class Explorer(RuleBasedStateMachine):
         if doc.id not in self.known:
             self.known[doc.id] = Known(doc.id, doc.name, 1, op.sha256, acked={1: op.sha256})
 
+    # -- uploads that outlive a request, and staged blobs ---------------------------------
+    async def _upload_step(self, op: Op, up: Upload) -> Any:
+        """What the client's request (or ``serve``'s handler of it) does for this step."""
+        if op.kind == "direct_begin":
+            return await self.direct.begin(up.name, len(up.data), "text/plain",
+                                           attachment=up.attachment)
+        if op.kind == "tus_create":
+            meta = {"name": up.name} if up.name is not None else {"attachment": "true"}
+            return await self.resumable.create(len(up.data), meta)
+        assert up.id is not None
+        if op.kind == "direct_put":
+            if up.target is not None:
+                return await self._client_put(up.target, up.data)
+            assert up.token is not None
+            await self.direct.receive(up.id, up.token, _chunks(up.data))
+            return 201
+        if op.kind == "direct_complete":
+            return await self.direct.complete(up.id)
+        if op.kind == "direct_cancel":
+            return await self.direct.cancel(up.id)
+        if op.kind == "tus_terminate":
+            return await self.resumable.terminate(await self.resumable.find(up.id))
+        if op.kind == "tus_head":  # as the route: a complete upload is completed here
+            upload = await self.resumable.find(up.id)
+            if upload.state == UploadState.OPEN and upload.offset == upload.length:
+                return upload.offset, await self.resumable.complete(upload)
+            if upload.state == UploadState.DONE:
+                return upload.offset, await self.resumable.document(upload)
+            return upload.offset, None
+        # tus_patch, as the route: the part at the offset the client knows; the last completes
+        upload = await self.resumable.find(up.id)
+        body = _part_at(up.parts, up.offset)
+        offset = await self.resumable.append(upload, up.offset, _one(body), len(body))
+        made = None
+        if offset == upload.length and upload.state == UploadState.OPEN:
+            fresh = await self.resumable.find(up.id)
+            made = (await self.resumable.complete(fresh) if fresh.state == UploadState.OPEN
+                    else await self.resumable.document(fresh))
+        return offset, made
+
+    async def _client_put(self, target: DirectPut, data: bytes) -> int:
+        """The client's own PUT to the store's URL (a SAS, a presigned URL)."""
+        headers = dict(target.headers)
+        if "x-ms-blob-type" in headers:
+            headers.setdefault("x-ms-version", AZURE_API_VERSION)
+        response = await self.http.request(target.method, target.url, content=data,
+                                           headers=headers)
+        return response.status_code
+
+    def _expired(self, up: Upload) -> bool:
+        """Whether the upload may have been given up by the ledger (past its expiry, which
+        comes before the sweep of its intent)."""
+        return self.offset - up.began_at >= EXPIRY
+
+    def _swept_since(self, began_at: float) -> bool:
+        """Whether a sweeper claimed work on a clock past ``sweep_after`` from ``began_at``
+        (only then may an intent started at ``began_at`` have been swept)."""
+        return any(at >= began_at + self.settings.sweep_after for at in self.sweeps)
+
+    def _answer_gone(self, up: Upload) -> bool:
+        """Whether what the upload's completion answered is gone by its owner's doing (a
+        deleted document, an attached blob) or by a legitimate sweep."""
+        if up.answer is None:
+            return False
+        known = self.known.get(up.answer)
+        if known is not None:
+            return known.deleted
+        staged = next((s for s in self.staged if s.name == up.answer), None)
+        return staged is not None and (staged.owner is not None or staged.lost
+                                       or self._swept_since(staged.began_at))
+
+    async def _upload_answered(self, op: Op, up: Upload, exc: BaseException | None) -> None:
+        assert op.task is not None
+        if exc is not None:
+            self._event(f"op{op.n}", op.kind, f"u{up.n}", "failed:", type(exc).__name__)
+            await self._upload_failed(op, up, exc)
+            return
+        result = op.task.result()
+        if op.kind in ("direct_begin", "tus_create"):
+            record = result.upload if op.kind == "direct_begin" else result
+            up.id, up.doc_id = record.id, record.document_id or None
+            if op.kind == "direct_begin":
+                up.token, up.target = result.token, result.target
+            self._event(f"op{op.n}", op.kind, f"u{up.n}", "answered", record.id)
+            return
+        if op.kind == "direct_put":
+            self._event(f"op{op.n}", "direct_put", f"u{up.n}", f"answered {result}")
+            if result in (200, 201):
+                if up.put_acked:
+                    self._fail(f"{op.label()}: a second put of one upload answered {result}")
+                up.put_acked = True
+                if up.target is None:
+                    await self._put_still_fenced(op, up)
+            elif result not in (409, 412):
+                self._fail(f"{op.label()}: the store answered {result} to the client's put")
+            return
+        if op.kind in ("direct_cancel", "tus_terminate"):
+            self._event(f"op{op.n}", op.kind, f"u{up.n}", "acknowledged")
+            if up.answer is not None and not self._answer_gone(up):
+                self._fail(f"{op.label()} succeeded, but a completion had answered "
+                           f"{up.answer}")
+            return
+        made = result
+        if op.kind in ("tus_patch", "tus_head"):
+            offset, made = result
+            if op.kind == "tus_patch" and offset < up.offset:
+                self._fail(f"{op.label()} answered offset {offset} after {up.offset}")
+            up.offset = offset
+        self._event(f"op{op.n}", op.kind, f"u{up.n}", "answered",
+                    "nothing" if made is None else getattr(made, "id", "?"))
+        if made is None:
+            await self._unanswered(op, up)
+            return
+        self._completed(op, up, made)
+
+    async def _put_still_fenced(self, op: Op, up: Upload) -> None:
+        """``serve``'s content PUT answered 201: its intent must still be the upload's (a
+        201 for an intent the sweeper removed leaves a pending blob nobody owns)."""
+        assert up.id is not None
+        record = await self.ledger.transitions.find_upload(up.id)
+        if record is None or (record.state == UploadState.OPEN and \
+                not await self.ledger.transitions.owns(record.intent("text/plain"))):
+            self._fail(f"{op.label()} answered 201, but the upload's intent is gone "
+                       "(removed by the sweeper while the bytes were put)")
+
+    async def _unanswered(self, op: Op, up: Upload) -> None:
+        """A HEAD that answered no document: only while the upload is not complete (a PATCH
+        to a complete upload answers its offset alone, as tus has it)."""
+        if op.kind != "tus_head" or up.offset != len(up.data):
+            return
+        if up.answer is not None and not self._answer_gone(up):
+            self._fail(f"{op.label()} answered nothing, but an earlier completion answered "
+                       f"{up.answer}")
+        if up.doc_id is not None and await _visible(self.ledger, up.doc_id) is not None:
+            self._fail(f"{op.label()} answered nothing for a complete upload whose document "
+                       f"{up.doc_id} is ready")
+
+    def _completed(self, op: Op, up: Upload, made: Any) -> None:
+        """A completion answered a document or a staged blob: the upload's, every time."""
+        if isinstance(made, Document):
+            if up.attachment or made.id != up.doc_id or made.name != up.name \
+                    or (made.version == 1 and made.sha256 != up.sha256):
+                self._fail(f"{op.label()} answered {made.id} {made.name!r} v{made.version} "
+                           f"({made.sha256})")
+            known = self.known.get(made.id)
+            if known is not None and known.deleted:
+                self._fail(f"{op.label()} answered {made.id}, deleted by its owner")
+            if up.answer is not None and up.answer != made.id:
+                self._fail(f"{op.label()} answered {made.id}; before: {up.answer}")
+            up.answer = made.id
+            if known is None:
+                self.known[made.id] = Known(made.id, made.name, made.version, up.sha256,
+                                            acked={1: up.sha256})
+            return
+        assert isinstance(made, StagedUpload)
+        if not up.attachment or made.sha256 != up.sha256 or made.upload_id != up.id:
+            self._fail(f"{op.label()} answered the staged blob {made.name} ({made.sha256})")
+        if up.answer is not None and up.answer != made.name:
+            self._fail(f"{op.label()} answered {made.name}; before: {up.answer}")
+        up.answer = made.name
+        if not any(s.name == made.name for s in self.staged):
+            self.staged.append(Staged(made.name, made.sha256, up.began_at,
+                                      upload_id=up.id))
+
+    async def _upload_failed(self, op: Op, up: Upload, exc: BaseException) -> None:
+        """Which failures an honest client of a live upload may get: a race with its own
+        other requests, or the loss of an upload it cancelled or let expire."""
+        what = f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
+            self._fail(f"{op.label()} failed with an unclear error {what}")
+        if isinstance(exc, IntegrityError):
+            self._fail(f"{op.label()} gave an honest client's upload up ({what})")
+        if isinstance(exc, NameTaken) and op.kind in ("direct_begin", "tus_create"):
+            return  # another document (or creation) holds the name
+        lossy = up.cancelled or self._expired(up) or self._answer_gone(up)
+        if isinstance(exc, OffsetMismatch):
+            if op.kind != "direct_complete" or not up.put_acked or lossy:
+                return  # racing requests, a repeated put, a completed or empty upload
+            self._fail(f"{op.label()} found no bytes after the put was acknowledged ({what})")
+        if not isinstance(exc, (UploadGone, IntentLost)):
+            self._fail(f"{op.label()} failed with {what}")
+        if isinstance(exc, IntentLost) and op.kind in COMPLETIONS and up.doc_id is not None \
+                and await _visible(self.ledger, up.doc_id) is not None:
+            self._fail(f"{op.label()} was told {what}, but its document {up.doc_id} is ready")
+        if not lossy:
+            self._fail(f"{op.label()} failed with {what}, though the upload neither expired "
+                       "nor was cancelled" + (f" (it had answered {up.answer})"
+                                               if up.answer else ""))
+
+    def _staged_answered(self, op: Op, exc: BaseException | None) -> None:
+        assert op.task is not None
+        if exc is not None:
+            self._event(f"op{op.n}", "stage", "failed:", type(exc).__name__)
+            if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
+                self._fail(f"{op.label()} failed with an unclear error "
+                           f"{type(exc).__name__}: {exc}")
+            if not isinstance(exc, IntentLost) or not self._swept_since(op.began_at):
+                self._fail(f"{op.label()} failed ({type(exc).__name__}: {exc}) though no "
+                           "sweep ran past its age")
+            return
+        blob = op.task.result()
+        self._event(f"op{op.n}", "stage", "acknowledged", blob.name)
+        if blob.sha256 != op.sha256:
+            self._fail(f"{op.label()} answered SHA-256 {blob.sha256}, not that of its bytes")
+        self.staged.append(Staged(blob.name, blob.sha256, op.began_at, blob=blob))
+
+    async def _attach(self, staged: Staged) -> None:
+        """A4 in an application's transaction: a new owner row holding the staged blob."""
+        owner = next(self.owners)
+        try:
+            blob = staged.blob
+            if blob is None:
+                assert staged.upload_id is not None
+                blob = await self.ledger.staged_upload(staged.upload_id)
+            async with self.sessions() as session, session.begin():
+                session.info[CLOCK_OFFSET] = self.offset
+                session.add(OwnerRow(id=owner, file=blob))
+        except (AttachLost, UploadGone) as exc:
+            self._event("attach", staged.name, "failed:", type(exc).__name__)
+            if not self._swept_since(staged.began_at):
+                self._fail(f"the staged blob {staged.name}, acknowledged as staged, could "
+                           f"not be attached ({type(exc).__name__}: {exc}) though no sweep "
+                           "ran past its age")
+            staged.lost = True
+            return
+        self._event("attach", staged.name, f"to owner {owner}")
+        staged.owner = owner
+
+    async def _detach(self, staged: Staged, how: str) -> None:
+        async with self.sessions() as session, session.begin():
+            session.info[CLOCK_OFFSET] = self.offset
+            row = await session.get(OwnerRow, staged.owner)
+            assert row is not None
+            if how == "clear":
+                row.file = None
+            else:
+                await session.delete(row)
+        self._event("detach", staged.name, how)
+        staged.detached = True
+
+    async def _check_attachments(self) -> None:
+        for staged in self.staged:
+            if staged.owner is None or staged.detached:
+                continue
+            try:
+                data = b"".join([c async for c in self.ledger.read_attachment(staged.name)])
+            except NotFound:
+                self._fail(f"the attached blob {staged.name} is not readable")
+            if hashlib.sha256(data).hexdigest() != staged.sha256:
+                self._fail(f"the attached blob {staged.name} reads back other bytes")
+
     def _acknowledge(self, doc: Document) -> None:
         known = self.known[doc.id]
         assert doc.sha256 is not None
@@ -462,6 +793,10 @@ class Explorer(RuleBasedStateMachine):
         for doc_id, doc in visible.items():  # never acknowledged
             makers = [op for op in self.ops_run if op.kind in ("create", "retry")
                       and op.sha256 == doc.sha256 and op.name == doc.name]
+            uploads = [up for up in self.uploads if up.doc_id == doc_id
+                       and up.name == doc.name and up.sha256 == doc.sha256]
+            if uploads:
+                continue  # its client may still ask for it (a completion, a HEAD)
             if not makers:
                 self._fail(f"{doc_id} ({doc.name!r}) is visible, but no client created it")
             if all(op.done for op in makers):
@@ -477,6 +812,7 @@ class Explorer(RuleBasedStateMachine):
         if not report.ok:
             self._fail(report.render())
         await self._check_model()
+        await self._check_attachments()
 
     # -- rules -------------------------------------------------------------------------
     @initialize()
@@ -557,6 +893,66 @@ class Explorer(RuleBasedStateMachine):
         self._run(self._start(op))
         return op
 
+    @rule(target=ops, mode=st.sampled_from(["direct", "tus"]),
+          name=st.sampled_from((*NAMES, None)), empty=st.sampled_from([False, False, True]))
+    def start_upload(self, mode: str, name: str | None, empty: bool) -> Op:
+        """A direct or tus upload of a document (``name``) or of an attachment (None)."""
+        n = len(self.uploads) + 1
+        data = b"" if empty else f"{mode} upload {n} of {name} ".encode() * 20
+        small_parts = self.ledger.store.capabilities.min_part_size <= 1
+        parts = [data[:len(data) // 2], data[len(data) // 2:]] \
+            if mode == "tus" and small_parts and len(data) > 1 else [data]
+        up = Upload(n, mode, name, data, self.offset, parts=parts)
+        self.uploads.append(up)
+        op = self._op("direct_begin" if mode == "direct" else "tus_create", upload=up)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, of=ops,
+          request=st.sampled_from(["put", "put", "complete", "complete", "cancel"]))
+    def upload_request(self, of: Op, request: str) -> Any:
+        """A request of an upload's client: its bytes (the put to the store's URL or to
+        ``serve``; a tus PATCH, the last of which completes), a completion (direct; a tus
+        HEAD, as from another instance), a cancel (a tus termination). Several may run at
+        once (a client retrying, two instances)."""
+        up = of.upload
+        if up is None or up.id is None:
+            return multiple()
+        kind = {("direct", "put"): "direct_put", ("direct", "complete"): "direct_complete",
+                ("direct", "cancel"): "direct_cancel", ("tus", "put"): "tus_patch",
+                ("tus", "complete"): "tus_head", ("tus", "cancel"): "tus_terminate",
+                }[up.mode, request]
+        if request == "cancel":
+            up.cancelled = True
+        op = self._op(kind, upload=up)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops)
+    def start_stage(self) -> Op:
+        """``Ledger.stage``: A1-A3, a blob owned by nobody until an application attaches it."""
+        n = len(self.ops_run) + 1
+        op = self._op("stage", data=f"staged {n} ".encode() * 20)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(pick=st.integers(0, 3))
+    def attach(self, pick: int) -> None:
+        """A4 in the application's transaction (the sqlalchemy integration's flush)."""
+        free = [s for s in self.staged if s.owner is None and not s.lost]
+        if free:
+            self._run(self._attach(free[pick % len(free)]))
+
+    @rule(pick=st.integers(0, 3), how=st.sampled_from(["clear", "delete owner"]))
+    def detach(self, pick: int, how: str) -> None:
+        """The application clears the attachment or deletes its row (same transaction)."""
+        held = [s for s in self.staged if s.owner is not None and not s.detached]
+        if held:
+            self._run(self._detach(held[pick % len(held)], how))
+
     @rule(op=ops)
     def step(self, op: Op) -> None:
         """Resume a suspended operation until its next step (or its end)."""
@@ -590,6 +986,7 @@ class Explorer(RuleBasedStateMachine):
                                if isinstance(v, int) and v and k not in ("batches",)])
 
     async def _sweep_once(self) -> SweepReport | None:
+        self.sweeps.append(self.offset)
         try:
             return await Sweeper(self.ledger).run_once()
         except SweeperBusy:
@@ -626,17 +1023,43 @@ class Explorer(RuleBasedStateMachine):
     async def _settle(self) -> None:
         for op in self._live():
             await self._finish(op)
+        for up in self.uploads:
+            await self._conclude(up)
         self._move_clock(SETTLE_JUMP)
         for _ in range(4):
+            self.sweeps.append(self.offset)
             report = await Sweeper(self.ledger).run_once()
-            self._event("sweep", f"swept={report.swept}", f"deleted={report.deleted}",
-                        f"rolled_forward={report.rolled_forward}")
+            self._event("sweep", *[f"{k}={v}" for k, v in report.as_dict().items()
+                                   if isinstance(v, int) and v and k != "batches"])
             self._move_clock(self.settings.delete_grace + 1)
-            if not (report.swept or report.deleted or report.rolled_forward
-                    or report.moved_to_deleting or report.absent):
+            if not report.claimed:
                 break
+        await self._check(settled=True)  # what the sweeper alone leaves
         await reconcile(self.ledger, fix=True, older_than=self.settings.upload_deadline)
         await self._check(settled=True)
+
+    async def _conclude(self, up: Upload) -> None:
+        """The client of a live upload finishes it: its bytes, then completions until one
+        answers (each answer checked as any other)."""
+        if up.id is None or up.cancelled or self._expired(up):
+            return
+        if up.mode == "direct":
+            if not up.put_acked:
+                await self._request(up, "direct_put")
+            await self._request(up, "direct_complete")
+            return
+        await self._request(up, "tus_head")
+        for _ in up.parts:
+            if up.offset >= len(up.data) or up.answer is not None:
+                break
+            await self._request(up, "tus_patch")
+        await self._request(up, "tus_head")
+
+    async def _request(self, up: Upload, kind: str) -> None:
+        op = self._op(kind, upload=up)
+        self._event(f"op{op.n}", "start", op.label())
+        await self._start(op)
+        await self._finish(op)
 
     @invariant()
     def consistent(self) -> None:
@@ -660,6 +1083,7 @@ class Explorer(RuleBasedStateMachine):
                 op.go.set()
         await asyncio.gather(*[op.task for op in self.ops_run if op.task is not None],
                              return_exceptions=True)
+        await self.http.aclose()
         await self.ledger.close()
 
 

@@ -8,7 +8,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from tests.explore.machine import SETTINGS, Backend, Explorer, Op
+from blobledger.sweeper import SWEEP_LEASE
+from tests.explore.backends import Backend
+from tests.explore.machine import SETTINGS, Explorer, Op
 
 Scenario = Callable[["Replay"], None]
 PAST_SWEEP_AFTER = SETTINGS["sweep_after"] + 1
@@ -130,6 +132,118 @@ def retry_with_other_bytes(r: Replay) -> None:
     retry: Op = r.start_retry(original=op)
     r.finish(retry)
 
+
+def direct_upload(r: Replay, *, attachment: bool = False) -> Op:
+    """A direct upload whose client has put its bytes."""
+    op: Op = r.start_upload(mode="direct", name=None if attachment else "a", empty=False)
+    r.finish(op)
+    r.finish(r.upload_request(of=op, request="put"))
+    return op
+
+
+def duplicate_completion_before_the_first_verified(r: Replay) -> None:
+    """Two completions of one direct upload: the second read the upload's row, then sleeps
+    before it reads the blob's tags; the first completes (C3, C4); the second wakes: it must
+    answer the document, not give the upload up."""
+    upload = direct_upload(r)
+    second: Op = r.upload_request(of=upload, request="complete")
+    r.machine.reach(second, "store.before_get_tags")
+    r.finish(r.upload_request(of=upload, request="complete"))
+    r.finish(second)
+
+
+def duplicate_staged_completion_before_the_first_verified(r: Replay) -> None:
+    """As above for an attachment's upload: the first completion answered "staged"; the
+    second must not hand the staged blob to the deletion path (it is attached afterwards)."""
+    upload = direct_upload(r, attachment=True)
+    second: Op = r.upload_request(of=upload, request="complete")
+    r.machine.reach(second, "store.before_get_tags")
+    r.finish(r.upload_request(of=upload, request="complete"))
+    r.finish(second)
+    r.attach(pick=0)
+
+
+def duplicate_completion_paused_reading_checksums(r: Replay) -> None:
+    """Two completions of one direct upload: the first sleeps as it reads the stored bytes'
+    checksums (S3 once repaired them by rewriting a tag set read while the blob was
+    pending); the second completes (C3, C4); the first wakes."""
+    upload = direct_upload(r)
+    first: Op = r.upload_request(of=upload, request="complete")
+    r.machine.reach(first, "store.before_digest_stored")
+    r.finish(r.upload_request(of=upload, request="complete"))
+    r.finish(first)
+
+
+def tus_head_elsewhere_while_publication_sleeps(r: Replay) -> None:
+    """A tus upload's last PATCH publishes its parts and sleeps before it reads back the
+    checksums; a HEAD (another instance) completes the upload; the PATCH wakes."""
+    upload: Op = r.start_upload(mode="tus", name="a", empty=False)
+    r.finish(upload)
+    for _ in range(2):  # the parts but the last (one part where parts must be large)
+        if upload.upload is not None and len(upload.upload.parts) > 1 \
+                and upload.upload.offset == 0:
+            r.finish(r.upload_request(of=upload, request="put"))
+    last: Op = r.upload_request(of=upload, request="put")
+    r.machine.reach(last, "staged.after_commit")
+    r.finish(r.upload_request(of=upload, request="complete"))
+    r.finish(last)
+
+
+def retry_completes_while_the_first_attempt_sleeps_after_publishing(r: Replay) -> None:
+    """A keyed create sleeps right after its publication (on S3: the multipart upload
+    completed, its tags not yet written back); past its lease a retry under the key takes
+    the intent over and completes (C3, C4); the first attempt wakes."""
+    op = r.create(keyed=True)
+    r.machine.reach(op, "put.before_commit")
+    r.step(op)  # the publication itself, to the next step (S3: put.after_commit)
+    r.jump_clock(seconds=PAST_SWEEP_AFTER + PAST_DEADLINE)
+    r.finish(r.start_retry(original=op))
+    r.finish(op)
+
+
+def sweeper_paused_inside_its_delete(r: Replay) -> None:
+    """A keyed create sleeps after its upload; past sweep_after a sweeper claims the stale
+    intent and sleeps inside its delete, after comparing the tags (S3: before the
+    ETag-conditioned DeleteObject); past the claim's lease a retry under the key finishes
+    and is acknowledged; the sweeper wakes."""
+    op = r.create(keyed=True)
+    r.machine.reach(op, "create.after_upload")
+    r.jump_clock(seconds=PAST_SWEEP_AFTER)
+    sweeper: Op = r.start_sweeper()
+    r.machine.reach(sweeper, "sweep.after_claim")
+    r.step(sweeper)  # into the delete (S3: delete.after_check)
+    r.jump_clock(seconds=SWEEP_LEASE + PAST_SWEEP_AFTER)
+    r.finish(r.start_retry(original=op))
+    r.finish(sweeper)
+    r.finish(op)
+
+
+def direct_put_to_serve_paused_while_swept(r: Replay) -> None:
+    """On a store without URLs of its own (local disk), the content PUT to ``serve`` sleeps
+    before publishing; past the expiry the sweeper removes the intent; the PUT wakes: it must
+    not answer 201."""
+    upload: Op = r.start_upload(mode="direct", name="a", empty=False)
+    r.finish(upload)
+    put: Op = r.upload_request(of=upload, request="put")
+    if put.done:
+        return  # the store took the bytes itself (a URL of its own)
+    r.machine.reach(put, "put.before_commit")
+    r.jump_clock(seconds=PAST_SWEEP_AFTER + PAST_DEADLINE)
+    r.sweep()
+    r.finish(put)
+
+
+#: interleavings that broke the writers added after the documents', with the backends whose
+#: semantics they exercise (S3: unconditional tag writes, ETag-only deletes)
+WRITERS: list[tuple[Scenario, str]] = [
+    (duplicate_completion_before_the_first_verified, "sqlite-local"),
+    (duplicate_staged_completion_before_the_first_verified, "sqlite-local"),
+    (duplicate_completion_paused_reading_checksums, "postgresql-s3"),
+    (tus_head_elsewhere_while_publication_sleeps, "postgresql-s3"),
+    (retry_completes_while_the_first_attempt_sleeps_after_publishing, "postgresql-s3"),
+    (sweeper_paused_inside_its_delete, "postgresql-s3"),
+    (direct_put_to_serve_paused_while_swept, "sqlite-local"),
+]
 
 SCENARIOS: list[Scenario] = [
     replace_paused_after_r3,

@@ -1,6 +1,6 @@
-"""The interleaving explorer in the suite, time-bounded: about 45 s on SQLite and local disk
-and a short run on PostgreSQL and Azurite (``scripts/explore --minutes N`` runs it longer),
-and the interleavings of ``scenarios.py`` replayed on both."""
+"""The interleaving explorer in the suite, time-bounded: about 40 s on SQLite and local disk
+and short runs on PostgreSQL with Azurite and with moto's S3 (``scripts/explore --minutes N``
+runs it longer), and the interleavings of ``scenarios.py`` replayed."""
 
 from __future__ import annotations
 
@@ -8,21 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.explore.machine import STATS, PostgresAzure, SqliteLocal, explore
-from tests.explore.scenarios import SCENARIOS, Scenario, replay
-from tests.support.services import Azurite
+from tests.explore.backends import Backend, PostgresAzure, PostgresS3, SqliteLocal
+from tests.explore.machine import STATS, explore
+from tests.explore.scenarios import SCENARIOS, WRITERS, Scenario, replay
+from tests.support.services import Azurite, MotoS3
 
 
 def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path) -> None:
     examples = STATS.examples
-    explore(SqliteLocal(tmp_path), seconds=45, batch=20)
+    explore(SqliteLocal(tmp_path), seconds=40, batch=20)
     assert STATS.examples - examples >= 20  # at least one whole batch ran
 
 
-def test_interleavings_on_postgresql_and_azurite(pg_url: str, azurite: Azurite) -> None:
+def test_interleavings_on_postgresql_and_azurite(
+    tmp_path: Path, pg_url: str, azurite: Azurite
+) -> None:
     examples = STATS.examples
-    explore(PostgresAzure(azurite.connection_string, pg_url), seconds=10, batch=5)
-    assert STATS.examples - examples >= 5
+    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=12, batch=3, steps=25)
+    assert STATS.examples - examples >= 3
+
+
+def test_interleavings_on_postgresql_and_s3(tmp_path: Path, pg_url: str, moto: MotoS3) -> None:
+    examples = STATS.examples
+    explore(PostgresS3(tmp_path, moto, pg_url), seconds=10, batch=2, steps=15)
+    assert STATS.examples - examples >= 2
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
@@ -34,6 +43,22 @@ def test_known_interleaving_on_sqlite_and_local_disk(
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
 def test_known_interleaving_on_postgresql_and_azurite(
-    scenario: Scenario, pg_url: str, azurite: Azurite
+    scenario: Scenario, tmp_path: Path, pg_url: str, azurite: Azurite
 ) -> None:
-    replay(PostgresAzure(azurite.connection_string, pg_url), scenario)
+    replay(PostgresAzure(tmp_path, azurite, pg_url), scenario)
+
+
+@pytest.mark.parametrize(("scenario", "backend"), WRITERS,
+                         ids=[f"{s.__name__}-{b}" for s, b in WRITERS])
+def test_writers_interleaving(scenario: Scenario, backend: str, tmp_path: Path,
+                              request: pytest.FixtureRequest) -> None:
+    replay(_backend(backend, tmp_path, request), scenario)
+
+
+def _backend(name: str, root: Path, request: pytest.FixtureRequest) -> Backend:
+    if name == "sqlite-local":
+        return SqliteLocal(root)
+    pg_url = request.getfixturevalue("pg_url")
+    if name == "postgresql-azure":
+        return PostgresAzure(root, request.getfixturevalue("azurite"), pg_url)
+    return PostgresS3(root, request.getfixturevalue("moto"), pg_url)

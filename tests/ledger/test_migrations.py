@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-from blobledger import Ledger
+from blobledger import IdempotencyConflict, Ledger
 from blobledger.db import Database
 from blobledger.migrate import upgrade
 from blobledger.stores.local import LocalStore
@@ -87,6 +87,74 @@ async def test_upgrade_from_the_previous_release(kind: str, tmp_path: Path) -> N
                                           idempotency_key="key-pending")
             assert (resumed.id, resumed.name, resumed.blob) == ("d2", "late.txt",
                                                                  blobs["pending"])
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)
+
+
+async def seed_replaced_and_deleted(url: str, store: LocalStore) -> dict[str, str]:
+    """Release 0.1.0's rows for two documents created under keys: one replaced since (its
+    first blob ``deleting``, the document at version 2 on another blob) and one deleted
+    since (its document row gone, its blob ``deleting``)."""
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.run_sync(upgrade, "0002")
+
+    async def one(data: bytes) -> AsyncIterator[bytes]:
+        yield data
+
+    first, second, deleted = (f"documents/{uuid.uuid4().hex}.txt" for _ in range(3))
+    v1 = await store.put(first, one(b"first bytes"), tags={"state": "deleting"})
+    v2 = await store.put(second, one(b"second bytes"), tags={"state": "committed"})
+    gone = await store.put(deleted, one(b"deleted bytes"), tags={"state": "deleting"})
+    blob_rows = [
+        (first, "d3", "create", "deleting", "key-replaced", v1),
+        (second, "d3", "replace", "committed", None, v2),
+        (deleted, "d4", "create", "deleting", "key-deleted", gone),
+    ]
+    async with db.engine.begin() as conn:
+        await conn.execute(text(
+            "INSERT INTO documents (id, name, status, blob_name, version, size, content_type, "
+            "sha256, md5, created_at, updated_at) VALUES ('d3', 'replaced.txt', 'ready', "
+            ":blob, 2, :size, 'text/plain', :sha, :md5, :created, :now)"),
+            dict(blob=second, size=v2.size, sha=v2.sha256, md5=v2.md5, created=NOW,
+                 now=NOW + timedelta(minutes=5)))
+        for blob, doc, kind, state, key, digests in blob_rows:
+            await conn.execute(text(
+                "INSERT INTO blobs (name, document_id, kind, state, content_type, size, "
+                "sha256, md5, idempotency_key, lease_until, created_at, changed_at) VALUES "
+                "(:blob, :doc, :kind, :state, 'text/plain', :size, :sha, :md5, :key, :now, "
+                ":now, :now)"),
+                dict(blob=blob, doc=doc, kind=kind, state=state, size=digests.size,
+                     sha=digests.sha256, md5=digests.md5, key=key, now=NOW))
+    await db.dispose()
+    return {"first": first, "sha256": v1.sha256}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_keeps_the_keys_of_replaced_and_deleted_documents(
+        kind: str, tmp_path: Path) -> None:
+    """A retry under the key of a document replaced since the creation gets the first
+    response (version 1, its first blob); under the key of a document deleted since (0002
+    kept neither its name nor the time of C4) it is refused as 0002 refused it, and never
+    creates a second document."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        seeded = await seed_replaced_and_deleted(url, store)
+        async with Ledger(Database(url), store) as ledger:
+            again = await ledger.create("replaced.txt", b"first bytes", content_type="text/plain",
+                                        idempotency_key="key-replaced")
+            assert (again.id, again.name, again.version, again.blob, again.sha256) == (
+                "d3", "replaced.txt", 1, seeded["first"], seeded["sha256"])
+            assert again.created_at == NOW.replace(tzinfo=UTC)
+            with pytest.raises(IdempotencyConflict, match="deleted"):
+                await ledger.create("deleted.txt", b"deleted bytes", content_type="text/plain",
+                                    idempotency_key="key-deleted")
+            assert [doc.name async for doc in ledger.list()] == ["replaced.txt"]
+            assert (await ledger.get("d3")).version == 2
     finally:
         if kind == "postgresql":
             await drop_database(url)

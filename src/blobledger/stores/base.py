@@ -361,8 +361,10 @@ class Store(abc.ABC):
     async def direct_put(self, name: str, *, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
         """A short-lived URL through which a client can create exactly ``name`` (and no other
-        blob), tagged ``tags``, never overwriting; None where the store has none (the service
-        then receives the bytes itself)."""
+        blob), tagged ``tags`` where the URL can bind them to that one request (a store
+        whose credential could tag at creation only by tagging at will, Azure's SAS, creates
+        the blob untagged and counts that as ``pending``), never overwriting; None where the
+        store has none (the service then receives the bytes itself)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:

@@ -155,6 +155,7 @@ class LocalStore(Store):
                 await _io(self._publish, fd, temp, final, dict(tags), meta)
             except FileExistsError as exc:
                 raise BlobAlreadyExists(name, digests) from exc
+            await failpoints.hit("put.after_commit")
             return digests
         finally:
             # Every thread that used fd has returned (see _in_thread): closing it is safe.
@@ -349,33 +350,38 @@ class LocalStore(Store):
                 yield info if tags else BlobInfo(**{**info.__dict__, "tags": None})
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        found = await _in_thread(self._uncommitted_sync, prefix)
-        for info in found:
-            yield info
+        """The part files under ``uploads/``, one entry per name. A name whose parts were all
+        removed between the listing and their ``stat`` (a sweep, a tus termination) is
+        skipped."""
+        grouped = await _in_thread(self._part_files, prefix)
+        for name in sorted(grouped):
+            await failpoints.hit("scan.uncommitted")
+            info = await _in_thread(self._uncommitted_sync, name, grouped[name])
+            if info is not None:
+                yield info
 
-    def _uncommitted_sync(self, prefix: str) -> builtins.list[UncommittedInfo]:
-        grouped: dict[str, builtins.list[os.stat_result]] = {}
+    def _part_files(self, prefix: str) -> dict[str, builtins.list[str]]:
+        grouped: dict[str, builtins.list[str]] = {}
         for entry in os.scandir(self._uploads):
             name = unquote(entry.name.rsplit(".", 2)[0])
-            if not name.startswith(prefix):
-                continue
-            try:
-                grouped.setdefault(name, []).append(entry.stat())
-            except FileNotFoundError:
-                continue
-        result = []
-        for name in sorted(grouped):
-            stats = grouped[name]
-            result.append(
-                UncommittedInfo(
-                    name=name,
-                    blocks=len(stats),
-                    size=sum(s.st_size for s in stats),
-                    committed=(self._blobs / name).is_file(),
-                    last_modified=max(_mtime(s) for s in stats),
-                )
-            )
-        return result
+            if name.startswith(prefix):
+                grouped.setdefault(name, []).append(entry.path)
+        return grouped
+
+    def _uncommitted_sync(self, name: str, paths: builtins.list[str]) -> UncommittedInfo | None:
+        stats = []
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                stats.append(os.stat(path))
+        if not stats:
+            return None
+        return UncommittedInfo(
+            name=name,
+            blocks=len(stats),
+            size=sum(s.st_size for s in stats),
+            committed=(self._blobs / name).is_file(),
+            last_modified=max(_mtime(s) for s in stats),
+        )
 
     async def discard_uncommitted(self, name: str) -> bool:
         """Unlink the name's temp files under ``uploads/``; never a path under ``blobs/``."""
@@ -428,7 +434,10 @@ class LocalStore(Store):
         tags: Tags, content_type: str | None = None,
     ) -> Digests:
         """The parts, read back in order and hashed, published by the create-only put (a
-        temp file linked under the name); then the parts are removed."""
+        temp file linked under the name); then the parts are removed. A publication that
+        failed (a full disk, EFBIG) keeps every part, so that a retried completion can
+        publish them; the parts of an abandoned upload go with its termination or its
+        sweep (``abort_staged``)."""
         paths = [self._part_path(name, part) for part in parts]
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -441,11 +450,14 @@ class LocalStore(Store):
                     await _in_thread(f.close)
 
         try:
-            return await self.put(name, chunks(), tags=tags, content_type=content_type)
+            digests = await self.put(name, chunks(), tags=tags, content_type=content_type)
         except FileNotFoundError as exc:
             raise BlobNotFound(f"{name} (a part is missing)") from exc
-        finally:
-            await self.discard_uncommitted(name)
+        except BlobAlreadyExists:
+            await self.discard_uncommitted(name)  # published already: the parts are spare
+            raise
+        await self.discard_uncommitted(name)
+        return digests
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)

@@ -150,20 +150,24 @@ async def tus_create(
     upload_checksum: Annotated[str | None, Header(alias="Upload-Checksum")] = None,
 ) -> Response:
     """Create an upload (C1): ``Upload-Length`` bytes, named by its metadata; a body with
-    ``Content-Type: application/offset+octet-stream`` is its first part."""
+    ``Content-Type: application/offset+octet-stream`` is its first part. An empty upload
+    is completed here (C3/C4, or A3)."""
     _check_version(request)
     if "upload-defer-length" in request.headers:
         raise Problem(400, "unsupported", "Upload-Defer-Length is not supported")
     length = _number(request, "upload-length")
     resumable = _resumable(request)
     upload = await resumable.create(length, parse_metadata(upload_metadata))
-    headers = _headers({"Location": str(request.url_for("tus_head", upload_id=upload.id)),
-                        "Upload-Expires": _expires(upload)})
+    location = str(request.url_for("tus_head", upload_id=upload.id))
+    headers = _headers({"Upload-Expires": _expires(upload)})
     if request.headers.get("content-type") == OFFSET_TYPE:
         offset, doc = await _append(request, resumable, upload, 0, upload_checksum)
         headers["Upload-Offset"] = str(offset)
         if doc is not None:
             headers.update(_done(request, doc, offset))
+    elif length == 0:  # complete already: tus clients send no PATCH for an empty file
+        headers.update(_done(request, await resumable.complete(upload), 0))
+    headers["Location"] = location  # the upload's, also when complete (tus clients HEAD it)
     return Response(status_code=201, headers=headers)
 
 

@@ -3,9 +3,15 @@
 ``blobs.attempt`` holds the token of whoever owns a row (an upload attempt or a sweeper's
 claim); every transition compares it. Idempotency keys move from ``blobs.idempotency_key``
 to ``idempotency_keys``, which keeps the first response for the retention period: pending
-intents keep their key (state ``pending``), finished creations whose document still exists
-get their response back (a creation always answers version 1), with 24 hours to live from
-the upgrade.
+intents keep their key (state ``pending``); finished creations get their response back (a
+creation always answers version 1: the document's id, name and creation time, the first
+blob's name, size, content type and SHA-256), also when the document was replaced since
+(its first blob row, ``deleting``, still holds the key); with 24 hours to live from the
+upgrade. The previous release kept no response, and not the time of C4: ``updated_at`` is
+the creation time. A creation whose document was deleted since keeps its key without a
+response (the previous release removed the document row, and its name with it): a retry is
+refused as that release refused it (IdempotencyConflict), and never creates a second
+document.
 
 Revision ID: 0003
 Revises: 0002
@@ -33,6 +39,16 @@ depends_on = None
 
 def _iso(value: datetime) -> str:
     return value.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _datetime(value: object, default: datetime) -> datetime:
+    """A timestamp as the driver returns it from a text query: a datetime (PostgreSQL) or
+    the ISO text SQLite stores (naive UTC either way)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=None)
+    return default
 
 
 def upgrade() -> None:
@@ -71,16 +87,25 @@ def upgrade() -> None:
             moved.append(dict(key=key, state="pending", blob_name=blob, document_id=doc_id,
                               name=named, content_type=ctype, sha256=None, response=None,
                               created_at=now, expires_at=None))
-        elif (kind == "create" and state == "committed" and status == "ready"
-              and doc_blob == blob and doc_name is not None and sha):
-            when = created if isinstance(created, datetime) else now
+            continue
+        # C4 wrote the size and SHA-256 on the blob row: a creation that finished, whether
+        # its document is still on this blob (committed) or was replaced or deleted since
+        # (deleting); an abandoned creation's row has neither and keeps no key.
+        if kind != "create" or not sha or size is None:
+            continue
+        done = dict(key=key, state="done", blob_name=blob, document_id=doc_id,
+                    content_type=ctype, sha256=sha, created_at=now,
+                    expires_at=now + timedelta(hours=24))
+        if status == "ready" and doc_name is not None and (
+                (state == "committed" and doc_blob == blob)
+                or (state == "deleting" and doc_blob != blob)):
+            when = _datetime(created, now)
             response = dict(id=doc_id, name=doc_name, status="ready", version=1, size=size,
                             content_type=ctype, sha256=sha, blob=blob,
                             created_at=_iso(when), updated_at=_iso(when))
-            moved.append(dict(key=key, state="done", blob_name=blob, document_id=doc_id,
-                              name=doc_name, content_type=ctype, sha256=sha,
-                              response=json.dumps(response), created_at=now,
-                              expires_at=now + timedelta(hours=24)))
+            moved.append(dict(done, name=doc_name, response=json.dumps(response)))
+        elif status is None and state == "deleting":
+            moved.append(dict(done, name=None, response=None))  # deleted: refused
     if moved:
         op.bulk_insert(keys, moved)
     with op.batch_alter_table(BLOBS, schema=SCHEMA) as batch:

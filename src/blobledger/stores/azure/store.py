@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Seq
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 from azure.core import MatchConditions
@@ -53,6 +53,7 @@ from blobledger.errors import (
     StoreError,
     StoreUnavailable,
 )
+from blobledger.models import PENDING_TAG
 from blobledger.names import check_blob_name
 from blobledger.stores.azure import listing
 from blobledger.stores.base import (
@@ -333,6 +334,7 @@ class AzureStore(Store):
                     tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
                     **CREATE_ONLY,
                 )
+            await failpoints.hit("put.after_commit")
             return digests
         except BlobAlreadyExists:
             if not await self._only_uncommitted(name):
@@ -377,6 +379,7 @@ class AzureStore(Store):
                 )
         except BlobAlreadyExists:
             raise BlobAlreadyExists(name, digests) from None
+        await failpoints.hit("put.after_commit")
         return digests
 
     async def _stage_next(
@@ -479,10 +482,17 @@ class AzureStore(Store):
 
     async def direct_put(self, name: str, *, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
-        """A service SAS for this one blob with create and tag permissions only (``c``,
-        ``t``): the service refuses to overwrite an existing blob under it. The client
-        sends ``If-None-Match: *`` and the ``pending`` tag (``x-ms-tags``). None without an
-        account key (a SAS is then a user delegation SAS, not offered yet)."""
+        """A service SAS for this one blob with the create permission only (``c``): its holder
+        can write the blob once, while it does not exist, and nothing else (no overwrite, no
+        read, no delete, no tags). The client sends ``If-None-Match: *`` and no tags: Azure
+        authorises ``x-ms-tags`` on Put Blob as a tag write (the ``t`` permission), which
+        would let the holder retag the blob for the SAS's lifetime, after completion too. The
+        blob is therefore created untagged, and ``tags`` (``pending``) is not sent: a blob
+        with no tags counts as ``pending`` for C3's retag (:meth:`set_tags`). A delete
+        conditioned on ``pending`` refuses it (the condition is the service's, exact); the
+        sweeper then fences its row to ``deleting`` and the deletion path tags it
+        ``deleting`` and deletes it (docs/backends.md). None without an account key (a SAS
+        is then a user delegation SAS, not offered yet)."""
         check_blob_name(name)
         self._client()
         credential = getattr(self._service, "credential", None)
@@ -493,13 +503,12 @@ class AzureStore(Store):
         expires_at = datetime.now(UTC) + timedelta(seconds=expires_in)
         sas = generate_blob_sas(account_name=account, container_name=self.container_name,
                                 blob_name=name, account_key=key,
-                                permission=BlobSasPermissions(create=True, tag=True),
+                                permission=BlobSasPermissions(create=True),
                                 expiry=expires_at, start=datetime.now(UTC) - timedelta(
                                     minutes=5))
         url = self._client().get_blob_client(name).url.split("?", 1)[0]
         return DirectPut(url=f"{url}?{sas}", expires_at=expires_at, headers={
             "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
-            "x-ms-tags": urlencode(sorted(tags.items()), quote_via=quote),
             "Content-Type": content_type})
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
@@ -519,11 +528,24 @@ class AzureStore(Store):
             return dict(await self._client().get_blob_client(name).get_blob_tags())
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        """Retag under ``x-ms-if-tags``; a condition ``pending`` is also met by a blob with no
+        tags at all (a direct upload's, created untagged: :meth:`direct_put`)."""
         check_blob_name(name)
         if if_tags and not self.capabilities.state_conditioned_transition:
             current = await self.get_tags(name)  # the service ignores the condition
-            if not tags_match(current, if_tags):
+            if not tags_match(current, if_tags) and not _untagged_pending(current, if_tags):
                 raise ConditionNotMet(name, f"tags are {current}")
+            await failpoints.hit("store.set_tags.after_read")
+        try:
+            await self._set_blob_tags(name, tags, if_tags)
+        except ConditionNotMet:
+            if not _untagged_pending(await self.get_tags(name), if_tags):
+                raise
+            # Untagged: nobody writes ``pending`` on such a blob, so this write (C3's
+            # ``committed``) cannot undo another actor's retag; see docs/backends.md.
+            await self._set_blob_tags(name, tags, None)
+
+    async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with map_errors(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
@@ -637,12 +659,18 @@ class AzureStore(Store):
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
         """Names holding uncommitted blocks: those with no committed blob (from the
-        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers."""
+        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers.
+        A name whose blocks vanished since the listing (a sweep, a tus termination: the
+        block list is then not found) is skipped."""
         client = self._client()
         with map_errors(self.container_name):
             async for info in self._listed(prefix, ["uncommittedblobs"]):
+                await failpoints.hit("scan.uncommitted")
                 blob = client.get_blob_client(info.name)
-                committed, uncommitted = await blob.get_block_list("all")
+                try:
+                    committed, uncommitted = await blob.get_block_list("all")
+                except ResourceNotFoundError:
+                    continue
                 if uncommitted:
                     yield UncommittedInfo(
                         name=info.name,
@@ -668,6 +696,11 @@ class AzureStore(Store):
         except (BlobNotFound, ConditionNotMet):
             return False  # nothing there, or a committed blob holds the name
         return True
+
+
+def _untagged_pending(current: Mapping[str, str], if_tags: Tags | None) -> bool:
+    """A blob with no tags at all meets the condition ``pending`` (and nothing else)."""
+    return not current and if_tags == PENDING_TAG
 
 
 def _metadata(digests: Digests) -> dict[str, str]:

@@ -5,9 +5,12 @@ Create-only is ``If-None-Match: *`` on PutObject and on CompleteMultipartUpload.
 the single-put limit stream as a multipart upload, one part in memory at a time; a failed or
 cancelled multipart upload is aborted. The ``state`` tag is an object tag; the SHA-256 and MD5
 are object tags too (``sha256``, ``md5``: a multipart upload learns them only at its end, and
-tags, unlike metadata, can be written after it), written with a single put and right after a
-multipart completion. A blob whose checksum tags a crash left unwritten has them computed from
-its bytes and written on its next :meth:`stat`. Checksum tags are never shown as tags.
+tags, unlike metadata, can be written after it), written with a single put, and for a
+multipart or direct upload with the retag to ``committed`` (:meth:`S3Store.set_tags`). S3's
+tag write replaces the whole set without a condition, so nothing here ever writes a set it
+read before another actor could have retagged: ``set_tags`` is the only tag write after
+creation. A blob whose checksum tags are not written yet is hashed by :meth:`stat`, never
+retagged there. Checksum tags are never shown as tags.
 
 S3 has no delete (or tag update) conditioned on a tag. A delete here reads the tag and the
 ETag, compares the tag, then deletes with ``If-Match`` on that ETag: S3 itself refuses to
@@ -67,6 +70,7 @@ CHECKSUM_TAGS = ("sha256", "md5")
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
 MAX_ATTEMPTS = 3
+KNOWN_DIGESTS = 4096  # checksums of objects this process stored or hashed, for their retag
 
 
 def _code(exc: BaseException) -> str:
@@ -181,6 +185,7 @@ class S3Store(Store):
         self._stack: AsyncExitStack | None = None
         self._s3: Any = None
         self._lock = asyncio.Lock()
+        self._digests: dict[str, Digests] = {}  # see _known
 
     @classmethod
     def from_settings(cls, bucket: str, prefix: str, settings: Settings) -> S3Store:
@@ -279,6 +284,7 @@ class S3Store(Store):
                 if translate(exc, name, put=True).__class__ is BlobAlreadyExists:
                     raise BlobAlreadyExists(name, digests) from exc
                 raise
+        await failpoints.hit("put.after_commit")
         return digests
 
     @staticmethod
@@ -325,10 +331,8 @@ class S3Store(Store):
         except BaseException:
             await asyncio.shield(self._abort(key, upload_id))
             raise
-        with map_errors(name):
-            await s3.put_object_tagging(Bucket=self.bucket, Key=key,
-                                        Tagging=_tag_set({**tags, "sha256": digests.sha256,
-                                                          "md5": digests.md5}))
+        self._known(name, digests)
+        await failpoints.hit("put.after_commit")
         return digests
 
     async def _abort(self, key: str, upload_id: str) -> None:
@@ -365,7 +369,12 @@ class S3Store(Store):
     ) -> Digests:
         """CompleteMultipartUpload with If-None-Match: * (the object carries the tags given
         at the start), then the checksums of the bytes read back as tags (S3 cannot hash a
-        multipart object for us)."""
+        multipart object for us). With no part (an empty file: S3 refuses to complete a
+        multipart upload without one), the multipart upload is aborted and the empty object
+        created by the create-only single put instead, with the same tags."""
+        if not parts:
+            await self._abort(self._key(name), handle)
+            return await self.put(name, _empty(), tags=tags, content_type=content_type)
         s3 = await self._client()
         listed = []
         for part in parts:
@@ -396,9 +405,19 @@ class S3Store(Store):
         await self._abort(self._key(name), handle)
 
     async def digest_stored(self, name: str) -> Digests:
-        tags = await self._repair_checksums(name, await self._all_tags(name))
-        info = await self.stat(name)
-        return Digests(size=info.size, sha256=tags["sha256"], md5=tags["md5"])
+        """The stored bytes' size and checksums, hashed from the bytes themselves (checksum
+        tags are not trusted here: a direct upload's client could have chosen them). Writes
+        nothing."""
+        digests = await self._hash(name)
+        self._known(name, digests)
+        return digests
+
+    def _known(self, name: str, digests: Digests) -> None:
+        """Remember the checksums of bytes this process stored or hashed (a name's bytes
+        never change), for the retag that writes them as tags."""
+        self._digests[name] = digests
+        while len(self._digests) > KNOWN_DIGESTS:
+            self._digests.pop(next(iter(self._digests)))
 
     # -- metadata -------------------------------------------------------------------------
     async def _all_tags(self, name: str) -> dict[str, str]:
@@ -408,20 +427,24 @@ class S3Store(Store):
                                                         Key=self._key(name)))
 
     async def stat(self, name: str) -> BlobInfo:
+        """Size, ETag, tags and checksums; a blob whose checksum tags are not written yet
+        (a multipart or direct upload before its retag) is hashed, never retagged: only
+        :meth:`set_tags` writes tags."""
         s3 = await self._client()
         with map_errors(name):
             head = await s3.head_object(Bucket=self.bucket, Key=self._key(name))
         tags = await self._all_tags(name)
         if not all(k in tags for k in CHECKSUM_TAGS):
-            tags = await self._repair_checksums(name, tags)
+            digests = self._digests.get(name) or await self._hash(name)
+            self._known(name, digests)
+            tags = {**tags, "sha256": digests.sha256, "md5": digests.md5}
         return BlobInfo(name=name, size=int(head["ContentLength"]),
                         last_modified=head["LastModified"], etag=str(head["ETag"]),
                         content_type=head.get("ContentType"), sha256=tags.get("sha256"),
                         md5=tags.get("md5"), tags=_visible(tags))
 
-    async def _repair_checksums(self, name: str, tags: dict[str, str]) -> dict[str, str]:
-        """A multipart blob whose checksum tags a crash left unwritten: hash its bytes and
-        write them (the blob itself never changes: its tags only)."""
+    async def _hash(self, name: str) -> Digests:
+        """The checksums of the stored bytes, read back."""
         hasher = Hasher()
         reader = await self.open(name)
         try:
@@ -429,24 +452,28 @@ class S3Store(Store):
                 await hasher.update(chunk)
         finally:
             await reader.aclose()
-        digests = hasher.digests()
-        tags = {**tags, "sha256": digests.sha256, "md5": digests.md5}
-        s3 = await self._client()
-        with map_errors(name):
-            await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
-                                        Tagging=_tag_set(tags))
-        return tags
+        return hasher.digests()
 
     async def get_tags(self, name: str) -> dict[str, str]:
         return _visible(await self._all_tags(name))
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
-        """Compare the current tags, then replace them (keeping the checksum tags): the
-        comparison is this client's, not the service's (S3 has no conditional tagging)."""
+        """Compare the current tags, then replace them, with the checksum tags: the
+        comparison is this client's, not the service's (S3 has no conditional tagging).
+
+        This is the only tag write after an object's creation, and it writes the state its
+        caller decided under the database fence, never a set read before another actor's
+        retag: a multipart or direct upload's checksums, which S3 cannot compute for a whole
+        object, are written here with the state (known from this process's upload or hash,
+        or hashed now), never in a write of their own."""
         current = await self._all_tags(name)
         if not tags_match(_visible(current), if_tags):
             raise ConditionNotMet(name, f"tags are {_visible(current)}")
         kept = {k: v for k, v in current.items() if k in CHECKSUM_TAGS}
+        if len(kept) < len(CHECKSUM_TAGS):
+            digests = self._digests.get(name) or await self._hash(name)
+            kept = {"sha256": digests.sha256, "md5": digests.md5}
+        await failpoints.hit("store.set_tags.after_read")
         s3 = await self._client()
         with map_errors(name):
             await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
@@ -469,6 +496,7 @@ class S3Store(Store):
             if not tags_match(tags, condition.tags):
                 raise ConditionNotMet(name, f"tags are {tags}")
             etag = str(head["ETag"])
+            await failpoints.hit("delete.after_check")
         try:
             with map_errors(name):
                 await s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
@@ -568,7 +596,9 @@ class S3Store(Store):
                         tags=_visible(all_tags) if tags else None)
 
     async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        """Incomplete multipart uploads, one entry per name (their parts and bytes)."""
+        """Incomplete multipart uploads, one entry per name (their parts and bytes). An
+        upload aborted or completed since the listing (a sweep, a tus termination or
+        publication) is left out, and a name none of whose uploads is left is skipped."""
         s3 = await self._client()
         paginator = s3.get_paginator("list_multipart_uploads")
         by_key: dict[str, list[dict[str, Any]]] = {}
@@ -579,17 +609,25 @@ class S3Store(Store):
                     by_key.setdefault(str(upload["Key"]), []).append(upload)
         for key in sorted(by_key):
             name = key[len(self.root):]
+            await failpoints.hit("scan.uncommitted")
             parts = size = 0
             started: datetime | None = None
+            left = False
             for upload in by_key[key]:
-                with map_errors(name):
-                    listed = await s3.list_parts(Bucket=self.bucket, Key=key,
-                                                 UploadId=upload["UploadId"])
+                try:
+                    with map_errors(name):
+                        listed = await s3.list_parts(Bucket=self.bucket, Key=key,
+                                                     UploadId=upload["UploadId"])
+                except BlobNotFound:  # NoSuchUpload: gone since the listing
+                    continue
+                left = True
                 parts += len(listed.get("Parts", []))
                 size += sum(int(p["Size"]) for p in listed.get("Parts", []))
                 initiated = upload.get("Initiated")
                 if isinstance(initiated, datetime):
                     started = initiated if started is None else min(started, initiated)
+            if not left:
+                continue
             try:
                 with map_errors(name):
                     await s3.head_object(Bucket=self.bucket, Key=key)
