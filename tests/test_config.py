@@ -47,6 +47,18 @@ def test_sizes(text: str, size: int) -> None:
     assert parse_size(text) == size
 
 
+@pytest.mark.parametrize(("text", "size"), [("1.5GiB", 3 << 29), ("2kB", 2000), ("3 mib", 3 << 20)])
+def test_sizes_read_as_pydantic_byte_sizes(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+def test_a_bad_size_is_one_line_naming_the_setting() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_env({"BLOBLEDGER_MAX_UPLOAD_BYTES": "5 parsecs"})
+    assert str(caught.value) == ("BLOBLEDGER_MAX_UPLOAD_BYTES: '5 parsecs' is not a size "
+                                 "(use e.g. 1048576, 64MiB, 5GiB)")
+
+
 def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
     with pytest.raises(ConfigError, match=r"BLOBLEDGER_SWEEP_AFTER \(2h\) must exceed"):
         from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "2h", "BLOBLEDGER_SWEEP_AFTER": "2h"})

@@ -5,6 +5,8 @@
         doc = await ledger.create("report.pdf", data, content_type="application/pdf")
 """
 
+from importlib.metadata import version as _version
+
 from blobledger.documents import Document
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -56,4 +58,6 @@ __all__ = [
     "UploadGone",
     "UploadTooLarge",
 ]
-__version__ = "0.1.0"
+#: the installed distribution's version: written once, in pyproject.toml; the OpenAPI
+#: document, ``blobledger --version`` and the CLI's User-Agent all read it from here
+__version__ = _version("blobledger")

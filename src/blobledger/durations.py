@@ -1,21 +1,24 @@
-"""Parsing of durations (``90``, ``90s``, ``15m``, ``2h``, ``1d``) and sizes (``5GiB``)."""
+"""Parsing of durations (``90``, ``90s``, ``15m``, ``2h``, ``1d``) and sizes (``5GiB``).
+
+Sizes are pydantic's ``ByteSize`` (``KiB``..``TiB`` binary, ``kB``..``TB`` decimal), with
+one shorthand of ours kept on top: a bare ``5G`` is binary here (5 GiB), decimal there.
+Durations stay hand-written: pydantic's ``timedelta`` reads ISO 8601 (``PT30M``) and
+numbers, not the ``30m`` / ``1h`` / ``2d`` forms the settings are documented with.
+"""
 
 from __future__ import annotations
 
 import re
 
+from pydantic import ByteSize, TypeAdapter, ValidationError
+
 from blobledger.errors import ConfigError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-_SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {
-    None: 1, "b": 1,
-    "k": 1024, "kib": 1024, "kb": 1000,
-    "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
-    "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
-    "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
-}
+#: ``5G``, ``64m``: a bare binary prefix, read as ``GiB``, ``MiB`` (ByteSize: decimal)
+_BINARY_SHORTHAND = re.compile(r"^\s*(\d+)\s*([kmgt])\s*$", re.IGNORECASE)
+_BYTE_SIZE = TypeAdapter(ByteSize)
 
 
 def parse_duration(text: str, *, what: str = "duration") -> float:
@@ -28,11 +31,12 @@ def parse_duration(text: str, *, what: str = "duration") -> float:
 
 def parse_size(text: str, *, what: str = "size") -> int:
     """Bytes from ``1048576``, ``64MiB``, ``5GiB``, ``5G`` (binary) or ``5GB`` (decimal)."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ConfigError(f"{what}: {text!r} is not a size (use e.g. 1048576, 64MiB, 5GiB)")
-    unit = match.group(2).lower() if match.group(2) else None
-    return int(match.group(1)) * _SIZE_UNITS[unit]
+    value = _BINARY_SHORTHAND.sub(r"\1\2iB", str(text))
+    try:
+        return int(_BYTE_SIZE.validate_python(value))
+    except ValidationError:
+        raise ConfigError(f"{what}: {text!r} is not a size (use e.g. 1048576, 64MiB, 5GiB)") \
+            from None
 
 
 def format_duration(seconds: float) -> str:

@@ -3,12 +3,18 @@ conditional lists, byte ranges, checksum headers and a safe Content-Disposition.
 
 Pure functions, no I/O. A malformed digest header raises :class:`Problem` (400); a
 malformed conditional header matches nothing and a malformed Range is ignored (RFC 9110).
+
+The grammars are werkzeug's (``werkzeug.http``: entity-tag lists, Range, header quoting)
+and http-sfv's (RFC 9651 structured fields, for ``Repr-Digest``); what stays here is where
+their semantics are not the service's, each said at its place: werkzeug reads unquoted and
+``w/`` tags and skips junk between commas (we match nothing on a malformed list), drops the
+weak marker of an If-Range tag, and gives up on positions of more than 4300 digits
+(Python's ``int`` limit) where a range past the end must be a 416.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -16,28 +22,34 @@ from datetime import datetime
 from email.utils import format_datetime
 from urllib.parse import quote
 
+from http_sfv.dictionary import Dictionary
+from werkzeug.datastructures import ETags
+from werkzeug.http import parse_etags, parse_range_header, quote_header_value
+
 from blobledger.api.problems import Problem
 
-_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)", re.ASCII | re.IGNORECASE)
-_DIGEST_ITEM = re.compile(r"^\s*([A-Za-z0-9-]+)\s*=\s*:([A-Za-z0-9+/=]*):\s*$", re.ASCII)
 # RFC 9110 section 8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E /
-# obs-text (header values arrive decoded as Latin-1, so obs-text is U+0080 to U+00FF)
-_ENTITY_TAG = re.compile('(W/)?"([\x21\x23-\x7e\x80-\xff]*)"')
-_OWS = re.compile(r"[ \t]*")
+# obs-text (header values arrive decoded as Latin-1, so obs-text is U+0080 to U+00FF); a
+# list is ``#entity-tag``, empty elements allowed. Checked before werkzeug parses the list:
+# werkzeug is lenient (``3``, ``w/"3"``, ``"1"junk, "2"`` all yield tags) and the service
+# documents that an unquoted ``3`` or a malformed list matches nothing.
+_TAG = '(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"'
+_ENTITY_TAG_LIST = re.compile(
+    f"[ \t]*(?:{_TAG}[ \t]*)?(?:,[ \t]*(?:{_TAG}[ \t]*)?)*")
 #: a version as this service writes it in an ETag: a decimal number without leading zeros
 _VERSION = re.compile(r"[1-9][0-9]{0,17}", re.ASCII)
 #: more digits than any byte position can have: such a number is treated as "very large"
 MAX_DIGITS = 18
+_LONG_POSITION = re.compile(f"[0-9]{{{MAX_DIGITS + 1},}}", re.ASCII)
+_ZERO_SUFFIX = re.compile(r"[ \t]*bytes[ \t]*=[ \t]*-[ \t]*0+[ \t]*", re.ASCII | re.IGNORECASE)
+
+
+#: the Repr-Digest algorithms read (RFC 9530 keys), and the digest size of each
+_DIGESTS = {"sha-256": 32, "md5": 16}
 
 
 class MalformedHeader(ValueError):
     """A header value that does not follow its grammar."""
-
-
-@dataclass(frozen=True)
-class EntityTag:
-    weak: bool
-    opaque: str
 
 
 def etag(version: int) -> str:
@@ -45,30 +57,15 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def parse_entity_tags(value: str) -> list[EntityTag] | None:
+def parse_entity_tags(value: str) -> ETags | None:
     """The entity tags of an If-Match / If-None-Match value (``#entity-tag``), or None for
     ``*``; MalformedHeader if the value is neither (``1``, ``"1``, ``W/1``, ...)."""
-    if value.strip(" \t") == "*":
+    value = value.strip(" \t")
+    if value == "*":
         return None
-    tags: list[EntityTag] = []
-    pos, end = 0, len(value)
-    while pos < end:
-        pos = _OWS.match(value, pos).end()  # type: ignore[union-attr]
-        if pos < end and value[pos] == ",":  # empty list elements are allowed
-            pos += 1
-            continue
-        if pos == end:
-            break
-        match = _ENTITY_TAG.match(value, pos)
-        if match is None:
-            raise MalformedHeader("not a list of quoted entity tags")
-        tags.append(EntityTag(bool(match.group(1)), match.group(2)))
-        pos = _OWS.match(value, match.end()).end()  # type: ignore[union-attr]
-        if pos < end and value[pos] != ",":
-            raise MalformedHeader("entity tags must be separated by commas")
-    if not tags:
-        raise MalformedHeader("no entity tag")
-    return tags
+    if '"' not in value or _ENTITY_TAG_LIST.fullmatch(value) is None:
+        raise MalformedHeader("not a list of quoted entity tags")
+    return parse_etags(value)
 
 
 def etag_versions(value: str, *, weak: bool = False) -> list[int] | None:
@@ -86,23 +83,33 @@ def etag_versions(value: str, *, weak: bool = False) -> list[int] | None:
         return []
     if tags is None:
         return None
-    return [int(tag.opaque) for tag in tags
-            if (weak or not tag.weak) and _VERSION.fullmatch(tag.opaque)]
+    # werkzeug lists an empty tag ("") as None: no version either way
+    return sorted(int(tag) for tag in tags.as_set(include_weak=weak)
+                  if tag and _VERSION.fullmatch(tag))
 
 
 def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
     """Whether a conditional header's entity list names ``version`` (``*`` names all)."""
     if value is None:
         return False
-    versions = etag_versions(value, weak=weak)
-    return versions is None or version in versions
+    try:
+        tags = parse_entity_tags(value)
+    except MalformedHeader:
+        return False
+    if tags is None:
+        return True
+    return tags.contains_weak(str(version)) if weak else tags.contains(str(version))
 
 
 def if_range_matches(value: str, version: int) -> bool:
     """Whether an If-Range value is the strong ETag of ``version``. Anything else (another
-    tag, a weak tag, a date, a malformed value) asks for the whole representation."""
-    match = _ENTITY_TAG.fullmatch(value.strip(" \t"))
-    return match is not None and not match.group(1) and match.group(2) == str(version)
+    tag, a weak tag, a date, a malformed value) asks for the whole representation.
+
+    Not werkzeug's ``parse_if_range_header``: it drops the weak marker (``W/"3"`` would
+    match, where RFC 9110 section 13.1.5 compares strongly) and reads an unquoted ``3``
+    as a tag; and a date needs no parsing here, since any date sends the whole document.
+    """
+    return value.strip(" \t") == etag(version)
 
 
 def http_date(moment: datetime) -> str:
@@ -122,81 +129,110 @@ class Unsatisfiable(Exception):
     """The Range names no byte of the representation (416)."""
 
 
-def _position(digits: str) -> int:
-    """A byte position; one with more than MAX_DIGITS digits is larger than any size."""
-    digits = digits.lstrip("0") or "0"
-    return int(digits) if len(digits) <= MAX_DIGITS else 10**MAX_DIGITS
+def _clamp_position(match: re.Match[str]) -> str:
+    """A position of more than MAX_DIGITS digits, as one larger than any size: werkzeug
+    ``int()``s positions, and Python refuses to past 4300 digits (the range would then be
+    ignored, where the documented answer to a start past the end is a 416)."""
+    digits = match.group().lstrip("0") or "0"
+    return digits if len(digits) <= MAX_DIGITS else str(10**MAX_DIGITS)
 
 
 def parse_range(value: str | None, size: int) -> ByteRange | None:
     """The single byte range asked for, or None to send the whole representation.
 
-    Invalid syntax and multiple ranges are ignored (RFC 9110 allows a server to ignore
-    Range); a syntactically valid range past the end raises Unsatisfiable. Positions are
+    Invalid syntax, other units and multiple ranges are ignored (RFC 9110 allows a server
+    to ignore Range); a syntactically valid range past the end raises Unsatisfiable, and so
+    does a zero suffix (``bytes=-0``, which werkzeug returns as malformed). Positions are
     ASCII digits of any length (a huge one is simply past the end).
     """
     if value is None:
         return None
-    match = _RANGE.fullmatch(value.strip(" \t").replace(" ", ""))
-    if match is None or (not match.group(1) and not match.group(2)):
-        return None
-    first, last = match.group(1), match.group(2)
-    if first:
-        start = _position(first)
-        end = _position(last) if last else size - 1
-        if last and end < start:
-            return None
-        if start >= size:
+    if _LONG_POSITION.search(value):
+        value = _LONG_POSITION.sub(_clamp_position, value)
+    parsed = parse_range_header(value)
+    if parsed is None:
+        if _ZERO_SUFFIX.fullmatch(value):
             raise Unsatisfiable
-        end = min(end, size - 1)
-        return ByteRange(start, end - start + 1)
-    suffix = _position(last)
-    if suffix == 0 or size == 0:
+        return None
+    if parsed.units != "bytes" or len(parsed.ranges) != 1:
+        return None
+    start, stop = parsed.ranges[0]
+    if start < 0:  # a suffix: the last -start bytes
+        if size == 0:
+            raise Unsatisfiable
+        length = min(-start, size)
+        return ByteRange(size - length, length)
+    if start >= size:
         raise Unsatisfiable
-    suffix = min(suffix, size)
-    return ByteRange(size - suffix, suffix)
+    end = size if stop is None else min(stop, size)
+    return ByteRange(start, end - start)
 
 
 def expected_digests(repr_digest: str | None, content_md5: str | None) -> tuple[str | None,
                                                                                str | None]:
     """The (sha256, md5) hex digests a client declared for the document's bytes.
 
-    ``Repr-Digest: sha-256=:<base64>:`` (RFC 9530; ``md5`` is also read from it) and
+    ``Repr-Digest: sha-256=:<base64>:`` (RFC 9530, a structured-field dictionary of byte
+    sequences, parsed by http-sfv; ``md5`` is also read from it) and
     ``Content-MD5: <base64>`` (RFC 1864). Unknown algorithms in Repr-Digest are ignored.
     """
     sha256 = md5 = None
     if repr_digest is not None:
-        for item in repr_digest.split(","):
-            match = _DIGEST_ITEM.match(item)
-            if match is None:
-                raise Problem(400, "invalid-input",
-                              "Repr-Digest must look like sha-256=:<base64>:")
-            algorithm = match.group(1).lower()
-            if algorithm == "sha-256":
-                sha256 = _b64_hex(match.group(2), 32, "Repr-Digest sha-256")
-            elif algorithm == "md5":
-                md5 = _b64_hex(match.group(2), 16, "Repr-Digest md5")
+        digests = _repr_digests(repr_digest)
+        sha256, md5 = digests.get("sha-256"), digests.get("md5")
     if content_md5 is not None:
         md5 = _b64_hex(content_md5.strip(), 16, "Content-MD5")
     return sha256, md5
+
+
+def _repr_digests(value: str) -> dict[str, str]:
+    """The hex digests of the algorithms read in a Repr-Digest dictionary; 400 if it is
+    none, or if such a member is not a byte sequence (``sha-256=abc``) of its size. Keys
+    are lowercase (RFC 9651); other algorithms are ignored, whatever their value."""
+    parsed = Dictionary()
+    try:
+        parsed.parse(value.encode("latin-1"))
+    except ValueError:  # UnicodeEncodeError included
+        raise _digest_syntax() from None
+    digests = {}
+    for algorithm, size in _DIGESTS.items():
+        if algorithm in parsed:
+            digest = parsed[algorithm].value
+            if not isinstance(digest, bytes):
+                raise _digest_syntax()
+            digests[algorithm] = _sized_hex(digest, size, f"Repr-Digest {algorithm}")
+    return digests
+
+
+def _digest_syntax() -> Problem:
+    return Problem(400, "invalid-input", "Repr-Digest must look like sha-256=:<base64>:")
 
 
 def repr_digest(sha256_hex: str) -> str:
     return f"sha-256=:{base64.b64encode(bytes.fromhex(sha256_hex)).decode()}:"
 
 
-def _b64_hex(text: str, size: int, what: str) -> str:
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
+def _sized_hex(raw: bytes, size: int, what: str) -> str:
     if len(raw) != size:
         raise Problem(400, "invalid-input", f"{what} must be the base64 of {size} bytes")
     return raw.hex()
 
 
+def _b64_hex(text: str, size: int, what: str) -> str:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error included
+        raw = b""
+    return _sized_hex(raw, size, what)
+
+
 def content_disposition(document_name: str) -> str:
-    """``attachment`` with an ASCII fallback filename and an RFC 5987 ``filename*``."""
+    """``attachment`` with an ASCII fallback filename and an RFC 5987 ``filename*``.
+
+    werkzeug quotes the fallback (``quote_header_value``, always quoted, as older clients
+    expect); it has no RFC 6266 builder (``dump_options_header`` passes ``filename*``
+    through as given), so the fallback's letters and the percent-encoding stay here.
+    """
     base = document_name.rsplit("/", 1)[-1] or "download"
     fallback = "".join(
         c if 0x20 <= ord(c) < 0x7F and c not in '"\\%;' else "_"
@@ -204,4 +240,5 @@ def content_disposition(document_name: str) -> str:
         if not unicodedata.combining(c)
     ) or "download"
     encoded = quote(base, safe="!#$&+-.^_`|~")
-    return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{encoded}'
+    filename = quote_header_value(fallback, allow_token=False)
+    return f"attachment; filename={filename}; filename*=UTF-8''{encoded}"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
+from blobledger import __version__
 from blobledger.errors import (
     BlobLedgerError,
     ConfigError,
@@ -150,7 +151,7 @@ Exit codes: 0 ok, 1 findings or failure, 2 usage or configuration,
 @click.option("--log-format", default="text", show_default=True,
               type=click.Choice(["text", "json"]),
               help="json: one JSON object per line and event")
-@click.version_option(package_name="blobledger", message="%(prog)s %(version)s")
+@click.version_option(version=__version__, message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, config_file: Path | None, env_file: Path, log_level: str,
         log_format: str) -> None:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import click
 import httpx
 
+from blobledger import __version__
 from blobledger.cli._output import Progress
 from blobledger.errors import BlobLedgerError
 
@@ -64,7 +65,7 @@ def open_client(connection: Connection) -> httpx.Client:
     url = connection.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--url must be an http:// or https:// URL, not {url!r}")
-    headers = {"User-Agent": "blobledger-cli"}
+    headers = {"User-Agent": f"blobledger-cli/{__version__}"}
     if connection.token:
         headers["Authorization"] = f"Bearer {connection.token}"
     return httpx.Client(base_url=url, headers=headers, trust_env=False,
