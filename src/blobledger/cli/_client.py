@@ -95,9 +95,9 @@ def _backoff(exc: Exception) -> bool | float:
 def retrying(retries: int) -> Iterator[stamina.Attempt]:
     """Up to ``retries`` retries of a block that raises TryAgain or httpx.TransportError
     to be retried; the last failure is raised when attempts or :data:`TOTAL_TIME` run out.
-    Each retry is a warning on the ``stamina`` logger (the process's log format), never a
-    line on stdout."""
-    stamina.instrumentation.set_on_retry_hooks([stamina.instrumentation.LoggingOnRetryHook])
+    A retry prints nothing (stamina's own hooks would write to stdout, or a warning line
+    beside the command's one error line): only the outcome is told."""
+    stamina.instrumentation.set_on_retry_hooks([])
     return iter(stamina.retry_context(
         on=_backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
         wait_max=MAX_DELAY, wait_jitter=0.25))
