@@ -162,8 +162,42 @@ def test_priority_environment_dotenv_toml(tmp_path: Path) -> None:
     assert (settings.blob_prefix, settings.delete_grace) == ("from-dotenv", 180)
     assert settings.s3.region == "toml-region"
     toml.write_text("no_such_setting = 1\n")
-    with pytest.raises(ConfigError, match="BLOBLEDGER_NO_SUCH_SETTING is not a setting"):
+    with pytest.raises(ConfigError, match=r"blobledger\.toml: no_such_setting is not a setting"):
         load_settings({}, env_file=None, config_file=toml)
+
+
+def test_a_toml_mistake_names_the_file_and_the_key(tmp_path: Path) -> None:
+    toml = tmp_path / "blobledger.toml"
+    toml.write_text('bogus_key = 1\nupload_deadline = "soon"\n[s3]\naddressing = "sideways"\n'
+                    'shoe_size = 9\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"BLOBLEDGER_MAX_UPLOADS": "0"}, env_file=None, config_file=toml)
+    assert sorted(str(caught.value).splitlines()) == sorted([
+        f"{toml}: bogus_key is not a setting",
+        f"{toml}: upload_deadline: 'soon' is not a duration (use e.g. 90, 90s, 15m, 2h)",
+        f"{toml}: s3.addressing must be path, virtual or auto",
+        f"{toml}: s3.shoe_size is not a setting",
+        "BLOBLEDGER_MAX_UPLOADS must be positive"])
+
+
+def test_a_value_the_environment_overrides_is_named_by_its_variable(tmp_path: Path) -> None:
+    toml = tmp_path / "blobledger.toml"
+    toml.write_text('upload_deadline = "1h"\n[blobledger]\nbody_timeout = "soon"\n')
+    with pytest.raises(ConfigError) as caught:  # [blobledger] is read instead of the top
+        load_settings({"BLOBLEDGER_BODY_TIMEOUT": "0"}, env_file=None, config_file=toml)
+    assert str(caught.value) == "BLOBLEDGER_BODY_TIMEOUT must be positive"
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("BLOBLEDGER_S3_ADDRESSING=sideways\n")
+    with pytest.raises(ConfigError, match=r"^BLOBLEDGER_S3_ADDRESSING must be"):
+        load_settings({}, env_file=dotenv, config_file=toml)
+
+
+def test_an_unreadable_toml_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot read .*missing\.toml: No such file"):
+        load_settings({}, env_file=None, config_file=tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("upload_deadline = \n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
+        load_settings({}, env_file=None, config_file=tmp_path / "bad.toml")
 
 
 def test_masked_hides_secrets() -> None:

@@ -4,7 +4,12 @@
 (nothing read from anywhere), or by :func:`load_settings` from, highest priority first, the
 environment, a ``.env`` file and a TOML file (``--config``), over the defaults. It is the
 only reader of ``BLOBLEDGER_*``. Every mistake is reported at once, one readable line each
-(:class:`~blobledger.errors.ConfigError`).
+(:class:`~blobledger.errors.ConfigError`), naming where the value came from: the variable
+(``BLOBLEDGER_UPLOAD_DEADLINE: …``), or the TOML file and the key
+(``blobledger.toml: upload_deadline: …``, ``blobledger.toml: bogus_key is not a setting``).
+The sources are pydantic-settings' own (environment, dotenv, ``TomlConfigSettingsSource``,
+ordered by ``settings_customise_sources``); only their merge is kept here, to keep that
+naming.
 
 =================================  ==============================  =========================
 variable                           meaning                         default
@@ -40,17 +45,22 @@ an upload still running when the sweeper judges its row stale would race the swe
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -59,7 +69,11 @@ from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
     EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
     SettingsConfigDict,
+    TomlConfigSettingsSource,
 )
 
 from blobledger.durations import format_duration, parse_duration, parse_size
@@ -75,6 +89,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 ENV_PREFIX = "BLOBLEDGER_"
 #: fields whose values are secrets: shown masked by ``blobledger config``
 SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string"})
+#: where the values being checked came from (:func:`load_settings`): named in the errors
+_ORIGINS: ContextVar[Sequence[_Layer]] = ContextVar("blobledger_settings_origins", default=())
 
 
 def _duration(value: object) -> object:
@@ -176,7 +192,7 @@ class Settings(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise ConfigError("\n".join(describe_errors(exc))) from None
+            raise ConfigError("\n".join(describe_errors(exc, _ORIGINS.get()))) from None
 
     @field_validator("blob_prefix")
     @classmethod
@@ -256,12 +272,13 @@ def env_name(location: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + "_".join(str(part) for part in location).upper()
 
 
-def describe_errors(exc: ValidationError) -> list[str]:
-    """One readable line per mistake, each naming its environment variable."""
+def describe_errors(exc: ValidationError, layers: Sequence[_Layer] = ()) -> list[str]:
+    """One readable line per mistake, each naming where its value came from: the first of
+    ``layers`` that holds it (a TOML file: the file and the key), else its variable."""
     lines = []
     for error in exc.errors():
         message = str(error["msg"]).removeprefix("Value error, ")
-        location = tuple(error["loc"])
+        location = tuple(str(part) for part in error["loc"])
         if not location or message.startswith(ENV_PREFIX):
             lines.append(message)
             continue
@@ -269,9 +286,9 @@ def describe_errors(exc: ValidationError) -> list[str]:
             message = "is not a setting"
         elif error["type"] == "literal_error":
             message = "must be " + message.removeprefix("Input should be ")
-        name = env_name(location[:2] if location[0] in ("azure", "s3") else location[:1])
-        lines.append(f"{name} {message}" if message.startswith(("must", "is "))
-                     else f"{name}: {message}")
+        key = location[:2] if location[0] in ("azure", "s3") else location[:1]
+        layer = next((layer for layer in layers if layer.holds(key)), _Layer({}))
+        lines.append(layer.describe(key, message))
     return lines
 
 
@@ -307,18 +324,39 @@ def parse_tokens(text: str) -> dict[str, frozenset[str]]:
 
 
 # -- sources ------------------------------------------------------------------------------
+# pydantic-settings reads the sources, in the order of ``settings_customise_sources``; what
+# is kept by hand is the merge of their values (deep_update, in that order) apart from the
+# validation, so that a mistake names where its value came from: the variable, or the TOML
+# file and the key (validating inside BaseSettings would lose that).
 class _Sources(BaseSettings):
-    """Reads the raw values (nothing checked here: :class:`Settings` checks them)."""
+    """Every setting as raw data (checked by :class:`Settings`, not here)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
-        case_sensitive=False, extra="ignore", enable_decoding=False)
+        case_sensitive=False, extra="ignore", enable_decoding=False, env_ignore_empty=True)
 
-    values: dict[str, Any] = {}
+    @classmethod
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest priority first: the overrides, the environment, ``.env``, the TOML file
+        and botocore's own variables (``AWS_REGION``, ``AWS_PROFILE``)."""
+        botocore = _Botocore(settings_cls, env_settings.env_vars
+                             if isinstance(env_settings, EnvSettingsSource) else None)
+        return (init_settings, env_settings, dotenv_settings, _TomlFile(settings_cls), botocore)
 
 
-def _fields() -> dict[str, FieldInfo]:
-    return dict(Settings.model_fields)
+def _raw_field(info: FieldInfo) -> Any:
+    return dict[str, Any] if info.annotation in (AzureSettings, S3Settings) else Any
+
+
+#: one raw field per setting, so that the sources know the names (and the nested tables)
+_RawSources = create_model(  # type: ignore[call-overload]
+    "_RawSources", __base__=_Sources,
+    **{name: (_raw_field(info), None) for name, info in Settings.model_fields.items()})
 
 
 class _MappingEnv(EnvSettingsSource):
@@ -331,37 +369,105 @@ class _MappingEnv(EnvSettingsSource):
     def _load_env_vars(self) -> Mapping[str, str | None]:
         if self._given is None:
             return super()._load_env_vars()
-        return {key.lower(): value for key, value in self._given.items()}
+        return {key.lower(): value for key, value in self._given.items() if value != ""}
 
 
-def _raw(source: EnvSettingsSource) -> dict[str, Any]:
-    """The values a source holds for :class:`Settings`' fields (empty strings as unset)."""
-    found: dict[str, Any] = {}
-    env = {k: v for k, v in source.env_vars.items() if v not in (None, "")}
-    prefix = ENV_PREFIX.lower()
-    for name, info in _fields().items():
-        nested = info.annotation in (AzureSettings, S3Settings)
-        if nested:
-            start = f"{prefix}{name}_"
-            sub = {key[len(start):]: value for key, value in env.items()
-                   if key.startswith(start)}
-            if sub:
-                found[name] = sub
-        elif (value := env.get(f"{prefix}{name}")) is not None:
-            found[name] = value
-    return found
-
-
-def _aws(env: Mapping[str, str | None]) -> dict[str, Any]:
+class _Botocore(PydanticBaseSettingsSource):
     """What the S3 settings take from botocore's own variables (lowest priority)."""
-    lowered = {k.lower(): v for k, v in env.items() if v}
-    s3: dict[str, Any] = {}
-    region = lowered.get("aws_region") or lowered.get("aws_default_region")
-    if region:
-        s3["region"] = region
-    if lowered.get("aws_profile"):
-        s3["profile"] = lowered["aws_profile"]
-    return {"s3": s3} if s3 else {}
+
+    def __init__(self, settings_cls: type[BaseSettings],
+                 env: Mapping[str, str | None] | None) -> None:
+        super().__init__(settings_cls)
+        self._env = os.environ if env is None else env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # not read field by field: see __call__
+
+    def __call__(self) -> dict[str, Any]:
+        env = {k.lower(): v for k, v in self._env.items() if v}
+        s3: dict[str, Any] = {}
+        if region := env.get("aws_region") or env.get("aws_default_region"):
+            s3["region"] = region
+        if env.get("aws_profile"):
+            s3["profile"] = env["aws_profile"]
+        return {"s3": s3} if s3 else {}
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """The ``toml_file`` of the model's config: top-level keys are the field names
+    (``upload_deadline = "1h"``), tables ``[azure]`` and ``[s3]`` the backends'; an optional
+    ``[blobledger]`` table is read instead of the top level when present. A file that
+    cannot be read or parsed is a ConfigError (pydantic-settings skips a missing one)."""
+
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
+        try:
+            with file_path.open("rb") as handle:
+                data = tomllib.load(handle)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {file_path}: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file_path}: not valid TOML: {exc}") from None
+        table = data.get("blobledger", data)
+        if not isinstance(table, dict):
+            raise ConfigError(f"{file_path}: [blobledger] must be a table")
+        return table
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file (see :class:`_TomlFile`), unchecked."""
+    return _TomlFile(_RawSources, toml_file=_existing(path))()
+
+
+def _existing(path: Path) -> Path:
+    if not path.is_file():
+        reason = "is a directory" if path.is_dir() else "No such file or directory"
+        raise ConfigError(f"cannot read {path}: {reason}")
+    return path
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """What one source holds, and how a mistake in it is named."""
+
+    values: dict[str, Any]
+    file: Path | None = None  # the TOML file; None: the environment's variables
+
+    def holds(self, location: tuple[str, ...]) -> bool:
+        value: Any = self.values
+        for part in location:
+            if not isinstance(value, Mapping) or part not in value:
+                return False
+            value = value[part]
+        return True
+
+    def describe(self, location: tuple[str, ...], message: str) -> str:
+        if self.file is None:
+            name = env_name(location)
+            return f"{name} {message}" if message.startswith(("must", "is ")) \
+                else f"{name}: {message}"
+        key = ".".join(location)
+        return f"{self.file}: {key} {message}" if message.startswith(("must", "is ")) \
+            else f"{self.file}: {key}: {message}"
+
+
+def _layers(env: Mapping[str, str] | None, env_file: Path | None, config_file: Path | None,
+            overrides: Mapping[str, Any]) -> list[_Layer]:
+    """Each source's values, highest priority first (``settings_customise_sources``)."""
+    reader = _reader(env_file, config_file)
+    sources = reader.settings_customise_sources(
+        reader, init_settings=InitSettingsSource(reader, dict(overrides)),
+        env_settings=_MappingEnv(reader, env), dotenv_settings=DotEnvSettingsSource(reader),
+        file_secret_settings=SecretsSettingsSource(reader))
+    return [_Layer(source(),
+                   config_file if isinstance(source, TomlConfigSettingsSource) else None)
+            for source in sources]
+
+
+@functools.lru_cache(maxsize=16)
+def _reader(env_file: Path | None, toml_file: Path | None) -> type[_Sources]:
+    """The sources' settings class for these files (their paths are its config)."""
+    config = SettingsConfigDict(env_file=env_file, toml_file=toml_file)
+    return cast(type[_Sources], type("_Reader", (_RawSources,), {"model_config": config}))
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -374,42 +480,25 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML settings file: top-level keys are the field names (``upload_deadline = "1h"``),
-    tables ``[azure]`` and ``[s3]`` the backends'; an optional ``[blobledger]`` table is read
-    instead of the top level when present."""
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    table = data.get("blobledger", data)
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [blobledger] must be a table")
-    return table
-
-
 def load_settings(env: Mapping[str, str] | None = None, *,
                   env_file: Path | str | None = ".env",
                   config_file: Path | str | None = None,
                   overrides: Mapping[str, Any] | None = None) -> Settings:
     """The settings from, highest priority first: ``overrides``, the environment (``env``,
     else ``os.environ``), ``env_file`` (when it exists) and ``config_file`` (TOML), over the
-    defaults. ConfigError, one line per mistake, when any value is wrong."""
+    defaults. ConfigError, one line per mistake, when any value is wrong: a variable's names
+    the variable, a TOML file's the file and the key."""
+    toml = _existing(Path(config_file)) if config_file is not None else None
+    dotenv = Path(env_file) if env_file is not None and Path(env_file).is_file() else None
+    layers = _layers(env, dotenv, toml, overrides or {})
     values: dict[str, Any] = {}
-    environment = _MappingEnv(_Sources, env)
-    values = _merge(values, _aws(environment.env_vars))
-    if config_file is not None:
-        values = _merge(values, read_toml(Path(config_file)))
-    if env_file is not None and Path(env_file).is_file():
-        dotenv = DotEnvSettingsSource(_Sources, env_file=Path(env_file))
-        values = _merge(values, _raw(dotenv))
-    values = _merge(values, _raw(environment))
-    if overrides:
-        values = _merge(values, overrides)
-    return Settings(**values)
+    for layer in reversed(layers):
+        values = _merge(values, layer.values)
+    token = _ORIGINS.set(layers)
+    try:
+        return Settings(**values)
+    finally:
+        _ORIGINS.reset(token)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:

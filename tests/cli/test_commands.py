@@ -65,6 +65,20 @@ def test_config_mistakes_one_line_each(tmp_path: Path) -> None:
     assert done.stdout == ""
 
 
+def test_a_toml_mistake_names_the_file_and_the_key(tmp_path: Path) -> None:
+    (tmp_path / "blobledger.toml").write_text('bogus_key = 1\nupload_deadline = "soon"\n')
+    for command in (["config"], ["sweep", "--once"]):
+        done = run("--config", "blobledger.toml", *command, cwd=tmp_path,
+                   BLOBLEDGER_MAX_UPLOADS="0")
+        assert done.returncode == 2, (command, done.stderr)
+        assert sorted(done.stderr.splitlines()) == [
+            "blobledger: error: BLOBLEDGER_MAX_UPLOADS must be positive",
+            "blobledger: error: blobledger.toml: bogus_key is not a setting",
+            "blobledger: error: blobledger.toml: upload_deadline: 'soon' is not a duration "
+            "(use e.g. 90, 90s, 15m, 2h)"], command
+        assert done.stdout == ""
+
+
 def test_completion_scripts(tmp_path: Path) -> None:
     for shell in ("bash", "zsh", "fish"):
         done = run("completion", shell, cwd=tmp_path)

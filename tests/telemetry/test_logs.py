@@ -5,15 +5,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from blobledger import Ledger, telemetry
 from blobledger.db import Database
 from blobledger.logs import JsonFormatter
 from blobledger.stores.local import LocalStore
+from tests.support.server import blobledger_command, wait_until_ready
+from tests.support.services import free_port
 
 
 @pytest.fixture
@@ -62,3 +68,35 @@ def test_a_json_summary_is_merged_not_quoted() -> None:
     parsed = json.loads(JsonFormatter().format(record))
     assert (parsed["event"], parsed["swept"], parsed["logger"]) == (
         "sweep", 2, "blobledger.sweeper")
+
+
+def test_serve_logs_every_line_as_json(tmp_path: Path) -> None:
+    """uvicorn's start-up and access lines, ours and the ``serving on`` line: all JSON."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
+    with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
+        process = subprocess.Popen(
+            blobledger_command("--log-format", "json", "--log-level", "info", "serve",
+                               "--port", str(port)),
+            env=env, cwd=tmp_path, stdout=out, stderr=err)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(url, process, tmp_path / "err")
+        created = httpx.post(f"{url}/documents", files={"file": ("x", b"hello\n")},
+                             data={"name": "x"})
+        assert created.status_code == 201, created.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0
+    lines = [line for name in ("out", "err")
+             for line in (tmp_path / name).read_text().splitlines()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "logger", "event", "message"} <= set(r) for r in records)
+    by_logger = {r["logger"] for r in records}
+    assert {"uvicorn.error", "uvicorn.access", "blobledger.events"} <= by_logger, by_logger
+    started, = (r for r in records if r["event"] == "serve.start")
+    assert started["url"] == url and started["database"].startswith("sqlite")
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert {"POST", "GET"} <= {r["http.method"] for r in access}
+    assert any(r["http.method"] == "POST" and r["http.status"] == 201 for r in access)
+    assert any(r["event"] == "create" and r["blobledger.outcome"] == "ok" for r in records)

@@ -97,6 +97,9 @@ async def serve(app: ASGIApp, sock: socket.socket, settings: Settings | None = N
         server_header=False, http=protocol_class(limits),
         timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
         backlog=backlog_for(settings.max_connections),
+        # the root handler (blobledger.logs) writes uvicorn's lines as it writes ours, in
+        # text or JSON; uvicorn's own handlers only when nothing configured logging
+        log_config=None if logging.getLogger().handlers else uvicorn.config.LOGGING_CONFIG,
     )
     server = GracefulServer(config)
     await server.serve(sockets=[sock])

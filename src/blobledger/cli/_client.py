@@ -5,32 +5,103 @@ readable line.
 ``--url`` defaults to the ``url`` setting (``BLOBLEDGER_URL``, else http://127.0.0.1:8000);
 ``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
 ``ClientError("<detail> (HTTP 409)")``.
+
+Retries are stamina's (:func:`retrying`: bounded attempts and total time, exponential
+backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
+(500, 502, 503, 504), or a response that carries ``Retry-After`` (a 429, a 503, the 409 of an
+attempt under the same idempotency key still running), whose wait it honours, given in
+seconds or as an HTTP date. Any other 4xx is final.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import IO, TypeVar
 from urllib.parse import quote
 
 import click
 import httpx
+import stamina
 
 from blobledger import __version__
 from blobledger.cli._output import Progress
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
-__all__ = ["ClientError", "Connection", "Progress", "check", "connection_options",
+__all__ = ["ClientError", "Connection", "Progress", "TryAgain", "check", "connection_options",
            "describe", "document_path", "open_client", "problem_type", "read_chunks",
-           "unreachable"]
+           "retry_after", "retrying", "unreachable"]
 PROBLEM_PREFIX = "urn:blobledger:problem:"
 CHUNK = 1024 * 1024
+#: statuses retried with or without Retry-After
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+#: statuses retried only when they carry Retry-After
+RETRY_AFTER_STATUSES = frozenset({409, 429, 503})
+#: the longest wait between two attempts (a longer Retry-After is cut to it)
+MAX_DELAY = 10.0
+#: the longest time all the attempts of one request may take
+TOTAL_TIME = 300.0
 
 
 class ClientError(BlobLedgerError):
     """A request the service refused or that could not be made (one line, exit 1)."""
+
+
+class TryAgain(ClientError):
+    """A response that says to try again; ``wait``: its Retry-After, in seconds, if any."""
+
+    def __init__(self, message: str, wait: float | None = None) -> None:
+        super().__init__(message)
+        self.wait = wait
+
+    @classmethod
+    def check(cls, response: httpx.Response) -> httpx.Response:
+        """The response, unless it says retry (TryAgain) or failed (ClientError)."""
+        if response.status_code < 400:
+            return response
+        response.read()
+        wait = retry_after(response)
+        if response.status_code in RETRY_STATUSES or (
+                wait is not None and response.status_code in RETRY_AFTER_STATUSES):
+            raise cls(describe(response), wait)
+        raise ClientError(describe(response))
+
+
+def retry_after(response: httpx.Response, now: datetime | None = None) -> float | None:
+    """The wait a ``Retry-After`` asks for, in seconds (delay-seconds or an HTTP date)."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isascii() and value.isdigit():
+        return float(value[:7])
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _backoff(exc: Exception) -> bool | float:
+    """stamina's hook: retry a connection failure (backoff) or a TryAgain (its wait)."""
+    if isinstance(exc, TryAgain):
+        return min(exc.wait, MAX_DELAY) if exc.wait is not None else True
+    return isinstance(exc, httpx.TransportError)
+
+
+def retrying(retries: int) -> Iterator[stamina.Attempt]:
+    """Up to ``retries`` retries of a block that raises TryAgain or httpx.TransportError
+    to be retried; the last failure is raised when attempts or :data:`TOTAL_TIME` run out.
+    A retry prints nothing (stamina's own hooks would write to stdout, or a warning line
+    beside the command's one error line): only the outcome is told."""
+    stamina.instrumentation.set_on_retry_hooks([])
+    return iter(stamina.retry_context(
+        on=_backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
+        wait_max=MAX_DELAY, wait_jitter=0.25))
 
 
 def connection_options(function: F) -> F:

@@ -1,9 +1,10 @@
 """``blobledger put FILE``: upload a file, retrying under one idempotency key.
 
 Every attempt carries the same ``Idempotency-Key``, so a retry after a lost response returns
-the document the first attempt created instead of a second one. Connection failures, 408,
-429 and 5xx are retried with exponential backoff (honouring Retry-After), and so is a 409
-that says an earlier attempt under the key is still running. Prints the document as JSON.
+the document the first attempt created instead of a second one. What says retry is retried
+(:func:`blobledger.cli._client.retrying`: connection failures, 5xx, and a 409 or 429 with
+``Retry-After``, as the 409 that says an earlier attempt under the key is still running),
+nothing else. Prints the document as JSON.
 
 With ``--direct`` the bytes go to the store itself when the server offers it (``POST
 /uploads``; a server without it gets the ordinary upload): the file's SHA-256 is declared, the
@@ -26,34 +27,30 @@ import click
 import httpx
 
 from blobledger.cli._client import (
+    MAX_DELAY,
     ClientError,
     Connection,
     Progress,
+    TryAgain,
     connection_options,
     describe,
     open_client,
-    problem_type,
     read_chunks,
+    retry_after,
+    retrying,
     unreachable,
 )
 
-RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
-MAX_DELAY = 10.0
+#: the store's answers to a direct PUT that are retried
+STORE_RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 
 
 def retry_delay(attempt: int, response: httpx.Response | None) -> float:
-    """Retry-After if the service gave one, else exponential backoff with jitter."""
-    if response is not None:
-        after = response.headers.get("retry-after", "")
-        if after.isascii() and after.isdigit() and len(after) <= 6:
-            return min(float(after), MAX_DELAY)
+    """Retry-After if the store gave one, else exponential backoff with jitter."""
+    after = retry_after(response) if response is not None else None
+    if after is not None:
+        return min(after, MAX_DELAY)
     return min(0.25 * 2.0**attempt, MAX_DELAY) * random.uniform(0.8, 1.2)
-
-
-def retryable(response: httpx.Response) -> bool:
-    if response.status_code in RETRY_STATUSES:
-        return True
-    return response.status_code == 409 and problem_type(response) == "idempotency-in-progress"
 
 
 EXAMPLES = """\b
@@ -100,38 +97,41 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                     or "application/octet-stream")
     headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex,
                "Content-Type": content_type, "Content-Length": str(size)}
-    last = ""
     with open_client(connection) as client:
         if direct:
             doc = direct_upload(connection.url, retries, client, path, name, content_type, size)
             if doc is not None:
                 print(json.dumps(doc))
                 return 0
-        for attempt in range(retries + 1):
-            response: httpx.Response | None = None
-            progress = Progress(f"{name}", size)
-            try:
-                with path.open("rb") as handle:
-                    response = client.post("/documents", params={"name": name},
-                                           content=read_chunks(handle, progress),
-                                           headers=headers)
-            except OSError as exc:
-                raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
-            except httpx.TransportError as exc:
-                last = str(unreachable(connection.url, exc))
-            finally:
-                progress.finish()
-            if response is not None:
-                if response.status_code < 400:
-                    print(json.dumps(response.json()))
-                    return 0
-                if not retryable(response):
-                    raise ClientError(describe(response))
-                last = describe(response)
-            if attempt < retries:
-                time.sleep(retry_delay(attempt, response))
-    raise ClientError(f"upload of {os.fspath(path)} failed after {retries + 1} "
-                      f"attempts: {last}")
+        tries = 0
+        try:
+            for attempt in retrying(retries):
+                with attempt:
+                    tries = attempt.num
+                    response = _post(client, path, name, size, headers)
+        except TryAgain as exc:
+            last = str(exc)
+        except httpx.TransportError as exc:
+            last = str(unreachable(connection.url, exc))
+        else:
+            print(json.dumps(response.json()))
+            return 0
+    raise ClientError(f"upload of {os.fspath(path)} failed after {tries} attempts: {last}")
+
+
+def _post(client: httpx.Client, path: Path, name: str, size: int,
+          headers: dict[str, str]) -> httpx.Response:
+    """One attempt of ``POST /documents``: TryAgain or TransportError to retry."""
+    progress = Progress(name, size)
+    try:
+        with path.open("rb") as handle:
+            return TryAgain.check(client.post("/documents", params={"name": name},
+                                              content=read_chunks(handle, progress),
+                                              headers=headers))
+    except OSError as exc:
+        raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        progress.finish()
 
 
 def _sha256(path: Path) -> str:
@@ -160,6 +160,7 @@ def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name
         raise ClientError(describe(began))
     target = began.json()
     last = ""
+    # kept by hand: a refusal is success on a retry (the create-only PUT found its bytes)
     for attempt in range(retries + 1):
         response: httpx.Response | None = None
         progress = Progress(name, size)
@@ -177,7 +178,7 @@ def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name
         if response is not None and (response.status_code < 300 or (
                 attempt > 0 and response.status_code in (403, 409, 412))):
             break
-        if response is not None and response.status_code not in RETRY_STATUSES:
+        if response is not None and response.status_code not in STORE_RETRY_STATUSES:
             raise ClientError(f"the store refused the upload: HTTP {response.status_code} "
                               f"{response.text[:200]}")
         if response is not None:
@@ -186,17 +187,14 @@ def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name
             time.sleep(retry_delay(attempt, response))
     else:
         raise ClientError(f"direct upload of {os.fspath(path)} failed: {last}")
-    for attempt in range(retries + 1):
-        try:
-            done = client.post(f"/uploads/{target['id']}/complete")
-        except httpx.TransportError as exc:
-            last = str(unreachable(url, exc))
-        else:
-            if done.status_code < 300:
-                return dict(done.json())
-            if not retryable(done):
-                raise ClientError(describe(done))
-            last = describe(done)
-        if attempt < retries:
-            time.sleep(retry_delay(attempt, None))
+    try:
+        for completing in retrying(retries):
+            with completing:
+                done = TryAgain.check(client.post(f"/uploads/{target['id']}/complete"))
+    except TryAgain as exc:
+        last = str(exc)
+    except httpx.TransportError as exc:
+        last = str(unreachable(url, exc))
+    else:
+        return dict(done.json())
     raise ClientError(f"completing the upload of {os.fspath(path)} failed: {last}")

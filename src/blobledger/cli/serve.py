@@ -20,6 +20,7 @@ from blobledger.cli import fail, run_async
 from blobledger.cli import settings as current_settings
 from blobledger.config import Settings
 from blobledger.ledger import Ledger  # loaded by the package anyway
+from blobledger.logs import announce
 
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
@@ -81,9 +82,10 @@ async def command(host: str, port: int, body_timeout: float | None,
             app = create_app(ledger, settings, workers=background_workers(settings),
                              body_timeout=body_timeout)
             port = sock.getsockname()[1]
-            print(f"blobledger: serving on http://{host}:{port} "
-                  f"(database {ledger.db.engine.url.render_as_string(hide_password=True)}, "
-                  f"store {ledger.store.url})", flush=True)
+            database = ledger.db.engine.url.render_as_string(hide_password=True)
+            announce(f"blobledger: serving on http://{host}:{port} (database {database}, "
+                     f"store {ledger.store.url})", "serve.start",
+                     url=f"http://{host}:{port}", database=database, store=ledger.store.url)
             if not await serve(app, sock, settings):
                 return fail(f"the server on {host}:{port} did not start")
     return 0
