@@ -26,6 +26,15 @@ class Invoice(AppBase):
     scans: Mapped[tuple[Attachment, ...]] = has_many_attached()
 
 
+class Receipt(AppBase):
+    """A second owner table whose rows share keys and a column name with the invoices'."""
+
+    __tablename__ = "test_receipts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pdf: Mapped[Attachment | None] = has_one_attached()
+
+
 def app_url(ledger_url: str) -> str:
     """The ledger's database as a synchronous application would reach it."""
     return ledger_url.replace("postgresql://", "postgresql+psycopg://", 1) \
@@ -36,6 +45,7 @@ def app_engine(ledger_url: str) -> Engine:
     engine = create_engine(app_url(ledger_url))
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE IF EXISTS test_invoices"))
+        conn.execute(text("DROP TABLE IF EXISTS test_receipts"))
     AppBase.metadata.create_all(engine)
     return engine
 

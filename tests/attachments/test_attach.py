@@ -13,7 +13,7 @@ from blobledger.invariants import check
 from blobledger.models import BlobRow
 from blobledger.sqlalchemy import Attachment, StagedBlob
 from blobledger.sweeper import Sweeper
-from tests.attachments.conftest import Invoice
+from tests.attachments.conftest import Invoice, Receipt
 
 PDF = b"%PDF-1.7 invoice " * 1000
 
@@ -180,4 +180,23 @@ async def test_replacing_one_column_leaves_the_owners_other_column_alone(
                                     new_pdf.name: "attached"}
     await settle(ledger)
     assert await read(ledger, scan) == b"scan"
+    assert (await check(ledger, settled=True)).ok
+
+
+async def test_replacing_an_attachment_leaves_another_tables_owner_alone(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """An invoice and a receipt with the same key, each with a ``pdf``: replacing the
+    invoice's sends only that PDF to the deletion path; the receipt's (another owner table,
+    the same key and column name) stays attached and readable after the sweep."""
+    invoice_pdf, receipt_pdf = await ledger.stage(b"invoice pdf"), await ledger.stage(b"receipt")
+    with sessions.begin() as session:
+        session.add_all([Invoice(id=7, number="INV-7", pdf=invoice_pdf),
+                         Receipt(id=7, pdf=receipt_pdf)])
+    replacement = await ledger.stage(b"new invoice pdf")
+    with sessions.begin() as session:
+        session.get_one(Invoice, 7).pdf = replacement
+    assert await states(ledger) == {invoice_pdf.name: "deleting", receipt_pdf.name: "attached",
+                                    replacement.name: "attached"}
+    await settle(ledger)
+    assert await read(ledger, receipt_pdf) == b"receipt"
     assert (await check(ledger, settled=True)).ok
