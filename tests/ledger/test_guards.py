@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints, reconciler
 from blobledger.documents import Document
-from blobledger.errors import IntentLost, OffsetMismatch, PreconditionFailed
+from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
 from blobledger.invariants import check
 from blobledger.models import BlobState, DocumentRow
 from blobledger.names import new_blob_name
@@ -74,17 +74,19 @@ def paused_s3_deletes(ledger: Ledger, holds: Holds,
 
 
 @pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
-async def test_a_writer_woken_inside_a_sweepers_delete_does_not_commit(
+async def test_a_writer_woken_inside_a_sweepers_tag_read_keeps_its_document(
     ledger: Ledger, holds: Holds, paused_s3_deletes: str
 ) -> None:
     """The writer is held after its confirm, past its lease; the sweeper claims the intent,
-    reads its tag (pending) and is held before its If-Match delete. The writer wakes: its C3
-    retag goes through (S3 cannot condition it, and it keeps the ETag), but its C4 must
-    lose (the row is the sweeper's now): it is told IntentLost. The sweeper then deletes the
-    bytes. A C4 without the token would have acknowledged a document whose bytes the
-    sweeper deletes right after."""
+    reads its tag (pending) and is held before it decides. The writer wakes: its C3 retag
+    goes through (S3 cannot condition it), and its C4 on the claimed, undecided row makes the
+    roll-forward the sweeper would make: the writer gets its document. The sweeper's fence
+    then loses (the row is committed): it deletes nothing, and the bytes stay readable. (On
+    S3 the sweeper decides in the database before any delete: a delete here would have
+    destroyed the acknowledged bytes.)"""
+    data = b"bytes the sweeper must not delete"
     holds.at("create.after_confirm")
-    writer = started(lambda: ledger.create("stale.txt", b"bytes the sweeper deletes"))
+    writer = started(lambda: ledger.create("stale.txt", data))
     await holds.wait("create.after_confirm")
     ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
     holds.at(paused_s3_deletes)
@@ -95,9 +97,10 @@ async def test_a_writer_woken_inside_a_sweepers_delete_does_not_commit(
     holds.go(paused_s3_deletes)
     report = await outcome(sweeper)
     assert not isinstance(report, BaseException), report
-    assert isinstance(result, IntentLost), result
-    assert [d async for d in ledger.list()] == []
-    assert await stored(ledger) == {} and await rows(ledger) == {}
+    assert isinstance(result, Document), result
+    assert report.swept == 0 and report.errors == 0, report
+    assert await read(ledger, result.id) == data
+    assert await stored(ledger) == {result.blob: "committed"}
     await settled_ok(ledger)
 
 
@@ -133,34 +136,37 @@ async def test_a_stale_attempts_failure_leaves_the_retrys_intent_alone(
     await settled_ok(ledger)
 
 
-async def test_a_sweeper_woken_after_its_delete_leaves_a_resumed_intent_alone(
+async def test_a_retry_waits_while_a_sweeper_holds_the_intent_past_its_lease(
     ledger: Ledger, holds: Holds
 ) -> None:
     """A dead attempt's intent (under a key, its blob pending): the sweeper claims it,
     deletes the blob and is held before removing the rows, past its own lease and the
-    margin. A retry under the key takes the intent over, uploads again and is held after
-    C3. The sweeper wakes: ``remove_swept`` must remove nothing (the claim is no longer
-    its); the retry's C4 then makes its document ready. Without the token the sweeper would
-    remove the retry's rows: the retry told IntentLost, its committed blob an orphan."""
+    margin. A retry under the key is told the attempt is in progress: a claimed intent is
+    never taken over by a writer. The sweeper wakes and removes the rows; the retry then
+    creates the document afresh."""
     await seed_intent(ledger, tag=BlobState.PENDING, key="k-resumed", age=HOUR)
     holds.at("sweep.after_delete")
     sweeper = started(lambda: Sweeper(ledger).run_once())
     await holds.wait("sweep.after_delete")
     ledger.clock_offset = (SWEEP_LEASE + Transitions(ledger.db, ledger.settings)
                            .takeover_margin + 1)
-    holds.at("create.after_tag")
     data = b"sent again by the retry"
-    retry = started(lambda: ledger.create("resumed.txt", data, content_type="text/plain",
-                                          idempotency_key="k-resumed"))
-    await holds.wait("create.after_tag")
+    fenced = not ledger.store.capabilities.state_conditioned_delete
+    if fenced:  # S3: the sweeper fenced the intent (and dropped its key) before deleting
+        doc = await ledger.create("resumed.txt", data, content_type="text/plain",
+                                  idempotency_key="k-resumed")
+    else:
+        with pytest.raises(IdempotencyInProgress):
+            await ledger.create("resumed.txt", data, content_type="text/plain",
+                                idempotency_key="k-resumed")
     holds.go("sweep.after_delete")
     report = await outcome(sweeper)
-    holds.go("create.after_tag")
-    doc = await outcome(retry)
-    assert isinstance(doc, Document), doc
-    assert await read(ledger, doc.id) == data
     assert not isinstance(report, BaseException), report
-    assert report.swept == 0, report
+    assert report.swept == 1, report
+    if not fenced:
+        doc = await ledger.create("resumed.txt", data, content_type="text/plain",
+                                  idempotency_key="k-resumed")
+    assert await read(ledger, doc.id) == data
     assert await stored(ledger) == {doc.blob: "committed"}
     await settled_ok(ledger)
 

@@ -34,6 +34,17 @@ ARGUED: dict[str, str] = {
         "abandoned, and nothing leaves deleting but removal",
     "where:transitions:_drop_abandoned:blobs.attempt": "runs only after the abandoner deleted "
         "the blob; a sweeper holding the row would delete an absent blob and remove the row",
+    # writers and claims: no writer takes over a claimed intent (the _take_over term
+    # `_unclaimed`, killed by tests/ledger/test_decisions.py), and a claimed intent is
+    # decided by compare-and-set before anything is destroyed
+    "where:transitions:_commit_blob:blobs.attempt": "C4 (R4, a roll-forward) after C3 may "
+        "win on a pending row that is not its own: a sweeper's undecided claim (the "
+        "roll-forward the sweeper would make, as _commit_claimed does) or a retry of the same "
+        "key (same name, bytes checked by checksum); a row a sweeper decided to delete is "
+        "deleting, which C4 never matches",
+    "where:transitions:remove_swept:blobs.attempt": "a claimed row changes owner only to "
+        "another sweeper past the lease (never to a writer), which removes the same rows after "
+        "the same delete; the state term keeps removal to pending rows",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
