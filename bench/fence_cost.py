@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.common import Context, Result
+from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.config import Settings
 from blobledger.db import Database, normalise_url
-from blobledger.models import BlobKind
-from blobledger.names import new_blob_name, new_document_id
-from blobledger.transitions import Intent, Transitions, _confirm, new_token
+from blobledger.protocol.migrate import migrate_database
+from blobledger.protocol.models import BlobKind
+from blobledger.protocol.transitions import Intent, Transitions, _confirm, new_token
 
 TITLE = "the fence's confirm step on PostgreSQL: BEGIN/UPDATE/COMMIT vs one statement"
 
@@ -39,7 +40,7 @@ async def run(ctx: Context) -> list[Result]:
     db = Database(ctx.postgres_url)
     plain = create_async_engine(normalise_url(ctx.postgres_url), pool_size=10, max_overflow=20)
     try:
-        await db.migrate()
+        await migrate_database(db)
         settings = Settings(database_url=ctx.postgres_url)
         transitions = Transitions(db, settings)
         intents = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.common import Context, Result, azure_ledger
 from bench.sweep import seed
-from blobledger.models import BlobState
+from blobledger.protocol.models import BlobState
 from blobledger.stores.azure import AzureStore
 
 TITLE = "reconcile: streaming merge vs a bare tagged listing, and its peak RSS"

@@ -25,10 +25,10 @@ from bench.common import (
     rtt,
 )
 from blobledger import Ledger
-from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
-from blobledger.names import new_blob_name, new_document_id
+from blobledger._base.names import new_blob_name, new_document_id
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
 from blobledger.stores import Store
-from blobledger.sweeper import Sweeper
+from blobledger.workers.sweeper import Sweeper
 
 TITLE = "sweep of stale intents: sweeper vs one-by-one loop (PostgreSQL + Azurite)"
 PENDING = {"state": "pending"}

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from blobledger import Ledger, failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
+from blobledger.protocol.migrate import migrate_database
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
@@ -58,7 +59,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 async def _migrated_database() -> str:
     url = await create_database()
     db = Database(url)
-    await db.migrate()
+    await migrate_database(db)
     await db.dispose()
     return url
 

@@ -7,6 +7,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from blobledger._base.durations import parse_duration, parse_size
+from blobledger._base.names import (
+    check_blob_name,
+    check_content_type,
+    check_document_name,
+    extension_of,
+    new_blob_name,
+)
 from blobledger.config import (
     Settings,
     from_env,
@@ -14,15 +22,7 @@ from blobledger.config import (
     minimum_sweep_after,
     parse_tokens,
 )
-from blobledger.durations import parse_duration, parse_size
 from blobledger.errors import ConfigError, InvalidInput, InvalidName
-from blobledger.names import (
-    check_blob_name,
-    check_content_type,
-    check_document_name,
-    extension_of,
-    new_blob_name,
-)
 from blobledger.stores.azure.settings import AzureSettings
 
 

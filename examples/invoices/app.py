@@ -28,11 +28,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from blobledger import BlobLedgerError, Ledger
+from blobledger._base.durations import parse_duration
 from blobledger.config import Settings, from_env
 from blobledger.db import create_engine
-from blobledger.durations import parse_duration
 from blobledger.sqlalchemy import AttachLost, Attachment, StagedBlob, has_one_attached
-from blobledger.sweeper import SWEEP_INTERVAL_ENV, sweep_forever
+from blobledger.workers.sweeper import SWEEP_INTERVAL_ENV, sweep_forever
 
 
 class Base(DeclarativeBase):

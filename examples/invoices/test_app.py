@@ -17,10 +17,10 @@ from tests.support.services import Azurite, create_database, drop_database
 __all__ = ["azurite"]  # the session's Azurite, shared with the main suite
 
 from blobledger.config import Settings
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 from blobledger.stores.azure.settings import AzureSettings
-from blobledger.sweeper import Sweeper
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from examples.invoices.app import create_app
 
 PDF = b"%PDF-1.7\n" + b"0123456789" * 20_000

@@ -7,7 +7,6 @@
 
 from importlib.metadata import version as _version
 
-from blobledger.documents import Document
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobLedgerError,
@@ -31,7 +30,8 @@ from blobledger.errors import (
     UploadGone,
     UploadTooLarge,
 )
-from blobledger.ledger import Ledger
+from blobledger.protocol.documents import Document
+from blobledger.protocol.ledger import Ledger
 
 __all__ = [
     "BlobAlreadyExists",

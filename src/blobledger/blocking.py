@@ -6,7 +6,7 @@
         invoice.pdf = staged; session.commit()          # A4 in the application's flush
         for chunk in ledger.read_attachment(invoice.pdf): ...
 
-A :class:`BlockingLedger` runs one :class:`~blobledger.ledger.Ledger` on an event loop of its
+A :class:`BlockingLedger` runs one :class:`~blobledger.Ledger` on an event loop of its
 own, in a daemon thread, and waits for each call: a sync web framework's worker threads may
 share one. It adds no step and no state of its own; every guarantee is the async ledger's.
 Never call it from inside that loop (a coroutine of the ledger itself): it would wait for
@@ -20,9 +20,9 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-from blobledger.attachments import Attachment, StagedBlob, StagedUpload
-from blobledger.documents import Data, Document
-from blobledger.ledger import Ledger
+from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
+from blobledger.protocol.documents import Data, Document
+from blobledger.protocol.ledger import Ledger
 
 T = TypeVar("T")
 

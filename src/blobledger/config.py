@@ -76,9 +76,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from blobledger.durations import format_duration, parse_duration, parse_size
+from blobledger._base.durations import format_duration, parse_duration, parse_size
+from blobledger._base.names import check_prefix
 from blobledger.errors import ConfigError
-from blobledger.names import check_prefix
 from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.s3.settings import S3Settings
 

@@ -165,16 +165,6 @@ class Database:
             raise DatabaseUnavailable(
                 f"database unreachable ({_redact(self.url)}): {reason}") from exc
 
-    async def migrate(self) -> None:
-        """Apply every Alembic migration (serialised by an advisory lock on PostgreSQL)."""
-        from blobledger.migrate import upgrade
-
-        await self.ping()
-        async with self.engine.begin() as conn:
-            if not self.is_sqlite:
-                await conn.execute(text("SELECT pg_advisory_xact_lock(7368201)"))
-            await conn.run_sync(upgrade, "head", version_table=self.version_table)
-
     async def dispose(self) -> None:
         if self._owns_engine:
             await self.engine.dispose()

@@ -53,11 +53,11 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from blobledger.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.errors import AttachLost, InvalidInput
-from blobledger.models import BlobState
-from blobledger.owners import owner_key
-from blobledger.transitions import Owner, attach, blobs, detach_owner, detach_replaced
+from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
+from blobledger.protocol.models import BlobState
+from blobledger.protocol.owners import Owner, owner_key
+from blobledger.protocol.transitions import attach, blobs, detach_owner, detach_replaced
 
 __all__ = [
     "AttachLost",

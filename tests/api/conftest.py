@@ -11,7 +11,7 @@ from sqlalchemy import select
 from blobledger import Ledger
 from blobledger.api import create_app
 from blobledger.config import Settings
-from blobledger.models import BlobRow, DocumentRow
+from blobledger.protocol.models import BlobRow, DocumentRow
 
 
 def client_for(ledger: Ledger, settings: Settings | None = None) -> httpx.AsyncClient:

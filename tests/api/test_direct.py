@@ -17,9 +17,9 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError
 from azure.storage.blob import BlobClient, ContentSettings
 
 from blobledger import Ledger
-from blobledger.direct import DirectUploads
-from blobledger.invariants import check
-from blobledger.sweeper import Sweeper
+from blobledger.uploads.direct import DirectUploads
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
 from tests.support.holds import Holds
 

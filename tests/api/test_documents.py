@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import select
 
 from blobledger import Ledger
-from blobledger.models import DocumentRow
+from blobledger.protocol.models import DocumentRow
 from tests.api.conftest import assert_nothing_visible, leftovers, problem
 
 DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "blob",

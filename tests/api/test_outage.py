@@ -11,6 +11,7 @@ from pathlib import Path
 from blobledger import Ledger
 from blobledger.config import Settings
 from blobledger.db import Database
+from blobledger.protocol.migrate import migrate_database
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
 from tests.api.conftest import client_for, problem
@@ -20,7 +21,7 @@ from tests.support.services import connection_string, free_port
 async def test_store_outage_is_503_with_retry_after(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     db = Database(url)
-    await db.migrate()
+    await migrate_database(db)
     store = AzureStore("unreachable", connection_string=connection_string(free_port()),
                        client_options={"retry_total": 0})
     ledger = Ledger(db, store, Settings(database_url=url, store_url=store.url))

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 
 from blobledger import Ledger
-from blobledger.sweeper import Sweeper
+from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import leftovers, problem
 
 

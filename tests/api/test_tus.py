@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import select
 
 from blobledger import Ledger
-from blobledger.models import UploadRow
-from blobledger.resumable import Resumable
+from blobledger.protocol.models import UploadRow
 from blobledger.stores.s3.store import MIN_PART_SIZE
-from blobledger.sweeper import Sweeper
+from blobledger.uploads.resumable import Resumable
+from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -210,7 +210,7 @@ async def test_tokens_apply(ledger: Ledger) -> None:
 
 async def test_reconciler_reports_abandoned_parts_only(
         ledger: Ledger, tus: httpx.AsyncClient) -> None:
-    from blobledger.reconciler import reconcile
+    from blobledger.workers.reconciler import reconcile
 
     _, chunk = sizes(ledger)
     url = await create(tus, chunk * 3, name="parts.bin")

@@ -15,11 +15,11 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from blobledger import failpoints
-from blobledger.attachments import StagedBlob, StagedUpload
-from blobledger.direct import DirectUploads
-from blobledger.ledger import Ledger
-from blobledger.models import PENDING_TAG
-from blobledger.resumable import Resumable
+from blobledger.protocol.attachments import StagedBlob, StagedUpload
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import PENDING_TAG
+from blobledger.uploads.direct import DirectUploads
+from blobledger.uploads.resumable import Resumable
 from tests.attachments.conftest import Invoice, app_url
 from tests.crash.child import CHUNK, Target, chunks, payload, sha256
 

@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from blobledger import Ledger
 from blobledger.config import Settings
-from blobledger.invariants import check
-from blobledger.sweeper import Sweeper
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.attachments.conftest import Invoice
 
 

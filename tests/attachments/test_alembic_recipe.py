@@ -18,7 +18,7 @@ ENV_PY = '''
 from alembic import context
 from sqlalchemy import create_engine
 
-from blobledger.migrate import upgrade_within
+from blobledger.protocol.migrate import upgrade_within
 
 engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
 with engine.connect() as connection:

@@ -9,10 +9,10 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from blobledger import InvalidInput, Ledger, NotFound
-from blobledger.invariants import check
-from blobledger.models import BlobRow
+from blobledger.protocol.models import BlobRow
 from blobledger.sqlalchemy import Attachment, StagedBlob
-from blobledger.sweeper import Sweeper
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.attachments.conftest import Invoice, Receipt
 
 PDF = b"%PDF-1.7 invoice " * 1000

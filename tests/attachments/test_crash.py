@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from blobledger.invariants import InvariantReport
-from blobledger.models import BlobRow
+from blobledger.protocol.models import BlobRow
+from blobledger.workers.invariants import InvariantReport
 from tests.attachments.child import StageJob, main
 from tests.attachments.conftest import app_engine
 from tests.crash.child import Target, payload, sha256

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from blobledger import ConfigError, Ledger
 from blobledger.config import Settings
 from blobledger.db import EMBEDDED_VERSION_TABLE, Database, configure_sqlite, normalise_url
-from blobledger.migrate import upgrade
-from blobledger.models import BlobState
+from blobledger.protocol.migrate import migrate_database, upgrade
+from blobledger.protocol.models import BlobState
 from tests.attachments.conftest import Invoice
 from tests.attachments.test_attach import states
 from tests.support.services import create_database, drop_database
@@ -65,7 +65,7 @@ async def test_upgrade_from_0003(kind: str, tmp_path: Path) -> None:
                 "INSERT INTO blobs (name, document_id, kind, state, content_type, lease_until, "
                 "created_at, changed_at) VALUES ('documents/old', 'd1', 'create', 'pending', "
                 "'text/plain', '2026-01-01', '2026-01-01', '2026-01-01')"))
-        await db.migrate()
+        await migrate_database(db)
         async with db.engine.connect() as conn:
             columns = await conn.run_sync(
                 lambda sync: {c["name"]: c for c in inspect(sync).get_columns("blobs")})

@@ -17,10 +17,10 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from blobledger import IntentLost, OffsetMismatch
 from blobledger.errors import AttachLost, BlobNotFound, UploadGone
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.models import BlobState
-from blobledger.sweeper import Sweeper
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import BlobState
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.attachments.child import upload_attachment
 from tests.attachments.conftest import Invoice
 from tests.attachments.test_attach import PDF, read, settle, states

@@ -28,12 +28,12 @@ from blobledger.blocking import BlockingLedger
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import UploadGone
-from blobledger.invariants import check
-from blobledger.models import BlobState
-from blobledger.resumable import Resumable
+from blobledger.protocol.models import BlobState
 from blobledger.sqlalchemy import StagedBlob, StagedUpload
 from blobledger.stores.azure import AzureStore
-from blobledger.sweeper import Sweeper
+from blobledger.uploads.resumable import Resumable
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import problem
 from tests.api.test_direct import put
 from tests.attachments.conftest import Invoice, app_engine

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from blobledger.db import Database
-from blobledger.models import UploadRow
+from blobledger.protocol.models import UploadRow
 from tests.conftest import run_sync
 from tests.support.server import (
     Server,

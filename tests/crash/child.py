@@ -24,8 +24,8 @@ from typing import Any
 from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.documents import Document
-from blobledger.ledger import Ledger
+from blobledger.protocol.documents import Document
+from blobledger.protocol.ledger import Ledger
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
@@ -112,9 +112,9 @@ async def direct_upload(ledger: Ledger, name: str, data: bytes,
                         upload_id: str | None = None) -> str:
     """A direct upload: the intent, the client's create-only put (to serve, or to the
     store's URL: here the store's own put, as that URL's client would), the completion."""
-    from blobledger.direct import DirectUploads
     from blobledger.errors import BlobAlreadyExists
-    from blobledger.models import PENDING_TAG
+    from blobledger.protocol.models import PENDING_TAG
+    from blobledger.uploads.direct import DirectUploads
 
     direct = DirectUploads(ledger)
     if upload_id is None:
@@ -154,7 +154,7 @@ async def _run(job: Job) -> dict[str, Any]:
             await ledger.delete(args["doc_id"], expected_version=args["version"])
             return {"deleted": args["doc_id"]}
         if job.op == "tus":
-            from blobledger.resumable import Resumable
+            from blobledger.uploads.resumable import Resumable
 
             resumable = Resumable(ledger, segment=CHUNK)
             data = payload(args["seed"])
@@ -167,7 +167,7 @@ async def _run(job: Job) -> dict[str, Any]:
             doc_id = await direct_upload(ledger, args["name"], payload(args["seed"]))
             return _answer(await ledger.get(doc_id))
         if job.op == "sweep":
-            from blobledger.sweeper import Sweeper
+            from blobledger.workers.sweeper import Sweeper
 
             report = await Sweeper(ledger).run_once()
             return {"sweep": report.as_dict()}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from blobledger.db import Database
+from blobledger.protocol.migrate import migrate_database
 from tests.conftest import database_url, new_container
 from tests.crash.child import Target
 from tests.crash.matrix_doc import MatrixRows, write_matrix
@@ -35,7 +36,7 @@ async def make_target(backend: str, tmp_path: Path, request: pytest.FixtureReque
     url = await database_url(db_kind, tmp_path, pg)
     if db_kind == "sqlite":
         db = Database(url)
-        await db.migrate()
+        await migrate_database(db)
         await db.dispose()
     if store_kind == "local":
         return Target(url, "local", str(tmp_path / "store"))

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import select
 
 from blobledger.config import minimum_sweep_after
-from blobledger.invariants import InvariantReport, check
-from blobledger.ledger import Ledger
-from blobledger.models import BlobRow, DocumentRow
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import BlobRow, DocumentRow
+from blobledger.workers.invariants import InvariantReport, check
 from tests.crash.child import SETTINGS, Job, Target, chunks, main, payload
 
 _CONTEXT = multiprocessing.get_context("forkserver")
@@ -116,8 +116,8 @@ async def create_ready(target: Target, name: str, seed: int) -> Any:
 async def settle(ledger: Ledger) -> list[str]:
     """Sweeper passes (pending intents, then the deletion path) until one finds nothing to
     do, then the reconciler with ``fix=True``; what each did, in a few words."""
-    from blobledger.reconciler import reconcile
-    from blobledger.sweeper import Sweeper
+    from blobledger.workers.reconciler import reconcile
+    from blobledger.workers.sweeper import Sweeper
 
     steps: list[str] = []
     start = ledger.clock_offset

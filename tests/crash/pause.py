@@ -17,7 +17,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from blobledger.invariants import InvariantReport, check
+from blobledger.workers.invariants import InvariantReport, check
 from tests.crash.child import Job, Target, main
 from tests.crash.harness import CHILD_TIMEOUT, PAST_CUTOFFS, RESOLVE_AT, settle
 

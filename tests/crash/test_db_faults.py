@@ -32,12 +32,12 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from blobledger import failpoints
-from blobledger.attachments import StagedBlob
-from blobledger.documents import Document
 from blobledger.errors import IdempotencyInProgress, NotFound, PreconditionFailed
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.models import BlobState
+from blobledger.protocol.attachments import StagedBlob
+from blobledger.protocol.documents import Document
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import BlobState
+from blobledger.workers.invariants import check
 from tests.crash.child import chunks, payload, sha256
 from tests.crash.conftest import make_target
 from tests.crash.harness import LEASE_EXPIRED, RESOLVE_AT, describe, read_all, settle

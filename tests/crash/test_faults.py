@@ -15,9 +15,9 @@ from azure.storage.blob.aio import LinearRetry
 from blobledger import Ledger, StoreUnavailable
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.invariants import check
 from blobledger.stores.azure import AzureStore
-from blobledger.sweeper import Sweeper
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.conftest import new_container
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.services import Azurite, connection_string

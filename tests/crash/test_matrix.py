@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from blobledger.models import UploadRow, UploadState
-from blobledger.resumable import Resumable
+from blobledger.protocol.models import UploadRow, UploadState
+from blobledger.uploads.resumable import Resumable
 from tests.conftest import BACKENDS as ALL_BACKENDS
 from tests.crash.child import CHUNK, Job, Target, chunks, direct_upload, payload
 from tests.crash.conftest import make_target

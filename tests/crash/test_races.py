@@ -11,8 +11,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from blobledger import Ledger, NameTaken, NotFound, PreconditionFailed
-from blobledger.invariants import check
-from blobledger.sweeper import Sweeper
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 
 T = TypeVar("T")
 CREATORS = 50

@@ -9,7 +9,9 @@ from pathlib import Path
 from azure.storage.blob import BlobServiceClient
 
 from blobledger.config import Settings
-from blobledger.doctor import (
+from blobledger.stores.azure.settings import AzureSettings
+from blobledger.workers.doctor import run_doctor
+from blobledger.workers.doctor.checks import (
     CREATE_ONLY,
     ETAG_DELETE,
     FAIL,
@@ -23,9 +25,7 @@ from blobledger.doctor import (
     TAG_WRITE,
     TAGS,
     UNKNOWN,
-    run_doctor,
 )
-from blobledger.stores.azure.settings import AzureSettings
 from tests.experiments.support import (
     blob_names,
     cli,

@@ -14,7 +14,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.migrate import migrate_database
 from blobledger.sqlalchemy import Attachment, has_one_attached
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
@@ -68,7 +69,7 @@ class Backend:
             self.database_url = await create_database()
         db = Database(self.database_url)
         try:
-            await db.migrate()
+            await migrate_database(db)
             async with db.engine.begin() as conn:
                 await conn.run_sync(AppBase.metadata.create_all)
         finally:

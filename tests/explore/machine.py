@@ -14,7 +14,7 @@ write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azuri
 that compares first) and before the ledger's tag reads and checksum reads
 (:class:`PausingStore`), so each backend's real guard semantics is what is exercised.
 
-After every step the invariants I1, I3 and I5 hold (:func:`blobledger.invariants.check`; I4
+After every step the invariants I1, I3 and I5 hold (:func:`blobledger.workers.invariants.check`; I4
 at a settle step, once every operation has finished, every live upload's client finished
 it, and the clock is past every cutoff: first with the sweeper alone, then after
 ``reconcile --fix``), and every answer a client got agrees with a simple model:
@@ -66,10 +66,7 @@ from hypothesis.stateful import (
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from blobledger import failpoints
-from blobledger.attachments import StagedBlob, StagedUpload
 from blobledger.config import Settings
-from blobledger.direct import DirectUploads
-from blobledger.documents import Document
 from blobledger.errors import (
     AttachLost,
     BlobLedgerError,
@@ -84,14 +81,17 @@ from blobledger.errors import (
     SweeperBusy,
     UploadGone,
 )
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.models import UploadState
-from blobledger.reconciler import reconcile
-from blobledger.resumable import Resumable
+from blobledger.protocol.attachments import StagedBlob, StagedUpload
+from blobledger.protocol.documents import Document
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import UploadState
 from blobledger.sqlalchemy import CLOCK_OFFSET
 from blobledger.stores.base import DirectPut
-from blobledger.sweeper import SWEEP_LEASE, Sweeper, SweepReport
+from blobledger.uploads.direct import DirectUploads
+from blobledger.uploads.resumable import Resumable
+from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import reconcile
+from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.explore.backends import Backend, OwnerRow
 from tests.support.clock import set_clock_offset
 

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from blobledger.sweeper import SWEEP_LEASE
+from blobledger.workers.sweeper import SWEEP_LEASE
 from tests.explore.backends import Backend
 from tests.explore.machine import SETTINGS, Explorer, Op
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug.datastructures import ETags
 
+from blobledger._base.names import check_content_type, check_document_name, check_name_prefix
 from blobledger.api.headers import (
     ByteRange,
     MalformedHeader,
@@ -23,7 +24,6 @@ from blobledger.api.headers import (
 )
 from blobledger.api.problems import Problem
 from blobledger.errors import InvalidInput, InvalidName
-from blobledger.names import check_content_type, check_document_name, check_name_prefix
 
 #: header values arrive as Latin-1 text: every code point up to U+00FF
 LATIN1 = st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=200)

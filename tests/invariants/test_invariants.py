@@ -14,8 +14,8 @@ from pathlib import Path
 from sqlalchemy import update
 
 from blobledger import Ledger
-from blobledger.invariants import Violation, check
-from blobledger.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, DocumentStatus, utcnow
+from blobledger.workers.invariants import Violation, check
 
 
 def invariants(report_violations: list[Violation]) -> list[str]:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from blobledger import Ledger
-from blobledger.invariants import check
-from blobledger.models import PENDING_TAG
-from blobledger.names import new_blob_name
-from blobledger.reconciler import Finding, reconcile
+from blobledger._base.names import new_blob_name
+from blobledger.protocol.models import PENDING_TAG
+from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import Finding, reconcile
 from tests.support.holds import Holds
 
 POINT = "scan.uncommitted"

@@ -18,9 +18,9 @@ import pytest
 from blobledger import failpoints
 from blobledger.config import minimum_sweep_after
 from blobledger.errors import IdempotencyInProgress, IntentLost
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.sweeper import SWEEP_LEASE, Sweeper
+from blobledger.protocol.ledger import Ledger
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper
 from tests.ledger.test_fencing import outcome, read, rows, started, stored
 from tests.support.holds import Holds
 

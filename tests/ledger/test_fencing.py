@@ -23,10 +23,10 @@ from blobledger.errors import (
     IntentLost,
     PreconditionFailed,
 )
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.models import BlobRow, IdempotencyKeyRow
-from blobledger.sweeper import Sweeper
+from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import BlobRow, IdempotencyKeyRow
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import Sweeper
 from tests.support.holds import STEP, Holds
 
 T = TypeVar("T")

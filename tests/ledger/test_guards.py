@@ -23,16 +23,17 @@ import pytest
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
-from blobledger import Ledger, failpoints, reconciler
-from blobledger.documents import Document
+from blobledger import Ledger, failpoints
+from blobledger._base.names import new_blob_name
 from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
-from blobledger.invariants import check
-from blobledger.models import BlobState, DocumentRow
-from blobledger.names import new_blob_name
-from blobledger.resumable import Resumable
+from blobledger.protocol.documents import Document
+from blobledger.protocol.models import BlobState, DocumentRow
+from blobledger.protocol.transitions import Transitions
 from blobledger.stores.s3 import S3Store
-from blobledger.sweeper import SWEEP_LEASE, Sweeper
-from blobledger.transitions import Transitions
+from blobledger.uploads.resumable import Resumable
+from blobledger.workers import reconciler
+from blobledger.workers.invariants import check
+from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper
 from tests.ledger.test_fencing import (
     outcome,
     read,

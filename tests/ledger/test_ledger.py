@@ -23,7 +23,7 @@ from blobledger import (
     UploadTooLarge,
 )
 from blobledger.errors import BlobNotFound
-from blobledger.models import BlobRow, DocumentRow
+from blobledger.protocol.models import BlobRow, DocumentRow
 
 
 async def read(ledger: Ledger, doc_id: str) -> bytes:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from blobledger import IdempotencyConflict, Ledger
 from blobledger.db import Database
-from blobledger.migrate import upgrade
+from blobledger.protocol.migrate import upgrade
 from blobledger.stores.local import LocalStore
 from tests.support.services import create_database, drop_database
 

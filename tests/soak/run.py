@@ -32,10 +32,10 @@ import httpx
 
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.base import Store
+from blobledger.workers.invariants import check
 from tests.support.faultproxy import FaultProxy
 from tests.support.server import blobledger_command, wait_until_ready
 from tests.support.services import Azurite, MotoS3, connection_string, free_port

@@ -21,9 +21,7 @@ import pytest
 from blobledger import Ledger, NameTaken
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.doctor import store_report
 from blobledger.errors import Digests
-from blobledger.reconciler import reconcile
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.base import (
     BlobInfo,
@@ -35,7 +33,9 @@ from blobledger.stores.base import (
     UncommittedInfo,
 )
 from blobledger.stores.local import LocalStore
-from blobledger.sweeper import Sweeper
+from blobledger.workers.doctor.checks import store_report
+from blobledger.workers.reconciler import reconcile
+from blobledger.workers.sweeper import Sweeper
 from tests.conftest import new_container
 from tests.support.services import Azurite
 from tests.sweeper.support import HOUR, one, seed_intent

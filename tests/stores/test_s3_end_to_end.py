@@ -9,7 +9,13 @@ import uuid
 
 import httpx
 
-from blobledger.doctor import CREATE_ONLY, ETAG_DELETE, GAP, GUARDED_DELETE, GUARDED_TAGS
+from blobledger.workers.doctor.checks import (
+    CREATE_ONLY,
+    ETAG_DELETE,
+    GAP,
+    GUARDED_DELETE,
+    GUARDED_TAGS,
+)
 from tests.experiments.support import cli
 from tests.support.server import fresh_database, running_server
 from tests.support.services import Azurite, MotoS3

@@ -4,7 +4,7 @@ database's clock."""
 
 from __future__ import annotations
 
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 
 
 def set_clock_offset(ledger: Ledger, seconds: float) -> None:

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import select
 
 from blobledger.db import Database
-from blobledger.models import BlobRow, DocumentRow
+from blobledger.protocol.models import BlobRow, DocumentRow
 from blobledger.stores.azure import AzureStore
 from tests.support.services import (
     Azurite,

@@ -8,7 +8,8 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from blobledger import Ledger
-from blobledger.models import (
+from blobledger._base.names import new_blob_name, new_document_id
+from blobledger.protocol.models import (
     BlobKind,
     BlobRow,
     BlobState,
@@ -17,8 +18,7 @@ from blobledger.models import (
     IdempotencyKeyRow,
     KeyState,
 )
-from blobledger.names import new_blob_name, new_document_id
-from blobledger.transitions import new_token
+from blobledger.protocol.transitions import new_token
 
 HOUR = 3600.0
 

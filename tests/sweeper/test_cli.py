@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from blobledger import Ledger
-from blobledger.sweeper import Sweeper
+from blobledger.workers.sweeper import Sweeper
 from tests.support.services import connection_string, free_port
 from tests.support.terminal import on_a_terminal as run_on_a_terminal
 from tests.sweeper.support import rows, seed_intent, stored

@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import func, insert, select
 
 from blobledger import Ledger
+from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.db import Database
-from blobledger.models import BlobRow, DocumentRow, DocumentStatus, utcnow
-from blobledger.names import new_blob_name, new_document_id
+from blobledger.protocol.models import BlobRow, DocumentRow, DocumentStatus, utcnow
 from blobledger.stores.azure import AzureStore
-from blobledger.sweeper import Sweeper
+from blobledger.workers.sweeper import Sweeper
 from tests.sweeper.support import one
 
 ROWS = 2000

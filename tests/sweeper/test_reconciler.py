@@ -16,11 +16,11 @@ from blobledger import Ledger
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import ConfigError
-from blobledger.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
-from blobledger.reconciler import Finding, reconcile
+from blobledger.protocol.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
 from blobledger.stores.s3 import S3Store
+from blobledger.workers.reconciler import Finding, reconcile
 from tests.conftest import new_container
 from tests.stores.contract import read_all
 from tests.stores.test_azure import commit_before_delete

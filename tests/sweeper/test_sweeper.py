@@ -12,8 +12,8 @@ from sqlalchemy import update
 from blobledger import IdempotencyInProgress, Ledger, failpoints
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
-from blobledger.models import BlobKind, BlobRow, BlobState, utcnow
-from blobledger.sweeper import Sweeper, SweepReport, sweep_forever
+from blobledger.protocol.models import BlobKind, BlobRow, BlobState, utcnow
+from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}

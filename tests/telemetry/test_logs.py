@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from blobledger import Ledger, telemetry
+from blobledger._base.logs import JsonFormatter
 from blobledger.db import Database
-from blobledger.logs import JsonFormatter
 from blobledger.stores.local import LocalStore
 from tests.support.server import blobledger_command, wait_until_ready
 from tests.support.services import free_port

@@ -91,7 +91,7 @@ async def test_the_span_tree_of_a_create_and_a_replace(
 
 async def test_sweep_batches_have_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:
     from blobledger.config import Settings
-    from blobledger.sweeper import Sweeper
+    from blobledger.workers.sweeper import Sweeper
 
     settings = Settings(upload_deadline=60, sweep_after=120, delete_grace=0)
     db = Database(f"sqlite:///{tmp_path}/sweep.db")

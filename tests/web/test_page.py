@@ -17,7 +17,7 @@ from playwright.sync_api import BrowserContext, Locator, Page, expect
 
 from blobledger.api.routes.ops import SERIES
 from blobledger.db import Database
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 from blobledger.stores.azure import AzureStore
 from tests.conftest import run_sync
 from tests.support.faultproxy import FaultProxy, Request

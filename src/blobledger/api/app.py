@@ -23,7 +23,7 @@ from blobledger.api.routes import content, direct, documents, ops, service, tus
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 from blobledger.stores import open_store
 
 log = logging.getLogger("blobledger.api")

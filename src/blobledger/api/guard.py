@@ -14,7 +14,7 @@ import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blobledger import metrics
+from blobledger._base import metrics
 from blobledger.api.problems import Problem, error_response, problem_response
 
 log = logging.getLogger("blobledger.api")

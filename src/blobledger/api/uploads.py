@@ -18,11 +18,11 @@ from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
+from blobledger._base.names import check_document_name
 from blobledger.api.multipart import FormReader, boundary_of
 from blobledger.api.problems import Problem
-from blobledger.documents import limit_size
 from blobledger.errors import InvalidName, UploadAborted, UploadTooLarge
-from blobledger.names import check_document_name
+from blobledger.protocol.documents import limit_size
 
 #: room allowed for the form's own bytes (boundaries, headers, text fields) over the limit
 MULTIPART_OVERHEAD = 1024 * 1024

@@ -159,7 +159,7 @@ def cli(ctx: click.Context, config_file: Path | None, env_file: Path, log_level:
 
     Settings come from BLOBLEDGER_* environment variables, a .env file and a
     TOML file (--config); `blobledger config` shows what is in effect."""
-    from blobledger.logs import setup_logging
+    from blobledger._base.logs import setup_logging
 
     setup_logging(log_level.upper(), log_format)
     ctx.obj = State(config_file, env_file)

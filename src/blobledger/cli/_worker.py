@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import settings
 from blobledger.errors import StoreUnavailable
-from blobledger.ledger import Ledger
+from blobledger.protocol.ledger import Ledger
 
 #: how long the store may take to answer before a worker gives up (its SDK retries inside)
 PING_TIMEOUT = 10.0

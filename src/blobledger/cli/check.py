@@ -13,9 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import EXIT_USAGE, fail, run_async, settings
 from blobledger.cli._output import Progress, is_terminal, plain, table
-from blobledger.invariants import check
-from blobledger.ledger import Ledger
-from blobledger.reconciler import count_rows
+from blobledger.protocol.ledger import Ledger
+from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import count_rows
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger check\n  blobledger check --settled --json")

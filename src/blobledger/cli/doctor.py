@@ -11,7 +11,7 @@ import click
 
 from blobledger.cli import fail, run_async, settings
 from blobledger.cli._output import is_terminal, plain, table
-from blobledger.doctor import run_doctor
+from blobledger.workers.doctor import run_doctor
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger doctor\n  blobledger doctor --json")

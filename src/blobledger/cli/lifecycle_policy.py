@@ -10,9 +10,9 @@ import click
 
 from blobledger.cli import settings as current_settings
 from blobledger.errors import ConfigError
-from blobledger.lifecycle import parse_days
-from blobledger.stores.azure.lifecycle import NOTE, build_policy
-from blobledger.stores.s3.lifecycle import build_s3_policy
+from blobledger.workers.lifecycle import parse_days
+from blobledger.workers.lifecycle.azure import NOTE, build_policy
+from blobledger.workers.lifecycle.s3 import build_s3_policy
 
 NOTE_S3 = ("this configuration is a fallback for what the sweeper missed, never the cleanup: "
            "run `blobledger sweep`; apply it with `aws s3api put-bucket-lifecycle-"

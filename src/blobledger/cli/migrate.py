@@ -6,6 +6,7 @@ import click
 
 from blobledger.cli import run_async, settings
 from blobledger.db import Database
+from blobledger.protocol.migrate import migrate_database
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger migrate\n"
@@ -19,7 +20,7 @@ async def command(database_url: str | None) -> int:
     if current.version_table:  # embedded in an application's database
         db.version_table = current.version_table
     try:
-        await db.migrate()
+        await migrate_database(db)
     finally:
         await db.dispose()
     print("migrations applied")

@@ -10,10 +10,10 @@ import json
 
 import click
 
+from blobledger._base.durations import format_duration, parse_duration
 from blobledger.cli import run_async
 from blobledger.cli._output import Progress, display_name, plain
-from blobledger.durations import format_duration, parse_duration
-from blobledger.reconciler import Finding, count_rows, reconcile
+from blobledger.workers.reconciler import Finding, count_rows, reconcile
 
 from ._worker import worker_ledger
 

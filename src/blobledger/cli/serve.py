@@ -16,17 +16,17 @@ from collections.abc import Awaitable, Callable
 
 import click
 
+from blobledger._base.logs import announce
 from blobledger.cli import fail, run_async
 from blobledger.cli import settings as current_settings
 from blobledger.config import Settings
-from blobledger.ledger import Ledger  # loaded by the package anyway
-from blobledger.logs import announce
+from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
 
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
     ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``)."""
-    from blobledger.sweeper import background_sweeper
+    from blobledger.workers.sweeper import background_sweeper
 
     sweeper = background_sweeper(settings.sweep_interval)
     return [sweeper] if sweeper is not None else []

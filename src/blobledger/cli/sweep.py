@@ -8,10 +8,10 @@ import sys
 
 import click
 
+from blobledger._base.durations import parse_duration
 from blobledger.cli import run_async
-from blobledger.durations import parse_duration
 from blobledger.errors import ConfigError
-from blobledger.sweeper import Sweeper, SweepReport, sweep_forever
+from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 
 from ._worker import worker_ledger
 

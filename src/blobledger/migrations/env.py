@@ -1,11 +1,11 @@
-"""Alembic environment: runs on the connection handed in by ``blobledger.migrate``."""
+"""Alembic environment: runs on the connection handed in by ``blobledger.protocol.migrate``."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from blobledger.migrate import ensure_schema
-from blobledger.models import Base
+from blobledger.protocol.migrate import ensure_schema
+from blobledger.protocol.models import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -2,7 +2,7 @@
 
 A store keeps write-once blobs under server-generated names, each with a small set of
 index tags (``state`` is the one the protocol uses) and the checksums computed on upload.
-Every method checks the blob name with :func:`blobledger.names.check_blob_name` first.
+Every method checks the blob name with :func:`blobledger._base.names.check_blob_name` first.
 
 Errors (from :mod:`blobledger.errors`): ``BlobAlreadyExists``, ``BlobNotFound``,
 ``ConditionNotMet``, ``IntegrityError``, ``StoreUnavailable``. Nothing else escapes a store.

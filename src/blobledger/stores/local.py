@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, TypeVar
 from urllib.parse import quote, unquote
 
 from blobledger import failpoints
+from blobledger._base.names import check_blob_name
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobNotFound,
@@ -48,7 +49,6 @@ from blobledger.errors import (
     Digests,
     StoreUnavailable,
 )
-from blobledger.names import check_blob_name
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,

@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from fastapi import Request
 from starlette.responses import JSONResponse
 
+from blobledger._base.names import is_media_type
 from blobledger.api.headers import etag, etag_versions
 from blobledger.api.problems import Problem
 from blobledger.config import Settings
-from blobledger.documents import Document
 from blobledger.errors import NotFound
-from blobledger.ledger import Ledger
-from blobledger.names import is_media_type
+from blobledger.protocol.documents import Document
+from blobledger.protocol.ledger import Ledger
 
 log = logging.getLogger("blobledger.api")
 FALLBACK_CONTENT_TYPE = "application/octet-stream"

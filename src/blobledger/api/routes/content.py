@@ -34,7 +34,7 @@ from blobledger.api.routes import (
     settings_of,
 )
 from blobledger.api.uploads import read_upload
-from blobledger.documents import Document
+from blobledger.protocol.documents import Document
 from blobledger.stores.base import BlobReader
 
 router = APIRouter(tags=["content"])

@@ -1,4 +1,4 @@
-"""``/uploads``: direct uploads over :class:`blobledger.direct.DirectUploads`.
+"""``/uploads``: direct uploads over :class:`blobledger.uploads.direct.DirectUploads`.
 
 ``POST /uploads`` (JSON: ``name``, ``size``, optional ``content_type`` and ``sha256``) records
 the intent and answers where to put the bytes (``method``, ``url``, ``headers``,
@@ -25,9 +25,9 @@ from blobledger.api.auth import require
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.routes import document_response, ledger_of, settings_of
 from blobledger.api.uploads import body_stream, check_declared_size
-from blobledger.attachments import StagedUpload
-from blobledger.direct import DirectUploads
-from blobledger.documents import Document
+from blobledger.protocol.attachments import StagedUpload
+from blobledger.protocol.documents import Document
+from blobledger.uploads.direct import DirectUploads
 
 router = APIRouter(tags=["direct uploads"])
 

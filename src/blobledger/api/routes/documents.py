@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
+from blobledger._base.names import check_document_name
 from blobledger.api.auth import require
 from blobledger.api.headers import etag, expected_digests, matches
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
@@ -21,8 +22,7 @@ from blobledger.api.routes import (
     settings_of,
 )
 from blobledger.api.uploads import query_param, read_upload
-from blobledger.documents import Document
-from blobledger.names import check_document_name
+from blobledger.protocol.documents import Document
 
 router = APIRouter(tags=["documents"])
 

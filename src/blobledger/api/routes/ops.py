@@ -4,7 +4,7 @@
 - ``GET /ops/overview``: pending intents by age, rows in ``deleting``, the oldest of each,
   and the latest sweep and reconcile summaries of this process;
 - ``GET /ops/metrics``: the Prometheus counters the page charts, sampled over time;
-- ``POST /ops/check``: the invariant check (:func:`blobledger.invariants.check`), read-only;
+- ``POST /ops/check``: the invariant check (:func:`blobledger.workers.invariants.check`), read-only;
 - ``POST /ops/reconcile``: a report-only reconcile (never ``--fix``), read-only;
 - ``POST /ops/doctor``: the store doctor's table. It writes and deletes probe blobs, so it
   needs the ``write`` scope; the others need ``read``.
@@ -26,15 +26,15 @@ from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
-from blobledger import metrics
+from blobledger._base import metrics
 from blobledger.api.auth import _bearer, require, scopes_of
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
-from blobledger.doctor import run_doctor
-from blobledger.invariants import check
-from blobledger.models import BlobRow, BlobState, DocumentRow
-from blobledger.reconciler import reconcile
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
+from blobledger.workers.doctor import run_doctor
+from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import reconcile
 
 router = APIRouter(prefix="/ops", tags=["operations"])
 

@@ -1,5 +1,5 @@
 """``/files/``: resumable uploads, tus 1.0 (core, creation, creation-with-upload, checksum,
-termination, expiration) over :class:`blobledger.resumable.Resumable`.
+termination, expiration) over :class:`blobledger.uploads.resumable.Resumable`.
 
 This module only speaks HTTP: it parses and answers tus headers and maps errors to tus
 statuses (409 offset mismatch, 413 past the declared length, 460 checksum mismatch, 410 an
@@ -29,12 +29,12 @@ from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
 from blobledger.api.uploads import body_stream, declared_length
-from blobledger.attachments import StagedUpload
-from blobledger.documents import Document
 from blobledger.errors import IntegrityError
-from blobledger.models import UploadState, as_utc
-from blobledger.resumable import CHECKSUMS, Checksum, Resumable
-from blobledger.transitions import UploadRecord
+from blobledger.protocol.attachments import StagedUpload
+from blobledger.protocol.documents import Document
+from blobledger.protocol.models import UploadState, as_utc
+from blobledger.protocol.transitions import UploadRecord
+from blobledger.uploads.resumable import CHECKSUMS, Checksum, Resumable
 
 router = APIRouter(tags=["resumable uploads (tus)"])
 

@@ -7,7 +7,7 @@ Revises:
 import sqlalchemy as sa
 from alembic import op
 
-from blobledger.models import SCHEMA, index_name, table_name
+from blobledger.protocol.models import SCHEMA, index_name, table_name
 
 revision = "0001"
 down_revision = None

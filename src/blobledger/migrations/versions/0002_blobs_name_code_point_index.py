@@ -9,7 +9,7 @@ Revises: 0001
 
 from alembic import op
 
-from blobledger.models import SCHEMA, index_name, table_name
+from blobledger.protocol.models import SCHEMA, index_name, table_name
 
 _TABLE = f"{SCHEMA}.{table_name('blobs')}" if SCHEMA else table_name("blobs")
 _INDEX = f"{SCHEMA}.{index_name('blobs', 'name_c')}" if SCHEMA else index_name("blobs", "name_c")

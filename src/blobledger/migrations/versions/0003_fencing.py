@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
-from blobledger.models import SCHEMA, index_name, table_name
+from blobledger.protocol.models import SCHEMA, index_name, table_name
 
 BLOBS, KEYS = table_name("blobs"), table_name("idempotency_keys")
 

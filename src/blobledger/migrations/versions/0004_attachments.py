@@ -12,7 +12,7 @@ Revises: 0003
 import sqlalchemy as sa
 from alembic import op
 
-from blobledger.models import SCHEMA, index_name, table_name
+from blobledger.protocol.models import SCHEMA, index_name, table_name
 
 BLOBS = table_name("blobs")
 

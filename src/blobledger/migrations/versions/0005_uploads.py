@@ -14,7 +14,7 @@ Revises: 0004
 import sqlalchemy as sa
 from alembic import op
 
-from blobledger.models import SCHEMA, table_name
+from blobledger.protocol.models import SCHEMA, table_name
 
 UPLOADS = table_name("uploads")
 

@@ -41,7 +41,8 @@ from azure.storage.blob import BlobBlock, BlobSasPermissions, ContentSettings, g
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
 
 from blobledger import failpoints
-from blobledger.aio import prefetch
+from blobledger._base.aio import prefetch
+from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -53,8 +54,6 @@ from blobledger.errors import (
     StoreError,
     StoreUnavailable,
 )
-from blobledger.models import PENDING_TAG
-from blobledger.names import check_blob_name
 from blobledger.stores.azure import listing
 from blobledger.stores.base import (
     BlobInfo,
@@ -696,6 +695,11 @@ class AzureStore(Store):
         except (BlobNotFound, ConditionNotMet):
             return False  # nothing there, or a committed blob holds the name
         return True
+
+
+#: the protocol's pending tag (``blobledger.protocol.models.PENDING_TAG``, a test pins them
+#: equal): the stores sit below the protocol and do not import it
+PENDING_TAG: Tags = {"state": "pending"}
 
 
 def _untagged_pending(current: Mapping[str, str], if_tags: Tags | None) -> bool:

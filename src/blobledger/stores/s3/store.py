@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from blobledger import failpoints
+from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -44,7 +45,6 @@ from blobledger.errors import (
     StoreError,
     StoreUnavailable,
 )
-from blobledger.names import check_blob_name
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,

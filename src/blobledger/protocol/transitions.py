@@ -1,0 +1,912 @@
+"""Every change to ``documents``, ``blobs`` and ``idempotency_keys``: named, guarded steps.
+
+Each transition is a compare-and-set on what its actor last saw: a blob row's state and
+owner token (``attempt``: an upload attempt's, or a sweeper's claim), a document's status,
+blob and version. Each says whether it won; an actor that lost does nothing further. Nothing
+else in blobledger writes these tables. Times are the database's (:mod:`blobledger.protocol.clock`).
+
+Writers (``Ledger``): C1 :meth:`begin_create`, :meth:`take_over` (a retry resumes a dead
+attempt's intent), :meth:`confirm` (before C3/R3: the intent is still this attempt's, its
+lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, R1
+:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document`, and
+:meth:`abandon` (a live writer's failure path: its intent to the deletion path).
+
+Attachments (``Ledger.stage`` and :mod:`blobledger.sqlalchemy`): A1 :meth:`begin_stage`,
+:meth:`confirm_staged` (before A3, recording the digests); A4 :func:`attach` and the detach
+steps :func:`detach_replaced` and :func:`detach_owner` are plain functions on the
+*application's* connection, so that they commit or roll back with the application's own
+write (they never open a transaction of their own).
+
+Resumable uploads (``Resumable``): :meth:`begin_upload` (C1 with the upload's row, the
+intent leased until the upload expires), :meth:`record_parts` (the durable offset, advanced
+by compare-and-set on the offset seen and the owner token), :meth:`confirm_received`
+(``serve`` stored a direct upload's bytes). They go through ``confirm``, ``commit_create``
+(which also closes the upload, in C4's transaction) and ``abandon`` like any creation;
+:meth:`close_settled_upload` closes an upload an older release left open beside its ready
+document. An upload that stages an attachment starts with :meth:`begin_staged_upload` (A1
+with the upload's row) and ends with ``confirm_staged`` and :meth:`finish_upload` (after A3).
+
+Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`,
+:meth:`hand_to_deletion` (also the fence of a stale staged attachment), :meth:`pointed_at`,
+:meth:`remove_deleted`, :meth:`purge_keys`; an upload's row goes with its intent's
+(``staged_handles`` names the parts to drop first).
+
+Statements are built once (building one per call cost more CPU than the round trip).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, Table, bindparam, delete, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError as DBIntegrityError
+
+from blobledger.config import Settings, sweep_margin
+from blobledger.db import Database
+from blobledger.errors import Digests, NameTaken
+from blobledger.protocol.clock import at
+from blobledger.protocol.documents import Document
+from blobledger.protocol.models import (
+    BlobKind,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+    IdempotencyKeyRow,
+    KeyState,
+    UploadMode,
+    UploadRow,
+    UploadState,
+)
+from blobledger.protocol.owners import Owner, owner_holds
+
+documents: Table = DocumentRow.__table__  # type: ignore[assignment]
+blobs: Table = BlobRow.__table__  # type: ignore[assignment]
+keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
+uploads: Table = UploadRow.__table__  # type: ignore[assignment]
+
+PENDING, COMMITTED, DELETING, ATTACHED = (s.value for s in BlobState)
+#: the metadata key that makes an upload stage an attachment instead of a document
+ATTACHMENT_KEY = "attachment"
+#: the name of a pending document whose real name is not known yet: control characters are
+#: never part of a real name (``names.check_document_name``), so it cannot collide
+PLACEHOLDER = "\x01unnamed:"
+NOW = at("now_s")  # the database's clock plus the offset
+LEASE = at("lease_s")  # NOW plus the lease being granted
+CUTOFF = at("cutoff_s")  # NOW minus an age (a takeover margin, a sweep age)
+EXPIRES = at("expires_s")  # NOW plus the idempotency retention
+
+
+#: how a worker's claim token begins (a writer's token is 32 hex digits, never with ``:``)
+CLAIM_PREFIX = "s:"
+
+
+def new_token() -> str:
+    """A writer's owner token: unique per attempt."""
+    return secrets.token_hex(16)
+
+
+def claim_token() -> str:
+    """A worker's owner token (a sweeper's or the deletion path's claim): unique per claim,
+    told from a writer's by :data:`CLAIM_PREFIX`. No writer takes over a claimed intent."""
+    return CLAIM_PREFIX + secrets.token_hex(15)
+
+
+def claimed(attempt: str | None) -> bool:
+    """Whether an owner token is a worker's claim (not a writer's attempt)."""
+    return attempt is not None and attempt.startswith(CLAIM_PREFIX)
+
+
+# -- writers' statements ------------------------------------------------------------------
+_insert_document = insert(documents).values(
+    status=DocumentStatus.PENDING.value, version=1, created_at=NOW, updated_at=NOW)
+_insert_blob = insert(blobs).values(
+    state=PENDING, lease_until=LEASE, created_at=NOW, changed_at=NOW)
+_insert_key = insert(keys).values(state=KeyState.PENDING.value, created_at=NOW)
+_drop_expired_key = delete(keys).where(
+    keys.c.key == bindparam("k_key"), keys.c.state == KeyState.DONE.value,
+    keys.c.expires_at <= NOW)
+_mine = (blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+         blobs.c.attempt == bindparam("b_attempt"))
+_confirm = update(blobs).where(*_mine).values(lease_until=LEASE)
+#: a writer's row, not a worker's claim (NULL: an older release's attempt)
+_unclaimed = or_(blobs.c.attempt.is_(None), ~blobs.c.attempt.startswith(CLAIM_PREFIX))
+_take_over = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+    blobs.c.attempt.is_not_distinct_from(bindparam("b_seen")),  # NULL: an older release's
+    blobs.c.lease_until < CUTOFF, _unclaimed,
+).values(attempt=bindparam("b_attempt"), lease_until=LEASE, changed_at=NOW)
+_rename = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.name == bindparam("d_placeholder"),
+).values(name=bindparam("d_name"))
+_commit_blob = update(blobs).where(*_mine).values(
+    state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+    md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+#: C4 by a writer that did C3 and found its intent claimed by a sweeper that has not
+#: decided yet: the roll-forward the sweeper would make, decided by the writer (whichever
+#: compare-and-set wins decides; a sweeper that fenced the row to ``deleting`` first wins)
+_commit_claimed = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == PENDING,
+    blobs.c.kind == BlobKind.CREATE.value, blobs.c.attempt.startswith(CLAIM_PREFIX),
+).values(state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+         md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+_ready_document = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.blob_name == bindparam("b_name"),
+).values(status=DocumentStatus.READY.value, size=bindparam("b_size"),
+         sha256=bindparam("b_sha256"), md5=bindparam("b_md5"), updated_at=NOW,
+         ).returning(*documents.c)
+_key_done = update(keys).where(
+    keys.c.blob_name == bindparam("b_name"), keys.c.state == KeyState.PENDING.value,
+).values(state=KeyState.DONE.value, name=bindparam("k_name"), sha256=bindparam("b_sha256"),
+         response=bindparam("k_response"), expires_at=EXPIRES)
+_point_document = update(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.READY.value,
+    documents.c.version == bindparam("d_version"),
+).values(blob_name=bindparam("b_name"), version=bindparam("d_version") + 1,
+         size=bindparam("b_size"), sha256=bindparam("b_sha256"), md5=bindparam("b_md5"),
+         content_type=bindparam("d_content_type"), updated_at=NOW,
+         ).returning(*documents.c)
+_to_deleting = update(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == COMMITTED,
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_abandon = update(blobs).where(*_mine).values(
+    state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+#: giving an upload up: its intent to the deletion path only while the upload is open and no
+#: completion verified its bytes (a duplicate completion must not destroy its twin's work)
+_give_up = update(blobs).where(*_mine, select(uploads.c.id).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.blob_name == blobs.c.name,
+    uploads.c.state == UploadState.OPEN.value, uploads.c.sha256.is_(None)).exists(),
+).values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+_drop_unverified_upload = delete(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.sha256.is_(None))
+_drop_pending_document = delete(documents).where(
+    documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
+    documents.c.blob_name == bindparam("b_name"))
+_drop_pending_key = delete(keys).where(
+    keys.c.blob_name == bindparam("b_name"), keys.c.state == KeyState.PENDING.value)
+_confirm_staged = update(blobs).where(*_mine).values(
+    lease_until=LEASE, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
+    md5=bindparam("b_md5"))
+#: A4: a staged blob to its owner, only while still pending under the token that staged it
+#: (an expired lease does not stop it; a sweeper's claim replaced the token, so it does)
+_attach = update(blobs).where(
+    *_mine, blobs.c.kind == BlobKind.ATTACHMENT.value,
+).values(state=ATTACHED, attempt=None, owner_table=bindparam("o_table"),
+         owner_key=bindparam("o_key"), owner_column=bindparam("o_column"), changed_at=NOW,
+         lease_until=NOW)
+_owned = (blobs.c.state == ATTACHED, blobs.c.owner_table == bindparam("o_table"),
+          blobs.c.owner_key == bindparam("o_key"))
+_insert_upload = insert(uploads).values(
+    state=UploadState.OPEN.value, offset=0, parts="[]", created_at=NOW, changed_at=NOW,
+    expires_at=LEASE)
+_record_parts = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"), uploads.c.offset == bindparam("u_seen"),
+    uploads.c.expires_at > NOW,
+    select(blobs.c.name).where(  # the intent itself is still this upload's
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists(),
+).values(offset=bindparam("u_offset"), parts=bindparam("u_parts"), changed_at=NOW)
+#: the upload still open and its intent still this upload's (pending, its token)
+_upload_mine = (
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(blobs.c.name).where(
+        blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+        blobs.c.attempt == bindparam("b_attempt")).exists())
+_confirm_received = update(uploads).where(*_upload_mine).values(changed_at=NOW)
+_finish_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+).values(state=UploadState.DONE.value, changed_at=NOW)
+_close_settled_upload = update(uploads).where(
+    uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.attempt == bindparam("b_attempt"),
+    select(documents.c.id).where(
+        documents.c.id == uploads.c.document_id, documents.c.blob_name == uploads.c.blob_name,
+        documents.c.status == DocumentStatus.READY.value).exists(),
+).values(state=UploadState.DONE.value, changed_at=NOW)
+_drop_abandoned = delete(blobs).where(
+    blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
+    blobs.c.attempt.is_(None))
+
+
+def attach(conn: Any, blob_name: str, attempt: str, owner: Owner, offset: float = 0.0) -> bool:
+    """A4 on the application's connection, inside its transaction: the staged blob row
+    ``pending -> attached`` by compare-and-set on its name, state and staging token, recording
+    the owner. False if it lost (a sweeper fenced the staged blob: the caller must fail its
+    transaction). Never commits."""
+    result = conn.execute(_attach, dict(
+        b_name=blob_name, b_attempt=attempt, o_table=owner.table, o_key=owner.key,
+        o_column=owner.column, now_s=offset))
+    return _count(result) == 1
+
+
+def detach_replaced(conn: Any, owner: Owner, keep: Sequence[str], offset: float = 0.0) -> int:
+    """Detach or replace, on the application's connection: every blob attached to the owner's
+    column that the column no longer holds goes ``attached -> deleting`` (the outbox), in the
+    same transaction as the owner's update. The number moved."""
+    query = update(blobs).where(*_owned, blobs.c.owner_column == bindparam("o_column"))
+    if keep:
+        query = query.where(blobs.c.name.not_in(list(keep)))
+    result = conn.execute(query.values(state=DELETING, changed_at=NOW, lease_until=NOW), dict(
+        o_table=owner.table, o_key=owner.key, o_column=owner.column, now_s=offset))
+    return _count(result)
+
+
+def detach_owner(conn: Any, table: str, key: str, offset: float = 0.0) -> int:
+    """The owner row is deleted: every blob attached to it goes ``attached -> deleting``, in
+    the transaction that deletes it. The number moved."""
+    result = conn.execute(
+        update(blobs).where(*_owned).values(state=DELETING, changed_at=NOW, lease_until=NOW),
+        dict(o_table=table, o_key=key, now_s=offset))
+    return _count(result)
+
+
+@dataclass
+class Intent:
+    """A pending blob row this process owns while ``attempt`` is still its token."""
+
+    blob_name: str
+    document_id: str
+    kind: BlobKind
+    attempt: str
+    content_type: str
+    expected_version: int | None = None  # a replacement's precondition
+    old_blob: str | None = None  # the blob a replacement moves away from
+    placeholder: str | None = None  # a creation recorded under a placeholder name
+    deadline: float = 0.0  # the event loop's clock: the upload must finish by then
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What an idempotency key holds: an intent in flight or the first response."""
+
+    key: str
+    state: str
+    blob_name: str
+    document_id: str
+    name: str | None
+    content_type: str
+    sha256: str | None
+    response: Document | None
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    """A resumable upload as the database holds it (``expired`` on the database's clock)."""
+
+    id: str
+    mode: UploadMode
+    blob_name: str
+    document_id: str
+    attempt: str
+    state: str
+    length: int
+    offset: int
+    handle: str
+    parts: list[str]
+    meta: dict[str, str]
+    expires_at: Any
+    expired: bool
+    sha256: str | None = None  # what the service verified from the stored bytes (before C3)
+
+    @property
+    def attachment(self) -> bool:
+        """Whether the upload stages an attachment (A1-A3) rather than creating a
+        document (its metadata holds the key ``attachment``)."""
+        return ATTACHMENT_KEY in self.meta
+
+    def intent(self, content_type: str) -> Intent:
+        kind = BlobKind.ATTACHMENT if self.attachment else BlobKind.CREATE
+        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type)
+
+
+@dataclass(frozen=True)
+class ReplaceOutcome:
+    """R4: the document as written, or why not (``lost``: the intent was taken; else the
+    document moved on: ``current_version`` None if it is gone)."""
+
+    document: Document | None = None
+    lost: bool = False
+    current_version: int | None = None
+
+
+class Transitions:
+    """The named compare-and-set steps, on one database, for one ledger's settings."""
+
+    def __init__(self, db: Database, settings: Settings, offset: float = 0.0) -> None:
+        self.db = db
+        self.settings = settings
+        self.offset = offset
+
+    # -- time parameters ------------------------------------------------------------------
+    def times(self, *, lease: float | None = None, cutoff: float | None = None,
+              expires: float | None = None) -> dict[str, float]:
+        """Bound seconds for NOW, LEASE (now + lease), CUTOFF (now - cutoff), EXPIRES."""
+        values = {"now_s": self.offset}
+        if lease is not None:
+            values["lease_s"] = self.offset + lease
+        if cutoff is not None:
+            values["cutoff_s"] = self.offset - cutoff
+        if expires is not None:
+            values["expires_s"] = self.offset + expires
+        return values
+
+    @property
+    def takeover_margin(self) -> float:
+        """How long past its lease a retry waits before displacing an attempt: the margin
+        the sweeper keeps past the upload deadline (``config.sweep_margin``)."""
+        return sweep_margin(self.settings.upload_deadline)
+
+    async def now(self) -> Any:
+        async with self.db.transaction(readonly=True) as conn:
+            return (await conn.execute(select(NOW), self.times())).scalar_one()
+
+    # -- idempotency keys -----------------------------------------------------------------
+    async def find_key(self, key: str) -> KeyRecord | None:
+        """The key's record; a finished one past its retention counts as absent."""
+        async with self.db.transaction(readonly=True) as conn:
+            row = (await conn.execute(
+                select(keys, (keys.c.expires_at > NOW).label("live"))
+                .where(keys.c.key == key), self.times())).one_or_none()
+        if row is None or (row.state == KeyState.DONE and not row.live):
+            return None
+        response = None
+        if row.response is not None:
+            response = Document.from_json(json.loads(row.response))
+        return KeyRecord(row.key, row.state, row.blob_name, row.document_id, row.name,
+                         row.content_type, row.sha256, response)
+
+    # -- C1 -------------------------------------------------------------------------------
+    async def begin_create(self, intent: Intent, name: str, key: str | None) -> None:
+        """C1: the pending document, its pending blob row (this attempt's, leased) and the
+        idempotency key's reservation, in one transaction. NameTaken if the name is taken;
+        the database's IntegrityError if the key is (the caller looks the key up again)."""
+        times = self.times(lease=self.settings.upload_deadline)
+        try:
+            async with self.db.transaction() as conn:
+                if key is not None:
+                    await conn.execute(_drop_expired_key, {"k_key": key, **times})
+                    await conn.execute(_insert_key, dict(
+                        key=key, blob_name=intent.blob_name, document_id=intent.document_id,
+                        name=None if intent.placeholder else name,
+                        content_type=intent.content_type, **times))
+                await conn.execute(_insert_document, dict(
+                    id=intent.document_id, name=name, blob_name=intent.blob_name,
+                    content_type=intent.content_type, **times))
+                await conn.execute(_insert_blob, dict(
+                    name=intent.blob_name, document_id=intent.document_id,
+                    kind=intent.kind.value, content_type=intent.content_type,
+                    attempt=intent.attempt, **times))
+        except DBIntegrityError as exc:
+            if key is not None and _names_key(exc):
+                raise
+            raise NameTaken(f"a document named {name!r} already exists") from None
+
+    async def take_over(self, record: KeyRecord) -> Intent | None:
+        """A retry displaces the attempt that holds ``record``'s intent, if that attempt's
+        lease expired more than the sweeper's margin ago; None if it is still owned."""
+        async with self.db.transaction() as conn:
+            row = (await conn.execute(
+                select(blobs.c.attempt, blobs.c.content_type, documents.c.name)
+                .join(documents, documents.c.id == blobs.c.document_id, isouter=True)
+                .where(blobs.c.name == record.blob_name, blobs.c.state == PENDING)
+            )).one_or_none()
+            if row is None:
+                return None
+            attempt = new_token()
+            won = await conn.execute(_take_over, dict(
+                b_name=record.blob_name, b_seen=row.attempt, b_attempt=attempt,
+                **self.times(lease=self.settings.upload_deadline,
+                             cutoff=self.takeover_margin)))
+            if _count(won) != 1:
+                return None
+        placeholder = row.name if row.name and row.name.startswith(PLACEHOLDER) else None
+        return Intent(record.blob_name, record.document_id, BlobKind.CREATE, attempt,
+                      row.content_type, placeholder=placeholder)
+
+    # -- resumable uploads ----------------------------------------------------------------
+    async def begin_upload(self, intent: Intent, name: str, upload_id: str, length: int,
+                           handle: str, meta: dict[str, str], *,
+                           mode: UploadMode = UploadMode.TUS) -> None:
+        """C1 of a resumable or direct upload: the pending document, its blob row (this
+        upload's, leased until the upload expires, so no sweeper takes it before) and the
+        upload's row (offset 0), in one transaction. NameTaken if the name is taken."""
+        times = self.times(lease=self._expiry(mode))
+        try:
+            async with self.db.transaction() as conn:
+                await conn.execute(_insert_document, dict(
+                    id=intent.document_id, name=name, blob_name=intent.blob_name,
+                    content_type=intent.content_type, **times))
+                await conn.execute(_insert_blob, dict(
+                    name=intent.blob_name, document_id=intent.document_id,
+                    kind=intent.kind.value, content_type=intent.content_type,
+                    attempt=intent.attempt, **times))
+                await conn.execute(_insert_upload, dict(
+                    id=upload_id, mode=mode.value, blob_name=intent.blob_name,
+                    document_id=intent.document_id,
+                    attempt=intent.attempt, length=length, handle=handle,
+                    meta=json.dumps(meta), **times))
+        except DBIntegrityError:
+            raise NameTaken(f"a document named {name!r} already exists") from None
+
+    async def begin_staged_upload(self, intent: Intent, filename: str | None, upload_id: str,
+                                  length: int, meta: dict[str, str], *,
+                                  mode: UploadMode = UploadMode.TUS) -> None:
+        """A1 of an attachment that arrives as a resumable or direct upload: the pending
+        attachment row, owned by no document (this upload's, leased until the upload
+        expires) and the upload's row (offset 0, no document: ``document_id`` empty), in
+        one transaction."""
+        assert intent.kind == BlobKind.ATTACHMENT and ATTACHMENT_KEY in meta
+        times = self.times(lease=self._expiry(mode))
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=None, kind=intent.kind.value,
+                content_type=intent.content_type, attempt=intent.attempt, filename=filename,
+                **times))
+            await conn.execute(_insert_upload, dict(
+                id=upload_id, mode=mode.value, blob_name=intent.blob_name, document_id="",
+                attempt=intent.attempt, length=length, handle="", meta=json.dumps(meta),
+                **times))
+
+    def _expiry(self, mode: UploadMode) -> float:
+        return (self.settings.resumable_expiry if mode == UploadMode.TUS
+                else self.settings.direct_upload_expiry)
+
+    async def set_handle(self, upload: UploadRecord, handle: str) -> bool:
+        """The store's handle of the staged upload (started after C1), once."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(update(uploads).where(
+                uploads.c.id == upload.id, uploads.c.attempt == upload.attempt,
+                uploads.c.state == UploadState.OPEN.value, uploads.c.handle == "",
+            ).values(handle=handle))
+        return _count(won) == 1
+
+    async def find_upload(self, upload_id: str) -> UploadRecord | None:
+        """The upload's row, or None if there is none (never made, finished and forgotten,
+        terminated, or swept with its intent)."""
+        async with self.db.transaction(readonly=True) as conn:
+            row = (await conn.execute(
+                select(uploads, (uploads.c.expires_at <= NOW).label("expired"))
+                .where(uploads.c.id == upload_id), self.times())).one_or_none()
+        if row is None:
+            return None
+        return UploadRecord(row.id, UploadMode(row.mode), row.blob_name, row.document_id,
+                            row.attempt, row.state,
+                            row.length, row.offset, row.handle, json.loads(row.parts),
+                            json.loads(row.meta), row.expires_at, bool(row.expired),
+                            row.sha256)
+
+    async def record_parts(self, upload: UploadRecord, seen: int, offset: int,
+                           parts: Sequence[str]) -> bool:
+        """The durable offset: ``offset`` bytes are stored in ``parts``, only if the upload
+        is still open, unexpired, owned by its token and at ``seen`` (a concurrent request
+        that advanced it first wins; this one loses and stores nothing more)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_record_parts, dict(
+                u_id=upload.id, b_attempt=upload.attempt, u_seen=seen, u_offset=offset,
+                u_parts=json.dumps(list(parts)), **self.times()))
+        return _count(won) == 1
+
+    async def record_verified(self, upload: UploadRecord, sha256: str) -> bool:
+        """Before C3: the SHA-256 the service computed from the stored bytes, only while the
+        upload and its intent are still this upload's. The sweeper rolls a committed
+        upload forward only if this was recorded (a client that tagged its own direct
+        upload ``committed`` gets it deleted instead)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(update(uploads).where(
+                uploads.c.id == upload.id, uploads.c.state == UploadState.OPEN.value,
+                uploads.c.attempt == upload.attempt,
+                select(blobs.c.name).where(
+                    blobs.c.name == uploads.c.blob_name, blobs.c.state == PENDING,
+                    blobs.c.attempt == upload.attempt).exists(),
+            ).values(sha256=sha256, changed_at=NOW), self.times())
+        return _count(won) == 1
+
+    async def confirm_received(self, upload: UploadRecord) -> bool:
+        """After ``serve`` stored a direct upload's bytes: the upload is still open and its
+        intent still this upload's, by compare-and-set on the upload's row (the intent's
+        lease is left as the URL's expiry set it). False if the intent was lost (swept)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_confirm_received, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def unverified(self, names: Sequence[str]) -> dict[str, str | None]:
+        """Which of these blobs belong to uploads: name -> the verified SHA-256 (or None)."""
+        async with self.db.transaction(readonly=True) as conn:
+            rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.sha256).where(
+                uploads.c.blob_name.in_(names)))).all()
+        return {r.blob_name: r.sha256 for r in rows}
+
+    async def finish_upload(self, upload: UploadRecord) -> bool:
+        """After A3 (a staged attachment's upload): the upload is done; nothing is ever
+        written to it again. A document's upload ends with C4 itself (``commit_create``)."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_finish_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def close_settled_upload(self, upload: UploadRecord) -> bool:
+        """A document's upload still open although its document is ready (an older release
+        made C4 and the upload's end two transactions, and died between them): done, by
+        compare-and-set on the upload's token and the document ready with its blob."""
+        async with self.db.transaction() as conn:
+            won = await conn.execute(_close_settled_upload, dict(
+                u_id=upload.id, b_attempt=upload.attempt, **self.times()))
+        return _count(won) == 1
+
+    async def upload_live(self, blob_name: str) -> bool:
+        """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""
+        async with self.db.transaction(readonly=True) as conn:
+            found = (await conn.execute(select(uploads.c.id).where(
+                uploads.c.blob_name == blob_name, uploads.c.state == UploadState.OPEN.value,
+                uploads.c.expires_at > NOW), self.times())).first()
+        return found is not None
+
+    async def staged_handles(self, names: Sequence[str]) -> dict[str, str]:
+        """Which of these blobs belong to resumable uploads: name -> the store's handle."""
+        async with self.db.transaction(readonly=True) as conn:
+            rows = (await conn.execute(select(uploads.c.blob_name, uploads.c.handle).where(
+                uploads.c.blob_name.in_(names)))).all()
+        return {r.blob_name: r.handle for r in rows}
+
+    # -- C3/R3 prelude --------------------------------------------------------------------
+    async def confirm(self, intent: Intent, rename: str | None = None) -> bool:
+        """The intent is still this attempt's: extend its lease (and give a creation recorded
+        under a placeholder its real name: NameTaken if that is taken). False if lost."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
+                      **self.times(lease=self.settings.upload_deadline))
+        try:
+            async with self.db.transaction() as conn:
+                if _count(await conn.execute(_confirm, params)) != 1:
+                    return False
+                if rename is not None and intent.placeholder is not None:
+                    await conn.execute(_rename, dict(
+                        d_id=intent.document_id, d_placeholder=intent.placeholder,
+                        d_name=rename))
+                    await conn.execute(update(keys).where(
+                        keys.c.blob_name == intent.blob_name,
+                        keys.c.state == KeyState.PENDING.value).values(name=rename))
+        except DBIntegrityError:
+            raise NameTaken(f"a document named {rename!r} already exists") from None
+        if rename is not None:
+            intent.placeholder = None
+        return True
+
+    async def owns(self, intent: Intent) -> bool:
+        """Whether the intent is still this attempt's (pending, its token). Reads only: for
+        a failure path that must tell a lost intent from a failed step."""
+        async with self.db.transaction(readonly=True) as conn:
+            found = (await conn.execute(select(blobs.c.name).where(*_mine), dict(
+                b_name=intent.blob_name, b_attempt=intent.attempt))).first()
+        return found is not None
+
+    # -- C4 -------------------------------------------------------------------------------
+    async def commit_create(self, intent: Intent, digests: Digests,
+                            upload_id: str | None = None) -> Document | None:
+        """C4 (after C3): blob row committed and document ready, only while the intent is
+        this attempt's, or claimed by a sweeper that has not decided yet (the writer then
+        makes the roll-forward that sweeper would make; a sweeper that fenced the row first
+        wins); the key's first response recorded; with ``upload_id``, that upload done in the
+        same transaction (no state between C4 and the upload's end). None if the intent was
+        lost."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
+                      b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
+                      u_id=upload_id, **self.times(expires=self.settings.idempotency_retention))
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1 and (
+                    intent.kind != BlobKind.CREATE
+                    or _count(await conn.execute(_commit_claimed, params)) != 1):
+                return None
+            row = (await conn.execute(_ready_document, params)).one()
+            doc = Document.from_row(row)
+            await conn.execute(_key_done, dict(
+                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if upload_id is not None:
+                await conn.execute(_finish_upload, params)
+        return doc
+
+    async def settled_create(self, intent: Intent) -> Document | None:
+        """After a lost C4: the document if the sweeper rolled this creation forward."""
+        async with self.db.transaction(readonly=True) as conn:
+            row = (await conn.execute(select(documents).where(
+                documents.c.id == intent.document_id))).one_or_none()
+        if (row is None or row.status != DocumentStatus.READY
+                or row.blob_name != intent.blob_name or row.version != 1):
+            return None
+        return Document.from_row(row)
+
+    # -- R1, R4 ---------------------------------------------------------------------------
+    async def begin_replace(self, intent: Intent) -> None:
+        """R1: the replacement's pending blob row, this attempt's and leased."""
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=intent.document_id,
+                kind=intent.kind.value, content_type=intent.content_type,
+                attempt=intent.attempt, **self.times(lease=self.settings.upload_deadline)))
+
+    async def commit_replace(self, intent: Intent, digests: Digests) -> ReplaceOutcome:
+        """R4: the document points at the new blob and its version +1 only if the version
+        still matches and the intent is still this attempt's; the old blob to the deletion
+        path. A document that moved on sends the new blob to the deletion path instead."""
+        assert intent.expected_version is not None
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
+                      d_version=intent.expected_version, d_content_type=intent.content_type,
+                      b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
+                      **self.times())
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1:
+                return ReplaceOutcome(lost=True)
+            row = (await conn.execute(_point_document, params)).one_or_none()
+            if row is None:
+                await conn.execute(_to_deleting, params)
+                current = (await conn.execute(select(documents.c.version).where(
+                    documents.c.id == intent.document_id,
+                    documents.c.status == DocumentStatus.READY.value))).scalar_one_or_none()
+                return ReplaceOutcome(current_version=current)
+            await conn.execute(_to_deleting, dict(params, b_name=intent.old_blob))
+        return ReplaceOutcome(document=Document.from_row(row))
+
+    # -- delete ---------------------------------------------------------------------------
+    async def delete_document(self, doc_id: str, version: int) -> bool:
+        """Remove a ready document at ``version``; its blob to the deletion path."""
+        async with self.db.transaction() as conn:
+            blob = (await conn.execute(
+                delete(documents)
+                .where(documents.c.id == doc_id, documents.c.version == version,
+                       documents.c.status == DocumentStatus.READY.value)
+                .returning(documents.c.blob_name))).scalar_one_or_none()
+            if blob is None:
+                return False
+            await conn.execute(_to_deleting, dict(b_name=blob, **self.times()))
+        return True
+
+    # -- a live writer's failure path -----------------------------------------------------
+    async def abandon(self, intent: Intent, upload_id: str | None = None) -> bool:
+        """The intent, while still this attempt's, to the deletion path (a creation's pending
+        document and key go with it). False if someone else owns it now. With ``upload_id``
+        (an upload given up), only while that upload is still open and unverified: a
+        completion that recorded the verified SHA-256 first wins, in the same transaction
+        (the upload's row is re-checked under its lock, so a concurrent ``record_verified``
+        is either seen or refused)."""
+        params = dict(b_name=intent.blob_name, b_attempt=intent.attempt,
+                      d_id=intent.document_id, u_id=upload_id, **self.times())
+        try:
+            async with self.db.transaction() as conn:
+                fenced = _abandon if upload_id is None else _give_up
+                if _count(await conn.execute(fenced, params)) != 1:
+                    return False
+                if upload_id is not None and \
+                        _count(await conn.execute(_drop_unverified_upload, params)) != 1:
+                    raise _Undo  # verified meanwhile: nothing of this transaction stays
+                if intent.kind == BlobKind.CREATE:
+                    await conn.execute(_drop_pending_document, params)
+                    await conn.execute(_drop_pending_key, params)
+                await conn.execute(delete(uploads).where(
+                    uploads.c.blob_name == intent.blob_name))
+        except _Undo:
+            return False
+        return True
+
+    async def remove_abandoned(self, blob_name: str) -> bool:
+        """An abandoned intent whose blob is gone: its row, unless a sweeper claimed it."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_drop_abandoned, {"b_name": blob_name})) == 1
+
+    # -- A1 and the step before A3 --------------------------------------------------------
+    async def begin_stage(self, intent: Intent, filename: str | None) -> None:
+        """A1: a pending attachment row owned by no document, this attempt's and leased."""
+        async with self.db.transaction() as conn:
+            await conn.execute(_insert_blob, dict(
+                name=intent.blob_name, document_id=None, kind=BlobKind.ATTACHMENT.value,
+                content_type=intent.content_type, attempt=intent.attempt, filename=filename,
+                **self.times(lease=self.settings.upload_deadline)))
+
+    async def confirm_staged(self, intent: Intent, digests: Digests) -> bool:
+        """Before A3: the staged intent is still this attempt's; its lease extended and its
+        size and checksums recorded (A4 and the checks read them). False if lost."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_confirm_staged, dict(
+                b_name=intent.blob_name, b_attempt=intent.attempt, b_size=digests.size,
+                b_sha256=digests.sha256, b_md5=digests.md5,
+                **self.times(lease=self.settings.upload_deadline)))) == 1
+
+    async def staged_blob(self, blob_name: str) -> Row[Any] | None:
+        """An attachment's row in any state (None if there is none: never staged, or swept
+        and deleted)."""
+        async with self.db.transaction(readonly=True) as conn:
+            return (await conn.execute(select(blobs).where(
+                blobs.c.name == blob_name,
+                blobs.c.kind == BlobKind.ATTACHMENT.value))).one_or_none()
+
+    async def attachment(self, blob_name: str) -> Row[Any] | None:
+        """An attached blob's row (None if it is not attached)."""
+        async with self.db.transaction(readonly=True) as conn:
+            return (await conn.execute(select(blobs).where(
+                blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
+
+    # -- workers --------------------------------------------------------------------------
+    async def claim(self, state: BlobState, age: float, limit: int,
+                    lease: float) -> tuple[str, list[Row[Any]]]:
+        """Rows in ``state`` older than ``age`` whose lease has expired, up to ``limit``: the
+        claim's token and the rows it won (name, document_id, kind)."""
+        token = claim_token()
+        times = self.times(lease=lease, cutoff=age)
+        query = (select(blobs.c.name).where(
+            blobs.c.state == state.value, blobs.c.changed_at < CUTOFF,
+            blobs.c.lease_until < NOW).order_by(blobs.c.changed_at).limit(limit)
+            .with_for_update(skip_locked=True))  # rendered on PostgreSQL only
+        async with self.db.transaction() as conn:
+            names = list((await conn.execute(query, times)).scalars())
+            if not names:
+                return token, []
+            won = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == state.value,
+                       blobs.c.lease_until < NOW)
+                .values(attempt=token, lease_until=LEASE)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
+                times)).all()
+        order = {name: i for i, name in enumerate(names)}
+        return token, sorted(won, key=lambda r: order[r.name])
+
+    async def remove_swept(self, token: str, names: Sequence[str]) -> int:
+        """Stale intents whose blob is gone: their rows (a creation's pending document and
+        key too), only while the claim is still ``token``'s."""
+        async with self.db.transaction() as conn:
+            removed = (await conn.execute(
+                delete(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind))).all()
+            await _drop_intents(conn, removed)
+        return len(removed)
+
+    async def fence_swept(self, token: str, names: Sequence[str], *,
+                          keep_claim: bool = True) -> list[str]:
+        """Claimed stale intents the sweeper decided to delete (their blob absent or tagged
+        ``pending``), on a store whose delete cannot see the tag: ``pending -> deleting``
+        under the claim's token (kept, so :meth:`remove_deleted` can finish them), with a
+        creation's pending document, the pending key and the upload row, before any delete
+        is sent. ``deleting`` is final: no writer, retry or sweeper can commit these blobs
+        afterwards, however long this sweeper sleeps. Without ``keep_claim`` the rows are
+        handed to the deletion path at once (no owner, lease over). The names moved."""
+        release = {} if keep_claim else {"attempt": None, "lease_until": NOW}
+        async with self.db.transaction() as conn:
+            moved = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, changed_at=NOW, **release)
+                .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind),
+                self.times())).all()
+            await _drop_intents(conn, moved)
+        return [r.name for r in moved]
+
+    async def roll_forward(self, token: str, name: str, digests: Digests) -> str:
+        """C4 on behalf of a creation whose writer stopped after C3: ``ready``, ``deleting``
+        (no pending document points at it any more) or ``lost`` (the claim is not ours)."""
+        params = dict(b_name=name, b_attempt=token, b_size=digests.size,
+                      b_sha256=digests.sha256, b_md5=digests.md5,
+                      **self.times(expires=self.settings.idempotency_retention))
+        async with self.db.transaction() as conn:
+            if _count(await conn.execute(_commit_blob, params)) != 1:
+                return "lost"
+            doc_id = (await conn.execute(select(blobs.c.document_id).where(
+                blobs.c.name == name))).scalar_one()
+            row = (await conn.execute(_ready_document, dict(params, d_id=doc_id))).one_or_none()
+            if row is None:
+                await conn.execute(_to_deleting, params)
+                return "deleting"
+            doc = Document.from_row(row)
+            await conn.execute(_key_done, dict(
+                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            await conn.execute(update(uploads).where(uploads.c.blob_name == name).values(
+                state=UploadState.DONE.value, changed_at=NOW), params)
+        return "ready"
+
+    async def hand_to_deletion(self, token: str, names: Sequence[str]) -> int:
+        """Claimed pending rows that no document or owner will point at (a replacement whose
+        writer stopped after R3; a stale staged attachment, fenced before any storage call so
+        that a late A4 loses): to ``deleting``."""
+        async with self.db.transaction() as conn:
+            moved = await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW),
+                self.times())
+            await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
+        return _count(moved)
+
+    async def discard_unverified(self, token: str, names: Sequence[str]) -> int:
+        """Claimed upload intents whose blob is tagged committed although the service never
+        verified its bytes (a direct-upload client tagged it itself): to ``deleting``, with
+        their pending documents and upload rows, never to ``ready``."""
+        async with self.db.transaction() as conn:
+            moved = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == PENDING,
+                       blobs.c.attempt == token)
+                .values(state=DELETING, attempt=None, changed_at=NOW, lease_until=NOW)
+                .returning(blobs.c.name), self.times())).scalars().all()
+            if moved:
+                await conn.execute(delete(documents).where(
+                    documents.c.blob_name.in_(moved),
+                    documents.c.status == DocumentStatus.PENDING.value))
+                await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(moved)))
+        return len(moved)
+
+    async def pointed_at(self, names: Sequence[str]) -> set[str]:
+        """Which of these blobs a document points at, are ``attached``, or are still held by
+        the owner column their row names (the deletion path's guard)."""
+        async with self.db.transaction(readonly=True) as conn:
+            found = set((await conn.execute(select(documents.c.blob_name).where(
+                documents.c.blob_name.in_(names)))).scalars())
+            owned = (await conn.execute(select(
+                blobs.c.name, blobs.c.state, blobs.c.owner_table, blobs.c.owner_key,
+                blobs.c.owner_column).where(blobs.c.name.in_(names),
+                                            blobs.c.owner_table.is_not(None)))).all()
+            for row in owned:
+                if row.state == ATTACHED:
+                    found.add(row.name)
+                    continue
+                owner = Owner(row.owner_table, row.owner_key, row.owner_column)
+                if await conn.run_sync(owner_holds, owner, row.name):
+                    found.add(row.name)
+        return found
+
+    async def remove_deleted(self, token: str, names: Sequence[str]) -> int:
+        """The deletion path's last step: rows whose blob is gone, while still claimed."""
+        async with self.db.transaction() as conn:
+            removed = await conn.execute(delete(blobs).where(
+                blobs.c.name.in_(names), blobs.c.state == DELETING, blobs.c.attempt == token))
+        return _count(removed)
+
+    async def purge_keys(self) -> int:
+        """Idempotency keys past their retention."""
+        async with self.db.transaction() as conn:
+            purged = await conn.execute(delete(keys).where(
+                keys.c.state == KeyState.DONE.value, keys.c.expires_at <= NOW), self.times())
+        return _count(purged)
+
+
+async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
+    """What goes with stale intents that were removed or fenced (rows of name, document_id,
+    kind): a creation's pending document (while it still points at the blob), the pending
+    idempotency keys and the upload rows."""
+    if not rows:
+        return
+    creations = [(r.name, r.document_id) for r in rows if r.kind == BlobKind.CREATE]
+    if creations:
+        await conn.execute(delete(documents).where(
+            documents.c.id.in_([doc for _, doc in creations]),
+            documents.c.blob_name.in_([name for name, _ in creations]),
+            documents.c.status == DocumentStatus.PENDING.value))
+    names = [r.name for r in rows]
+    await conn.execute(delete(keys).where(
+        keys.c.blob_name.in_(names), keys.c.state == KeyState.PENDING.value))
+    await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
+
+
+class _Undo(Exception):
+    """Raised inside a transaction to roll it back: its compare-and-set lost half-way."""
+
+
+def _count(result: object) -> int:
+    return int(getattr(result, "rowcount", 0))
+
+
+def _names_key(exc: DBIntegrityError) -> bool:
+    text = str(exc.orig).lower()
+    return "idempotency_keys" in text or "pk_idempotency" in text
+

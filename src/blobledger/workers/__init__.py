@@ -1,0 +1,2 @@
+"""The workers: the sweeper (the deletion path), the reconciler, the checks, the doctor and
+the lifecycle policies."""

@@ -1,0 +1,29 @@
+"""``blobledger doctor``: probe a store for what the protocol needs of it.
+
+The checks every backend shares are in :mod:`.checks`; the cloud backends' own probes in
+:mod:`.azure` and :mod:`.s3`. This module picks the probes for ``settings.store_url``.
+"""
+
+from __future__ import annotations
+
+from blobledger.config import Settings
+from blobledger.stores import open_store
+from blobledger.workers.doctor.azure import azure_report
+from blobledger.workers.doctor.checks import Report, store_report
+from blobledger.workers.doctor.s3 import s3_extras
+
+__all__ = ["Report", "run_doctor"]
+
+
+async def run_doctor(settings: Settings) -> Report:
+    """Probe the store named by ``settings.store_url``; never leaves a probe behind."""
+    if settings.store_url.startswith("azure://"):
+        return await azure_report(settings)
+    store = open_store(settings.store_url, settings)
+    try:
+        await store.ping()
+        if settings.store_url.startswith("s3://"):
+            return await store_report(store, s3_extras(store))
+        return await store_report(store)
+    finally:
+        await store.close()
