@@ -1,0 +1,111 @@
+"""The public names, pinned: what README.md and docs/ tell users to import.
+
+A module with ``__all__`` is pinned exactly; the others must keep at least the names listed.
+Everything else (``blobledger._base``, names with a leading underscore) is private. The old
+flat paths of the modules that moved into the layer packages still work for this release and
+warn (``blobledger._deprecated.MOVED``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import pytest
+
+from blobledger import _deprecated
+from blobledger.protocol.models import PENDING_TAG
+from blobledger.stores.azure import store as azure_store
+
+ERRORS = ["BlobAlreadyExists", "BlobLedgerError", "BlobNotFound", "ConditionNotMet",
+          "ConfigError", "DatabaseUnavailable", "IdempotencyConflict", "IdempotencyInProgress",
+          "IntegrityError", "IntentLost", "InvalidInput", "InvalidName", "NameTaken", "NotFound",
+          "OffsetMismatch", "PreconditionFailed", "StoreError", "StoreUnavailable",
+          "UploadAborted", "UploadGone", "UploadTooLarge"]
+
+#: modules with ``__all__``: exactly these names
+EXACT: dict[str, list[str]] = {
+    "blobledger": sorted([*ERRORS, "Document", "Ledger"]),
+    "blobledger.sqlalchemy": ["AttachLost", "Attachment", "AttachmentList", "AttachmentRef",
+                              "StagedBlob", "StagedUpload", "has_many_attached",
+                              "has_one_attached"],
+    "blobledger.testing": ["StoreContract"],
+    "blobledger.stores": ["BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store",
+                          "UncommittedInfo", "open_store"],
+    "blobledger.stores.azure": ["AzureStore", "BLOCK_SIZE", "CREATE_ONLY", "NO_COMMITTED_BLOB",
+                                "SINGLE_PUT_LIMIT", "map_errors", "tag_condition", "translate"],
+    "blobledger.stores.s3": ["S3Store", "map_errors", "translate"],
+    "blobledger.api": ["create_app"],
+    "blobledger.protocol.migrate": ["EMBEDDED_VERSION_TABLE", "MIGRATIONS", "alembic_config",
+                                    "ensure_schema", "migrate_database", "upgrade",
+                                    "upgrade_within"],
+}
+
+#: modules without ``__all__``: at least these names (the documented ones)
+AT_LEAST: dict[str, list[str]] = {
+    "blobledger.errors": [*ERRORS, "AttachLost", "Digests", "SweeperBusy"],
+    "blobledger.config": ["Settings", "load_settings", "from_env"],
+    "blobledger.blocking": ["BlockingLedger"],
+    "blobledger.stores.base": ["BlobInfo", "BlobReader", "Capabilities", "Condition",
+                               "DeleteOutcome", "DirectPut", "Store", "UncommittedInfo"],
+    "blobledger.stores.local": ["LocalStore"],
+    "blobledger.stores.azure.settings": ["AzureSettings"],
+    "blobledger.telemetry": ["enable", "disable", "span"],
+    "blobledger.failpoints": ["configure", "FailpointError"],
+    "blobledger.db": ["Database", "create_engine", "configure_sqlite"],
+    "blobledger.protocol.ledger": ["Ledger"],
+    "blobledger.protocol.transitions": ["Intent"],
+    "blobledger.protocol.models": ["Base", "BlobRow", "DocumentRow", "BlobState"],
+    "blobledger.workers.sweeper": ["Sweeper", "SweepReport", "sweep_forever",
+                                   "SWEEP_INTERVAL_ENV"],
+    "blobledger.workers.invariants": ["check", "InvariantReport", "Violation"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(EXACT))
+def test_all_is_pinned(module: str) -> None:
+    assert sorted(importlib.import_module(module).__all__) == EXACT[module]
+
+
+@pytest.mark.parametrize("module", sorted(AT_LEAST))
+def test_documented_names_are_there(module: str) -> None:
+    imported = importlib.import_module(module)
+    assert [name for name in AT_LEAST[module] if not hasattr(imported, name)] == []
+
+
+def test_the_ledger_is_one_class_at_every_public_path() -> None:
+    from blobledger import Ledger
+    from blobledger.protocol.ledger import Ledger as Moved
+
+    assert Ledger is Moved
+
+
+def test_the_azure_stores_pending_tag_is_the_protocols() -> None:
+    """The stores sit below the protocol and keep their own copy of the pending tag."""
+    assert azure_store.PENDING_TAG == PENDING_TAG
+
+
+@pytest.mark.parametrize("old", sorted(_deprecated.MOVED))
+def test_each_moved_path_still_works_and_warns(old: str) -> None:
+    new = importlib.import_module(_deprecated.MOVED[old])
+    name = next(n for n in sorted(vars(new)) if not n.startswith("_"))
+    shim = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated.*from {new.__name__}"):
+        value = getattr(shim, name)
+    assert value is getattr(new, name)
+
+
+def test_a_documented_moved_import_warns_at_the_import_line() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from blobledger.sweeper import Sweeper  # type: ignore[attr-defined]
+        from blobledger.workers.sweeper import Sweeper as Moved
+    assert Sweeper is Moved
+    [warning] = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert "blobledger.workers.sweeper" in str(warning.message)
+    assert warning.filename == __file__
+
+
+def test_nothing_private_is_exported() -> None:
+    for module in EXACT:
+        assert [n for n in importlib.import_module(module).__all__ if n.startswith("_")] == []
