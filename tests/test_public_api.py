@@ -98,7 +98,7 @@ def test_each_moved_path_still_works_and_warns(old: str) -> None:
 def test_a_documented_moved_import_warns_at_the_import_line() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        from blobledger.sweeper import Sweeper  # type: ignore[attr-defined]
+        from blobledger.sweeper import Sweeper
         from blobledger.workers.sweeper import Sweeper as Moved
     assert Sweeper is Moved
     [warning] = [w for w in caught if issubclass(w.category, DeprecationWarning)]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from blobledger import Ledger
-from blobledger.resumable import Resumable
+from blobledger.uploads.resumable import Resumable
 from tests.api.conftest import client_for
 
 SEGMENT = 64 * 1024
@@ -28,8 +28,8 @@ CHILD = """
 import asyncio, sys
 from blobledger.config import Settings
 from blobledger.db import Database
-from blobledger.ledger import Ledger
-from blobledger.resumable import Resumable
+from blobledger.protocol.ledger import Ledger
+from blobledger.uploads.resumable import Resumable
 from blobledger.stores.local import LocalStore
 
 async def main(database_url: str, root: str, upload_id: str) -> None:

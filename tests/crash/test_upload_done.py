@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from blobledger import Ledger
-from blobledger.models import UploadRow, UploadState
+from blobledger.protocol.models import UploadRow, UploadState
 from tests.api.conftest import client_for
 from tests.api.test_direct import begin, put
 from tests.crash.child import Job, Target, payload
