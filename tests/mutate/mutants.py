@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: the files whose fences are mutated, relative to ``src/``
-TRANSITIONS = "blobledger/transitions.py"
-RECONCILER = "blobledger/reconciler.py"
+TRANSITIONS = "blobledger/protocol/transitions.py"
+RECONCILER = "blobledger/workers/reconciler.py"
 STORES = ("blobledger/stores/local.py", "blobledger/stores/azure/store.py",
           "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck")
@@ -92,7 +92,12 @@ class _Source:
 
 
 def _short(path: str) -> str:
-    return path.removeprefix("blobledger/").removesuffix(".py")
+    """A mutant id's module part: the path under the package without its layer folder
+    (``protocol/transitions.py`` is ``transitions``), so the ids outlive a move."""
+    short = path.removeprefix("blobledger/").removesuffix(".py")
+    for layer in ("protocol/", "workers/", "uploads/"):
+        short = short.removeprefix(layer)
+    return short
 
 
 def _flat(text: str, width: int = 90) -> str:

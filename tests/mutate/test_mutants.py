@@ -35,12 +35,12 @@ def test_lists_mutants_of_every_kind_from_the_sources() -> None:
     assert set(KNOWN) <= set(ids), set(KNOWN) - set(ids)
     paths = {m["path"] for m in mutants}
     assert {"blobledger/stores/local.py", "blobledger/stores/azure/store.py",
-            "blobledger/stores/s3/store.py", "blobledger/reconciler.py"} <= paths
+            "blobledger/stores/s3/store.py", "blobledger/workers/reconciler.py"} <= paths
     assert all(m["tests"] for m in mutants), "every mutant has tests to run"
 
 
 def test_a_mutant_is_killed_in_a_copy_and_the_tree_left_alone() -> None:
-    source = (ROOT / "src/blobledger/transitions.py").read_bytes()
+    source = (ROOT / "src/blobledger/protocol/transitions.py").read_bytes()
     done = mutate("--only", "rowcount:transitions:confirm:won", "--json", "--tests",
                   "tests/ledger/test_fencing.py -k 'sqlite-local and swept_intent'")
     assert done.returncode == 0, done.stderr
@@ -48,4 +48,4 @@ def test_a_mutant_is_killed_in_a_copy_and_the_tree_left_alone() -> None:
     assert [(m["id"], m["status"]) for m in report["mutants"]] == [
         ("rowcount:transitions:confirm:won", "killed")], report
     assert "swept_intent" in report["mutants"][0]["test"]
-    assert (ROOT / "src/blobledger/transitions.py").read_bytes() == source
+    assert (ROOT / "src/blobledger/protocol/transitions.py").read_bytes() == source
