@@ -1,2 +1,2 @@
-"""The floor every layer may use: small helpers that import nothing of ours but the errors,
-the settings and telemetry. Private."""
+"""The floor every layer may use: the name rules, durations and sizes, asyncio helpers, the
+log set-up and the metrics. Private: nothing here is part of the public API."""

@@ -1,2 +1,2 @@
-"""The workers: the sweeper (the deletion path), the reconciler, the checks, the doctor and
-the lifecycle policies."""
+"""The workers: the sweeper (the deletion path), the reconciler, the checks, the doctor, the
+lifecycle policies and the storage experiments."""
