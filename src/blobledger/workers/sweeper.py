@@ -300,13 +300,17 @@ class Sweeper:
         ``deleting`` for good). ``committed``: resolved as a refused delete is."""
         store = self.ledger.store
         tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
-        doomed = [r for r, tag in zip(rows, tags, strict=True)
-                  if tag is None or tag == BlobState.PENDING]
-        others = [r for r, tag in zip(rows, tags, strict=True)
-                  if not (tag is None or tag == BlobState.PENDING)]
+        doomed: list[_Claimed] = []
+        others: list[tuple[_Claimed, str]] = []
+        for row, tag in zip(rows, tags, strict=True):
+            if tag is None or tag == BlobState.PENDING:
+                doomed.append(row)
+            else:
+                others.append((row, tag))
         if doomed:
             handles = await self.ledger.transitions.staged_handles([r.name for r in doomed])
-            fenced = await self.ledger.transitions.fence_swept(token, [r.name for r in doomed])
+            fenced = set(await self.ledger.transitions.fence_swept(
+                token, [r.name for r in doomed]))
             if len(fenced) != len(doomed):
                 log.warning("sweep: %d intents changed owner before they were fenced",
                             len(doomed) - len(fenced))
@@ -329,7 +333,8 @@ class Sweeper:
             report.moved_to_deleting += len(fenced) - removed
         if others:
             await failpoints.hit("sweep.before_resolve")
-            await self._resolve_refused(others, token, report)
+            await self._resolve_refused([r for r, _ in others], token, report,
+                                        tags=[tag for _, tag in others])
 
     async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
         """The uncommitted parts of swept resumable uploads (best effort: what a failure
@@ -345,12 +350,16 @@ class Sweeper:
                 log.warning("sweep: dropping the parts of %s failed: %s", name, exc)
 
     async def _resolve_refused(
-        self, rows: Sequence[_Claimed], token: str, report: SweepReport
+        self, rows: Sequence[_Claimed], token: str, report: SweepReport,
+        tags: Sequence[str | None] | None = None,
     ) -> None:
         """The blob is not tagged pending: roll a committed creation forward, hand a
-        committed replacement to the deletion path, refuse anything else."""
-        store = self.ledger.store
-        tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name) for r in rows])
+        committed replacement to the deletion path, refuse anything else. ``tags``: each
+        row's ``state`` tag as read since the claim (read here if not given)."""
+        if tags is None:
+            store = self.ledger.store
+            tags = await _gather(CONCURRENCY, [_tags_or_none(store.get_tags, r.name)
+                                               for r in rows])
         committed = []
         untagged = []
         for row, tag in zip(rows, tags, strict=True):
