@@ -23,7 +23,7 @@ from tests.support.server import blobledger_command
 
 #: a status, its headers (or what makes them when it is sent) and its JSON body
 Answer = tuple[int, dict[str, str] | Callable[[], dict[str, str]], dict[str, object]]
-DOCUMENT: dict[str, object] = {"id": "d1", "name": "f.txt"}
+DOCUMENT: dict[str, object] = {"id": "d1", "name": "f.txt", "version": 1}
 
 
 class Scripted(ThreadingHTTPServer):

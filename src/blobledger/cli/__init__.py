@@ -18,7 +18,8 @@ code  meaning
 ====  ======================================================================================
 
 Errors a user can act on end as one line on stderr, ``blobledger: error: ...`` (a
-configuration with several mistakes: one such line per mistake).
+configuration with several mistakes: one such line per mistake), its control and
+direction-changing characters escaped (:func:`fail`).
 """
 
 from __future__ import annotations
@@ -179,8 +180,12 @@ def run_async(function: Callable[P, Awaitable[R]]) -> Callable[P, R]:
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> int:
-    """Print one readable line to stderr and return the exit code."""
-    print(f"blobledger: error: {message}", file=sys.stderr)
+    """Print one readable line to stderr and return the exit code. Control, line-breaking
+    and direction-changing characters in it (a server's problem detail may hold any) are
+    shown escaped, never sent to the terminal."""
+    from blobledger.cli._output import one_line
+
+    print(f"blobledger: error: {one_line(message)}", file=sys.stderr)
     return code
 
 

@@ -4,7 +4,9 @@ readable line.
 
 ``--url`` defaults to the ``url`` setting (``BLOBLEDGER_URL``, else http://127.0.0.1:8000);
 ``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
-``ClientError("<detail> (HTTP 409)")``.
+``ClientError("<detail> (HTTP 409)")``; an error answer whose body is not a valid problem
+document, "the server answered 409 with a body that is not a problem document"
+(:mod:`._answers` checks every body the commands read).
 
 Retries are stamina's (:func:`retrying`: bounded attempts and total time, exponential
 backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
@@ -15,6 +17,7 @@ seconds or as an HTTP date. Any other 4xx is final.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,14 +30,14 @@ import httpx
 import stamina
 
 from blobledger import __version__
+from blobledger.cli._answers import describe
 from blobledger.cli._output import Progress
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
 __all__ = ["ClientError", "Connection", "Progress", "TryAgain", "check", "connection_options",
-           "describe", "document_path", "open_client", "problem_type", "read_chunks",
+           "describe", "document_path", "open_client", "read_chunks",
            "retry_after", "retrying", "unreachable"]
-PROBLEM_PREFIX = "urn:blobledger:problem:"
 CHUNK = 1024 * 1024
 #: statuses retried with or without Retry-After
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
@@ -62,7 +65,6 @@ class TryAgain(ClientError):
         """The response, unless it says retry (TryAgain) or failed (ClientError)."""
         if response.status_code < 400:
             return response
-        response.read()
         wait = retry_after(response)
         if response.status_code in RETRY_STATUSES or (
                 wait is not None and response.status_code in RETRY_AFTER_STATUSES):
@@ -132,47 +134,33 @@ class Connection:
         return cls(url, token)
 
 
-def open_client(connection: Connection) -> httpx.Client:
+@contextlib.contextmanager
+def open_client(connection: Connection) -> Iterator[httpx.Client]:
+    """The client for the service (never following a redirect); an answer that cannot be
+    read (a broken encoding, a bad header) inside the block is one line, not a
+    traceback."""
     url = connection.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--url must be an http:// or https:// URL, not {url!r}")
     headers = {"User-Agent": f"blobledger-cli/{__version__}"}
     if connection.token:
         headers["Authorization"] = f"Bearer {connection.token}"
-    return httpx.Client(base_url=url, headers=headers, trust_env=False,
-                        timeout=httpx.Timeout(30.0, read=300.0))
+    with httpx.Client(base_url=url, headers=headers, trust_env=False, follow_redirects=False,
+                      timeout=httpx.Timeout(30.0, read=300.0)) as client:
+        try:
+            yield client
+        except httpx.TransportError as exc:
+            raise unreachable(url, exc) from None
+        except httpx.HTTPError as exc:
+            raise ClientError(f"the answer of {url} could not be read: {exc}") from None
 
 
 def document_path(doc_id: str, suffix: str = "") -> str:
     return f"/documents/{quote(doc_id, safe='')}{suffix}"
 
 
-def problem_type(response: httpx.Response) -> str | None:
-    """The short problem type (``name-taken``) of a problem response, if it is one."""
-    if not response.headers.get("content-type", "").startswith("application/problem+json"):
-        return None
-    try:
-        kind = response.json().get("type", "")
-    except ValueError:
-        return None
-    return str(kind).removeprefix(PROBLEM_PREFIX) if isinstance(kind, str) else None
-
-
-def describe(response: httpx.Response) -> str:
-    """One line for a failed response: the problem's detail, else the status."""
-    detail = ""
-    if problem_type(response) is not None:
-        body = response.json()
-        detail = str(body.get("detail") or body.get("title") or "")
-    elif response.text and len(response.text) < 200 and "\n" not in response.text.strip():
-        detail = response.text.strip()
-    status = f"HTTP {response.status_code}"
-    return f"{detail} ({status})" if detail else f"{status} {response.reason_phrase}".strip()
-
-
 def check(response: httpx.Response) -> httpx.Response:
     if response.status_code >= 400:
-        response.read()
         raise ClientError(describe(response))
     return response
 

@@ -3,11 +3,17 @@ the stream is not one (a pipe, a file, a test).
 
 Names and details from the database or the store go through :func:`display_name` and are
 printed as :class:`rich.text.Text` (never parsed as markup): a control or bidirectional
-character is shown escaped, never raw.
+character is shown escaped, never raw. Everything a client command prints that came from the
+server goes through this module too: fields through :func:`display_name` (:func:`fields` for
+a tab-separated line), JSON through :func:`print_json` (ASCII only: every control, C1,
+bidirectional or zero-width character is a JSON escape), error lines through
+:func:`one_line` (``blobledger.cli.fail``). A terminal never receives an escape sequence,
+a title, a clipboard write or a reordered line from a server's answer.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import unicodedata
 from collections.abc import Sequence
@@ -31,6 +37,24 @@ def plain(text: str) -> str:
     line (backslashes kept: the report's own text may hold them)."""
     return "\n".join("".join(_escape(c) if unicodedata.category(c) in _HIDDEN else c
                               for c in line) for line in text.split("\n"))
+
+
+def one_line(text: str) -> str:
+    """An error line: hidden and direction-changing characters escaped, line breaks and tabs
+    too (backslashes kept), so that it stays one line whatever a server put in it."""
+    return "".join(_escape(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
+
+
+def fields(values: Sequence[object]) -> str:
+    """One tab-separated line of values, each escaped (a tab or a line break inside a value
+    cannot split it)."""
+    return "\t".join(display_name(str(value)) for value in values)
+
+
+def print_json(value: object, stream: IO[str] | None = None) -> None:
+    """One line of JSON holding only printable ASCII (``ensure_ascii``: C0, DEL, C1,
+    bidirectional and zero-width characters are all ``\\uXXXX`` escapes)."""
+    print(json.dumps(value, ensure_ascii=True), file=stream or sys.stdout)
 
 
 def _escape(c: str) -> str:
@@ -109,9 +133,10 @@ class Progress:
 
 
 def table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str]],
-          *, stream: IO[str] | None = None) -> None:
+          *, stream: IO[str] | None = None, multiline: bool = True) -> None:
     """A rich table (for a terminal; callers print plain text otherwise). A cell may hold
-    several lines; each is escaped."""
+    several lines, each escaped; with ``multiline`` False (values from a server) a line
+    break is escaped too and every cell is one line."""
     from rich.table import Table
     from rich.text import Text
 
@@ -119,6 +144,6 @@ def table(title: str | None, headers: Sequence[str], rows: Sequence[Sequence[str
     for header in headers:
         grid.add_column(header)
     for row in rows:
-        grid.add_row(*(Text("\n".join(display_name(line) for line in cell.split("\n")))
-                       for cell in row))
+        grid.add_row(*(Text("\n".join(display_name(line) for line in cell.split("\n"))
+                            if multiline else display_name(cell)) for cell in row))
     console(stream).print(grid)

@@ -3,24 +3,32 @@ terminal, tab-separated lines otherwise (``--json``: one JSON document per line)
 
 Names are printed with every character that displays as something else or as nothing
 (controls, bidirectional overrides, zero-width characters, line separators) escaped as
-``\\uXXXX``: the service refuses them in new names, but older names may hold them."""
+``\\uXXXX``: the service refuses them in new names, but older names may hold them; every
+other field too (ids, dates), since a server may put anything in them. A page that is not a
+page of documents, a cursor given twice or more than ``--max-pages`` pages end the listing
+with one error line (exit 1), after the rows already printed."""
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 import httpx
 
+from blobledger.cli._answers import DocumentAnswer, Page, read
 from blobledger.cli._client import (
+    ClientError,
     Connection,
     check,
     connection_options,
     open_client,
-    unreachable,
 )
-from blobledger.cli._output import display_name, is_terminal, table
+from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
+
+#: the most pages one listing follows by default (``--max-pages``)
+MAX_PAGES = 10_000
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger ls --prefix reports/\n"
@@ -28,39 +36,55 @@ from blobledger.cli._output import display_name, is_terminal, table
 @click.option("--prefix", default="", help="only names starting with this")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True,
               help="documents per request")
+@click.option("--max-pages", type=click.IntRange(min=1), default=MAX_PAGES, show_default=True,
+              help="stop with an error after this many pages")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document per line")
 @connection_options
-def command(prefix: str, page_size: int, as_json: bool, url: str | None,
+def command(prefix: str, page_size: int, max_pages: int, as_json: bool, url: str | None,
             token: str | None) -> int:
     """List ready documents in name order: id, version, size, last change, name
     (tab-separated)."""
     connection = Connection.resolve(url, token)
-    cursor: str | None = None
     rich = not as_json and is_terminal(sys.stdout)
     rows: list[list[str]] = []
     with open_client(connection) as client:
-        while True:
-            params = {"prefix": prefix, "limit": str(page_size)}
-            if cursor:
-                params["cursor"] = cursor
-            try:
-                page = check(client.get("/documents", params=params)).json()
-            except httpx.HTTPError as exc:
-                raise unreachable(connection.url, exc) from None
-            for doc in page["items"]:
+        for page in pages(client, prefix, page_size, max_pages):
+            for doc, data in page:
                 if as_json:
-                    print(json.dumps(doc))
+                    print_json(data)
                 elif rich:
-                    rows.append([str(doc["id"]), str(doc["version"]), f"{doc['size']:,}",
-                                 str(doc["updated_at"]), str(doc["name"])])
+                    size = f"{doc.size:,}" if doc.size is not None else ""
+                    rows.append([doc.id, str(doc.version), size, str(doc.updated_at or ""),
+                                 doc.name])
                 else:
-                    print(f"{doc['id']}\t{doc['version']}\t{doc['size']}\t"
-                          f"{doc['updated_at']}\t{display_name(str(doc['name']))}")
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
+                    print(fields([doc.id, doc.version, "" if doc.size is None else doc.size,
+                                  doc.updated_at or "", doc.name]))
     if rich:
-        table(None, ["id", "version", "size", "updated", "name"], rows)
+        table(None, ["id", "version", "size", "updated", "name"], rows, multiline=False)
     return 0
+
+
+def pages(client: httpx.Client, prefix: str, page_size: int,
+          max_pages: int) -> Iterator[list[tuple[DocumentAnswer, Any]]]:
+    """Every page, each checked, following ``next_cursor``: a cursor the server gave before
+    (a listing that would never end) or more than ``max_pages`` pages is an error."""
+    cursor: str | None = None
+    seen: set[str] = set()
+    for number in range(1, max_pages + 1):
+        params = {"prefix": prefix, "limit": str(page_size)}
+        if cursor:
+            params["cursor"] = cursor
+        page, data = read(Page, check(client.get("/documents", params=params)),
+                          "a page of documents")
+        yield list(zip(page.items, data["items"], strict=True))
+        cursor = page.next_cursor
+        if not cursor:
+            return
+        if cursor in seen:
+            raise ClientError(f"the server gave page {number} the cursor of an earlier page: "
+                              "the listing would never end; stopped")
+        seen.add(cursor)
+    raise ClientError(f"stopped after {max_pages:,} pages (--max-pages): the listing goes on")
+
 
 __all__ = ["command", "display_name"]

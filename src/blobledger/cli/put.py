@@ -15,7 +15,6 @@ server completes the upload after checking what the store holds.
 from __future__ import annotations
 
 import hashlib
-import json
 import mimetypes
 import os
 import random
@@ -26,6 +25,7 @@ from pathlib import Path
 import click
 import httpx
 
+from blobledger.cli._answers import DocumentAnswer, read
 from blobledger.cli._client import (
     MAX_DELAY,
     ClientError,
@@ -40,6 +40,7 @@ from blobledger.cli._client import (
     retrying,
     unreachable,
 )
+from blobledger.cli._output import print_json
 
 #: the store's answers to a direct PUT that are retried
 STORE_RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
@@ -101,7 +102,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
         if direct:
             doc = direct_upload(connection.url, retries, client, path, name, content_type, size)
             if doc is not None:
-                print(json.dumps(doc))
+                print_json(doc)
                 return 0
         tries = 0
         try:
@@ -114,7 +115,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
         except httpx.TransportError as exc:
             last = str(unreachable(connection.url, exc))
         else:
-            print(json.dumps(response.json()))
+            print_json(read(DocumentAnswer, response, "a document")[1])
             return 0
     raise ClientError(f"upload of {os.fspath(path)} failed after {tries} attempts: {last}")
 
@@ -143,7 +144,7 @@ def _sha256(path: Path) -> str:
 
 
 def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name: str,
-                  content_type: str, size: int) -> dict[str, object] | None:
+                  content_type: str, size: int) -> object | None:
     """POST /uploads, PUT the bytes where it says, complete; None if not offered."""
     try:
         sha256 = _sha256(path)
@@ -196,5 +197,6 @@ def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name
     except httpx.TransportError as exc:
         last = str(unreachable(url, exc))
     else:
-        return dict(done.json())
+        document: object = read(DocumentAnswer, done, "a document")[1]
+        return document
     raise ClientError(f"completing the upload of {os.fspath(path)} failed: {last}")

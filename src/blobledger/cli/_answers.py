@@ -1,0 +1,152 @@
+"""What the client commands read from the server, checked before anything is done with it.
+
+The server is not trusted: a body that is not what the command expects is an error of one
+line (exit 1), never a traceback nor a guess.
+
+- An error answer's body is a problem document (RFC 9457): a JSON object whose ``type``,
+  ``title``, ``detail`` and ``instance`` are strings and whose ``status`` is an integer HTTP
+  status (extension members are ignored). Anything else, or more than :data:`MAX_PROBLEM`
+  bytes, is told as "the server answered <status> with a body that is not a problem
+  document".
+- A success body is read into a strict pydantic model (no coercion: ``"3"`` is not a
+  version): a document, a page of documents, a direct upload's target; anything else is
+  :class:`BadAnswer`, "the server answered 201 with a body that is not a document (...)".
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any, TypeVar
+
+import httpx
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from blobledger.errors import BlobLedgerError
+
+#: the most of an error answer's body that is read (a problem document is small)
+MAX_PROBLEM = 64 * 1024
+#: the longest detail shown (the rest is cut)
+MAX_DETAIL = 500
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class Problem(_Strict):
+    """RFC 9457's members, each of its type when present."""
+
+    type: str = "about:blank"
+    title: str | None = None
+    status: int | None = Field(default=None, ge=100, le=599)
+    detail: str | None = None
+    instance: str | None = None
+
+
+class DocumentAnswer(_Strict):
+    """The members of a document the commands print or use."""
+
+    id: str = Field(min_length=1, max_length=1024)
+    name: str = Field(max_length=4096)
+    version: int
+    size: int | None = None
+    updated_at: str | None = None
+
+
+class Page(_Strict):
+    """One page of ``GET /documents``."""
+
+    items: list[DocumentAnswer]
+    next_cursor: str | None = Field(default=None, max_length=4096)
+
+
+class DirectTarget(_Strict):
+    """``POST /uploads``'s answer: where and how to send the bytes (checked further by
+    :mod:`blobledger.cli._direct` before anything is sent)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")
+    method: str
+    url: str = Field(max_length=8192)
+    headers: dict[str, str]
+    size: int | None = None
+
+
+def status_text(status: int) -> str:
+    """``HTTP 404 Not Found``: the phrase is the standard one, never the server's."""
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def error_body(response: httpx.Response) -> bytes | None:
+    """The body of an error answer, at most :data:`MAX_PROBLEM` bytes (None: longer)."""
+    try:
+        body = response.content
+    except httpx.ResponseNotRead:
+        collected = bytearray()
+        for chunk in response.iter_bytes():
+            collected += chunk
+            if len(collected) > MAX_PROBLEM:
+                break
+        body = bytes(collected)
+    return body if len(body) <= MAX_PROBLEM else None
+
+
+def problem(response: httpx.Response) -> Problem | None:
+    """The error answer's problem document; None for an empty body; ValueError for a body
+    that is not one."""
+    body = error_body(response)
+    if body is None:
+        raise ValueError("too long")
+    if not body.strip():
+        return None
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in ("application/problem+json", "application/json"):
+        raise ValueError(f"content type {kind!r}")
+    return Problem.model_validate(_json(body))
+
+
+def describe(response: httpx.Response) -> str:
+    """One line for an error answer: the problem's detail (or title) and the status."""
+    status = response.status_code
+    try:
+        found = problem(response)
+    except (ValueError, ValidationError):
+        return f"the server answered {status} with a body that is not a problem document"
+    text = (found.detail or found.title or "") if found is not None else ""
+    text = " ".join(text.split())
+    if len(text) > MAX_DETAIL:
+        text = text[:MAX_DETAIL] + "…"
+    return f"{text} (HTTP {status})" if text else status_text(status)
+
+
+class BadAnswer(BlobLedgerError):
+    """A success answer whose body is not what the command expects (one line, exit 1)."""
+
+
+def read(model: type[M], response: httpx.Response, what: str) -> tuple[M, Any]:
+    """A success body as ``model`` and as the JSON value it was read from; BadAnswer, one
+    line naming what was expected, otherwise."""
+    try:
+        data = _json(response.content)
+        return model.model_validate(data), data
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the body"
+        reason = f"{where}: {first['msg']}"
+    except ValueError as exc:
+        reason = str(exc)
+    raise BadAnswer(f"the server answered {response.status_code} with a body that is not "
+                    f"{what} ({reason})")
+
+
+def _json(body: bytes) -> Any:
+    """The JSON value (pydantic's parser: bounded nesting, no NaN; ValueError otherwise)."""
+    try:
+        return pydantic_core.from_json(body, allow_inf_nan=False)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
