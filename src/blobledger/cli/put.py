@@ -9,7 +9,9 @@ nothing else. Prints the document as JSON.
 With ``--direct`` the bytes go to the store itself when the server offers it (``POST
 /uploads``; a server without it gets the ordinary upload): the file's SHA-256 is declared, the
 bytes are PUT to the URL the server answered (never with this client's token), and the
-server completes the upload after checking what the store holds.
+server completes the upload after checking what the store holds. The URL, method and
+headers the server answers are checked first (:mod:`blobledger.cli._direct`): a target the
+CLI does not expect is refused and nothing is sent.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import os
-import random
-import time
 import uuid
 from pathlib import Path
 
@@ -27,32 +27,18 @@ import httpx
 
 from blobledger.cli._answers import DocumentAnswer, read
 from blobledger.cli._client import (
-    MAX_DELAY,
     ClientError,
     Connection,
     Progress,
     TryAgain,
     connection_options,
-    describe,
     open_client,
     read_chunks,
-    retry_after,
     retrying,
     unreachable,
 )
+from blobledger.cli._direct import direct_upload
 from blobledger.cli._output import print_json
-
-#: the store's answers to a direct PUT that are retried
-STORE_RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
-
-
-def retry_delay(attempt: int, response: httpx.Response | None) -> float:
-    """Retry-After if the store gave one, else exponential backoff with jitter."""
-    after = retry_after(response) if response is not None else None
-    if after is not None:
-        return min(after, MAX_DELAY)
-    return min(0.25 * 2.0**attempt, MAX_DELAY) * random.uniform(0.8, 1.2)
-
 
 EXAMPLES = """\b
 Examples:
@@ -100,7 +86,8 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                "Content-Type": content_type, "Content-Length": str(size)}
     with open_client(connection) as client:
         if direct:
-            doc = direct_upload(connection.url, retries, client, path, name, content_type, size)
+            doc = direct_upload(connection.url, retries, client, path, name, content_type,
+                                size, _sha256(path))
             if doc is not None:
                 print_json(doc)
                 return 0
@@ -137,66 +124,10 @@ def _post(client: httpx.Client, path: Path, name: str, size: int,
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name: str,
-                  content_type: str, size: int) -> object | None:
-    """POST /uploads, PUT the bytes where it says, complete; None if not offered."""
     try:
-        sha256 = _sha256(path)
+        with path.open("rb") as handle:
+            while chunk := handle.read(1024 * 1024):
+                digest.update(chunk)
     except OSError as exc:
         raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        began = client.post("/uploads", json={"name": name, "size": size,
-                                              "content_type": content_type, "sha256": sha256})
-    except httpx.TransportError as exc:
-        raise unreachable(url, exc) from None
-    if began.status_code in (404, 405):
-        return None  # a server without direct uploads
-    if began.status_code != 201:
-        raise ClientError(describe(began))
-    target = began.json()
-    last = ""
-    # kept by hand: a refusal is success on a retry (the create-only PUT found its bytes)
-    for attempt in range(retries + 1):
-        response: httpx.Response | None = None
-        progress = Progress(name, size)
-        try:
-            with path.open("rb") as handle, httpx.Client(timeout=None) as storage:
-                response = storage.request(
-                    target["method"], target["url"],
-                    headers={**target["headers"], "Content-Length": str(size)},
-                    content=read_chunks(handle, progress))
-        except httpx.TransportError as exc:
-            last = f"the store was unreachable: {exc}"
-        finally:
-            progress.finish()
-        # 403/409/412 on a retry: the create-only put refused, the bytes are there already
-        if response is not None and (response.status_code < 300 or (
-                attempt > 0 and response.status_code in (403, 409, 412))):
-            break
-        if response is not None and response.status_code not in STORE_RETRY_STATUSES:
-            raise ClientError(f"the store refused the upload: HTTP {response.status_code} "
-                              f"{response.text[:200]}")
-        if response is not None:
-            last = f"HTTP {response.status_code}"
-        if attempt < retries:
-            time.sleep(retry_delay(attempt, response))
-    else:
-        raise ClientError(f"direct upload of {os.fspath(path)} failed: {last}")
-    try:
-        for completing in retrying(retries):
-            with completing:
-                done = TryAgain.check(client.post(f"/uploads/{target['id']}/complete"))
-    except TryAgain as exc:
-        last = str(exc)
-    except httpx.TransportError as exc:
-        last = str(unreachable(url, exc))
-    else:
-        document: object = read(DocumentAnswer, done, "a document")[1]
-        return document
-    raise ClientError(f"completing the upload of {os.fspath(path)} failed: {last}")
+    return digest.hexdigest()
