@@ -2,20 +2,22 @@
 (:mod:`tests.support.pgproxy`), including at COMMIT, before it is sent (it never applied)
 and after (it applied; the writer never hears).
 
-Each case runs a real create (under an idempotency key), replace, delete or stage through a
-ledger whose database URL goes through the proxy. Then the client retries (the proxy no
-longer cutting): it must get the first answer if there was one (same id, version and
-checksum), or a fresh success; never a second document, and never "in progress" once the
-writer has answered. Then the sweeper, the deletion path and the reconciler run with the
-clock far ahead, the settled invariants must hold, and the acknowledged bytes must be
-readable. In the group *the database stays away*, every statement after the cut is cut too
-until the retry: the writer must answer an error, and the client's retry must still end
-with one document.
+Each case runs a real create (under an idempotency key), replace, delete or stage, a tus or
+direct upload (a document's or an attachment's), or a sweep, through a ledger whose
+database URL goes through the proxy. Then the client retries (the proxy no longer cutting;
+an upload's client resumes or completes its upload again; a sweeper runs again): it must
+get the first answer if there was one (same id, version and checksum), or a fresh success;
+never a second document, and never "in progress" once the writer has answered. Then the
+sweeper, the deletion path and the reconciler run with the clock far ahead, the settled
+invariants must hold, and the acknowledged bytes must be readable. In the group *the
+database stays away*, every statement after the cut is cut too until the retry: the writer
+must answer an error, and the client's retry must still end with one document.
 
-SQLite has no connection to cut: these run on PostgreSQL only. The suite runs every cut on
-the local disk and a share of the others (:func:`in_suite`); ``BLOBLEDGER_DB_FAULTS=all`` (which
-``scripts/crash-matrix`` sets) runs every cut on local disk, Azurite and S3 (moto) in both
-groups, and ``docs/crash-matrix.md``'s "Database faults" table is made from that run.
+SQLite has no connection to cut: these run on PostgreSQL only. The suite runs every cut of
+the writers' own steps on the local disk and a share of the others (:func:`in_suite`);
+``BLOBLEDGER_DB_FAULTS=all`` (which ``scripts/crash-matrix`` sets) runs every cut on local
+disk, Azurite and S3 (moto) in both groups, and ``docs/crash-matrix.md``'s "Database
+faults" table is made from that run.
 """
 
 from __future__ import annotations
@@ -32,15 +34,36 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from blobledger import failpoints
-from blobledger.errors import IdempotencyInProgress, NotFound, PreconditionFailed
-from blobledger.protocol.attachments import StagedBlob
+from blobledger._base.names import check_content_type
+from blobledger.errors import (
+    BlobAlreadyExists,
+    BlobNotFound,
+    IdempotencyInProgress,
+    NameTaken,
+    NotFound,
+    OffsetMismatch,
+    PreconditionFailed,
+)
+from blobledger.protocol.attachments import StagedBlob, StagedUpload
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.models import BlobState
+from blobledger.protocol.models import PENDING_TAG, BlobState, UploadState
+from blobledger.protocol.transitions import Intent, UploadRecord
+from blobledger.uploads.direct import DirectUploads
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.invariants import check
-from tests.crash.child import chunks, payload, sha256
+from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
+from tests.crash.child import Target, chunks, payload, sha256
 from tests.crash.conftest import make_target
-from tests.crash.harness import LEASE_EXPIRED, RESOLVE_AT, describe, read_all, settle
+from tests.crash.harness import (
+    LEASE_EXPIRED,
+    PAST_CUTOFFS,
+    RESOLVE_AT,
+    describe,
+    read_all,
+    settle,
+    summary,
+)
 from tests.crash.matrix_doc import DbFaultRow, MatrixRows
 from tests.support.pgproxy import PgProxy, When
 
@@ -56,7 +79,7 @@ class Cut:
     armed at the failpoint ``arm_at`` (None: when the operation starts; ``after``: count
     only once a statement matching it ran)."""
 
-    op: str  # create | replace | delete | stage
+    op: str  # create | replace | delete | stage | tus | direct | tus-stage | sweep
     step: str
     statement: str  # the statement as the table names it
     pattern: str
@@ -64,6 +87,8 @@ class Cut:
     arm_at: str | None = None
     after: str | None = None
     nth: int = 1
+    stores: tuple[str, ...] = ("local", "azure", "s3")  # where the step runs at all
+    meanwhile: str | None = None  # what happens at ``arm_at`` before the cut is armed
 
     @property
     def commit(self) -> bool:
@@ -74,7 +99,11 @@ class Cut:
         """Whether, with one cut and the database back at once, the writer must answer
         success: a compare-and-set step is tried once more on a fresh connection (it loses
         if the first applied, and the writer recognises its own result); an insert (C1, R1,
-        A1) is never run twice, so it succeeds only if its rows are found to have landed."""
+        A1, an upload's) is never run twice, so it succeeds only if its rows are found to
+        have landed. The steps of :data:`RESUMED` answer the error: the client resumes the
+        upload (or the sweeper runs again) and gets a fresh success then."""
+        if self.step in RESUMED:
+            return False
         return self.step not in INSERTS or (self.commit and self.when == "after")
 
     @property
@@ -90,7 +119,12 @@ class Cut:
         return f"`{self.statement}`{nth}, {where}"
 
 
-INSERTS = {"C1", "R1", "A1"}
+INSERTS = {"C1", "R1", "A1", "begin_upload", "begin_staged_upload"}
+#: steps that are not tried again on a lost connection: an upload's client resumes it from
+#: the durable offset or completes it again; a sweeper that stopped is run again (its claimed
+#: rows wait for its lease, its fenced ones are the deletion path's)
+RESUMED = {"record_parts", "record_verified", "confirm_received", "finish_upload",
+           "fence_swept"}
 
 
 def _ordinal(n: int) -> str:
@@ -101,19 +135,26 @@ Statement = tuple[str, str] | tuple[str, str, int]  # label, pattern[, nth]
 
 
 def step_cuts(op: str, step: str, statements: list[Statement], *,
-              arm_at: str | None = None) -> list[Cut]:
-    """Each of the step's statements cut before it is sent; its COMMIT before and after."""
+              arm_at: str | None = None, **where: Any) -> list[Cut]:
+    """Each of the step's statements cut before it is sent; its COMMIT before and after
+    (``where``: the cuts' ``stores`` and ``meanwhile``)."""
     anchor = statements[0][1] if arm_at is None else None
     cuts = []
     for label, pattern, *nth in statements:
         cuts.append(Cut(op, step, label, pattern, "before", arm_at,
-                        anchor if pattern != anchor else None, nth[0] if nth else 1))
+                        anchor if pattern != anchor else None, nth[0] if nth else 1, **where))
     for when in ("before", "after"):
-        cuts.append(Cut(op, step, "COMMIT", r"^\s*COMMIT", when, arm_at, anchor))
+        cuts.append(Cut(op, step, "COMMIT", r"^\s*COMMIT", when, arm_at, anchor, **where))
     return cuts
 
 
 UPDATE_BLOBS = r"^UPDATE blobs\b"
+UPLOAD_INSERTS: list[Statement] = [
+    ("INSERT INTO documents", r"^INSERT INTO documents\b"),
+    ("INSERT INTO blobs", r"^INSERT INTO blobs\b"),
+    ("INSERT INTO uploads", r"^INSERT INTO uploads\b")]
+SET_HANDLE: list[Statement] = [("UPDATE uploads", r'^UPDATE uploads SET handle\b')]
+RECORD_VERIFIED: list[Statement] = [("UPDATE uploads", r"^UPDATE uploads SET sha256\b")]
 CUTS = [
     *step_cuts("create", "C1", [
         ("DELETE FROM idempotency_keys", r"^DELETE FROM idempotency_keys\b"),
@@ -141,25 +182,90 @@ CUTS = [
     *step_cuts("stage", "A1", [("INSERT INTO blobs", r"^INSERT INTO blobs\b")]),
     *step_cuts("stage", "confirm_staged", [("UPDATE blobs", UPDATE_BLOBS)],
                arm_at="stage.after_upload"),
+    # C4 on a row a sweeper claimed after C3 and has not decided yet: the writer's own
+    # compare-and-set loses, the roll-forward on the claimed row wins
+    *step_cuts("create", "C4 on a claimed row", [
+        ("UPDATE blobs", UPDATE_BLOBS),
+        ("UPDATE blobs", UPDATE_BLOBS, 2),
+        ("UPDATE documents", r"^UPDATE documents\b"),
+        ("UPDATE idempotency_keys", r"^UPDATE idempotency_keys\b")],
+        arm_at="create.after_tag", meanwhile="sweeper_claims"),
+    # uploads that outlive a request: tus (one part) and direct, a document's or a staged
+    # attachment's; the store's handle is recorded only where the store has one (tus: S3's
+    # multipart upload id; direct: the local disk's token, whose bytes `receive` takes)
+    *step_cuts("tus", "begin_upload", UPLOAD_INSERTS),
+    *step_cuts("tus", "set_handle", SET_HANDLE, stores=("s3",)),
+    *step_cuts("tus", "record_parts", [("UPDATE uploads", r'^UPDATE uploads SET "?offset\b')]),
+    *step_cuts("tus", "record_verified", RECORD_VERIFIED),
+    *step_cuts("tus", "C4 (the upload done)", [
+        ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="tus.after_tag"),
+    *step_cuts("direct", "begin_upload", UPLOAD_INSERTS),
+    *step_cuts("direct", "set_handle", SET_HANDLE, stores=("local",)),
+    *step_cuts("direct", "confirm_received", [
+        ("UPDATE uploads", r"^UPDATE uploads SET changed_at\b")], stores=("local",)),
+    *step_cuts("direct", "record_verified", RECORD_VERIFIED),
+    *step_cuts("tus-stage", "begin_staged_upload", UPLOAD_INSERTS[1:]),
+    *step_cuts("tus-stage", "finish_upload", [
+        ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="tus.stage.after_tag"),
+    # S3: the sweeper fences a dead writer's intent pending -> deleting under its claim
+    # before any delete (its pending document, key and upload row go with it)
+    *step_cuts("sweep", "fence_swept", [
+        ("UPDATE blobs", UPDATE_BLOBS),
+        ("DELETE FROM documents", r"^DELETE FROM documents\b"),
+        ("DELETE FROM idempotency_keys", r"^DELETE FROM idempotency_keys\b")],
+        arm_at="sweep.after_claim", stores=("s3",)),
 ]
 STORES = ["local", "azure", "s3"]
 GROUPS = {1: "Database faults: one connection cut",
           2: "Database faults: the database stays away (every statement after the cut fails)"}
 
 
+#: the steps of the first column (a writer's own operation): their share is the widest
+FIRST = {"C1", "confirm", "C4", "R1", "R4", "(one transaction)", "A1", "confirm_staged"}
+#: of the other steps, the suite runs these cases (ids as the parameters name them): the
+#: applied COMMIT of each step on its first store (not the direct upload's begin and
+#: verify, the same transactions as tus's, nor tus's handle, S3's), every cut that the
+#: connection-loss handling of an upload's insert and handle answers, the claimed C4's
+#: second compare-and-set and its COMMIT, and two cases where the database stays away
+SUITE = {
+    "create-C4_on_a_claimed_row-UPDATE_blobs_2-before-local",
+    "create-C4_on_a_claimed_row-COMMIT-before-local",
+    "create-C4_on_a_claimed_row-COMMIT-after-local",
+    "tus-begin_upload-COMMIT-after-local",
+    "tus-record_parts-COMMIT-after-local",
+    "tus-record_verified-COMMIT-after-local",
+    "tus-C4_the_upload_done-COMMIT-after-local",
+    "direct-set_handle-UPDATE_uploads-before-local",
+    "direct-set_handle-COMMIT-after-local",
+    "tus-stage-begin_staged_upload-COMMIT-after-local",
+    "tus-stage-finish_upload-COMMIT-after-local",
+    "sweep-fence_swept-COMMIT-after-s3",
+    "create-C4_on_a_claimed_row-COMMIT-before-local-stays",
+    "tus-begin_upload-COMMIT-after-local-stays",
+}
+
+
+def case_id(cut: Cut, store: str, times: int) -> str:
+    return f"{cut.id}-{store}{'-stays' if times > 1 else ''}"
+
+
 def in_suite(cut: Cut, store: str, times: int) -> bool:
-    """The suite's share: every single cut on the local disk, the applied COMMITs on
-    Azurite and, with the database staying away, the COMMITs of C1, C4, R4 and the delete
-    on the local disk."""
+    """The suite's share: every single cut of the first column's steps on the local disk,
+    their applied COMMITs on Azurite and, with the database staying away, the COMMITs of
+    C1, C4, R4 and the delete on the local disk; of the other steps, :data:`SUITE`."""
     if FULL:
         return True
+    if cut.step not in FIRST:
+        return case_id(cut, store, times) in SUITE
     if times == 1:
         return store == "local" or (store == "azure" and cut.commit and cut.when == "after")
     return store == "local" and cut.commit and (cut.step in ("C1", "C4", "R4")
                                                 or cut.op == "delete")
 
 
-MATRIX = [(c, s, t) for t in GROUPS for c in CUTS for s in STORES if in_suite(c, s, t)]
+EVERY = [(c, s, t) for t in GROUPS for c in CUTS for s in STORES if s in c.stores]
+MATRIX = [(c, s, t) for c, s, t in EVERY if in_suite(c, s, t)]
+assert not SUITE - {case_id(*case) for case in EVERY}, "a suite case names no cut"
 
 
 @pytest.fixture
@@ -178,7 +284,7 @@ class Outcome:
 
 
 @pytest.mark.parametrize(("cut", "store", "times"), MATRIX,
-                         ids=[f"{c.id}-{s}{'-stays' if t > 1 else ''}" for c, s, t in MATRIX])
+                         ids=[case_id(*case) for case in MATRIX])
 async def test_db_fault(cut: Cut, store: str, times: int, tmp_path: Path,
                         request: pytest.FixtureRequest, proxy: PgProxy,
                         matrix_rows: MatrixRows) -> None:
@@ -187,7 +293,8 @@ async def test_db_fault(cut: Cut, store: str, times: int, tmp_path: Path,
     async with target.ledger() as ledger:
         setup = await SETUPS[cut.op](ledger)
         outcome = Outcome()
-        with armed(proxy, cut, times):
+        meanwhile = MEANWHILE[cut.meanwhile](direct) if cut.meanwhile else None
+        with armed(proxy, cut, times, meanwhile):
             outcome.first = await answer(RUNS[cut.op](ledger, setup))
         assert proxy.fired, f"the cut at {cut.statement} never fired: {proxy.statements}"
         assert not proxy.armed or times > 1
@@ -217,6 +324,7 @@ class armed:
     proxy: PgProxy
     cut: Cut
     times: int
+    meanwhile: Callable[[], Awaitable[None]] | None = None
 
     def __enter__(self) -> None:
         if self.cut.arm_at is None:
@@ -227,6 +335,8 @@ class armed:
         async def hook(point: str) -> None:
             if pending and point == pending[0]:
                 pending.clear()
+                if self.meanwhile is not None:
+                    await self.meanwhile()
                 self._arm()
 
         failpoints.set_hook(hook)
@@ -250,6 +360,8 @@ async def answer(run: Awaitable[Any]) -> Any:
 def said(first: Any) -> str:
     if isinstance(first, Exception):
         return f"`{type(first).__name__}`"
+    if isinstance(first, SweepReport):
+        return "sweeper: " + ", ".join(did(first))
     if isinstance(first, Document):
         return f"acknowledged v{first.version}"
     if isinstance(first, StagedBlob):
@@ -285,23 +397,36 @@ def stage(ledger: Ledger, _setup: Any) -> Awaitable[StagedBlob]:
 
 async def retry_create(ledger: Ledger, _setup: Any, first: Any, stays: bool) -> str:
     """The client retries under its key: the first answer again, else a fresh success;
-    "in progress" only if the writer could not resolve it (the database stayed away)."""
-    want = sha256(payload(NEW, SIZE))
+    "in progress" only if the writer could not resolve it (the database stayed away): past
+    the lease the retry takes the intent over, or, if a sweeper claimed it (no writer takes
+    a claimed intent over), the sweeper resolves it first."""
     try:
         doc = await create(ledger, None)
         waited = ""
     except IdempotencyInProgress:
         assert stays, "the retry was told the first attempt still runs, but it answered"
         ledger.clock_offset = LEASE_EXPIRED
-        doc = await create(ledger, None)
-        waited = "`IdempotencyInProgress`; past the lease: "
-    assert doc.name == NAME and doc.sha256 == want and doc.version == 1
+        try:
+            doc = await create(ledger, None)
+            waited = "`IdempotencyInProgress`; past the lease: "
+        except IdempotencyInProgress:
+            ledger.clock_offset = RESOLVE_AT  # past the claim's lease
+            swept = ", ".join(did(await Sweeper(ledger).run_once()))
+            doc = await create(ledger, None)
+            waited = f"`IdempotencyInProgress` (claimed); after the sweep ({swept}): "
+    return waited + await _same_or_new(ledger, doc, first)
+
+
+async def _same_or_new(ledger: Ledger, doc: Document, first: Any) -> str:
+    """The client's document: the first answer's if there was one, else a new v1; its
+    bytes the client's either way."""
+    assert doc.name == NAME and doc.sha256 == sha256(payload(NEW, SIZE)) and doc.version == 1
     assert await read_all(ledger, doc.id) == payload(NEW, SIZE)
     if isinstance(first, Document):
         assert (doc.id, doc.version, doc.sha256, doc.blob) == \
             (first.id, first.version, first.sha256, first.blob)
-        return waited + "the first answer (same id, version, checksum)"
-    return waited + "created v1"
+        return "the first answer (same id, version, checksum)"
+    return "created v1"
 
 
 async def retry_replace(ledger: Ledger, doc: Document, first: Any, stays: bool) -> str:
@@ -375,13 +500,185 @@ async def end_stage(ledger: Ledger, _setup: Any) -> str:
     return "nothing staged left (never attached)"
 
 
+# -- uploads that outlive a request ---------------------------------------------------------
+@dataclass
+class Upload:
+    """An upload's client: what it was told so far (the upload's id; a direct upload's
+    token for ``serve``) and whether it stages an attachment."""
+
+    kind: str  # tus | direct
+    attachment: bool = False
+    id: str | None = None
+    token: str | None = None
+
+    @property
+    def meta(self) -> dict[str, str]:
+        return {"attachment": "true", "filename": "a.bin"} if self.attachment else \
+            {"name": NAME}
+
+
+async def setup_tus(ledger: Ledger) -> Upload:
+    return Upload("tus")
+
+
+async def setup_direct(ledger: Ledger) -> Upload:
+    return Upload("direct")
+
+
+async def setup_staged_upload(ledger: Ledger) -> Upload:
+    return Upload("tus", attachment=True)
+
+
+async def tus(ledger: Ledger, client: Upload) -> Document | StagedUpload:
+    """POST (the upload made), then one PATCH of every byte, completed with its last (one
+    part: S3 takes a last part under its 5 MiB minimum)."""
+    resumable = Resumable(ledger, segment=SIZE)
+    upload = await resumable.create(SIZE, client.meta)
+    client.id = upload.id
+    return await _tus_rest(resumable, upload)
+
+
+async def _tus_rest(resumable: Resumable, upload: UploadRecord) -> Document | StagedUpload:
+    """A PATCH of the bytes from the durable offset, completed as the route does."""
+    await resumable.append(upload, upload.offset, chunks(payload(NEW, SIZE)[upload.offset:]))
+    fresh = await resumable.find(upload.id)
+    if fresh.state == UploadState.OPEN:
+        return await resumable.complete(fresh)
+    made = await resumable.document(fresh)
+    assert made is not None
+    return made
+
+
+async def direct(ledger: Ledger, client: Upload) -> Document | StagedUpload:
+    """Begin, the client's put (to ``serve`` with its token, else the store's own create-only
+    put, as the store's URL would), complete."""
+    uploads = DirectUploads(ledger)
+    began = await uploads.begin(NAME, SIZE, sha256=sha256(payload(NEW, SIZE)))
+    client.id, client.token = began.upload.id, began.token
+    await _direct_put(uploads, began.upload, client.token)
+    return await uploads.complete(client.id)
+
+
+async def _direct_put(uploads: DirectUploads, upload: UploadRecord, token: str | None) -> None:
+    if token is not None:
+        await uploads.receive(upload.id, token, chunks(payload(NEW, SIZE)))
+    else:
+        await uploads.ledger.store.put(upload.blob_name, chunks(payload(NEW, SIZE)),
+                                       tags=PENDING_TAG)
+
+
+async def retry_upload(ledger: Ledger, client: Upload, first: Any, stays: bool) -> str:
+    """The client that was told its upload's id resumes it: HEAD (tus: a complete upload is
+    completed there) and the rest of the bytes from the durable offset, or (direct) its put
+    again (refused if the bytes arrived) and the completion again. A client never told of
+    its upload makes a new one; if the lost one holds the name (the database stayed away, so
+    its rows could not be found), only after the sweeper removed it."""
+    if client.id is None:
+        try:
+            made, how = await START[client.kind](ledger, client), "uploaded anew"
+        except NameTaken:
+            assert stays, "the name is held by an upload its client was never told of"
+            ledger.clock_offset = PAST_CUTOFFS
+            swept = ", ".join(did(await Sweeper(ledger).run_once()))
+            made = await START[client.kind](ledger, client)
+            how = f"`NameTaken`; after the sweep ({swept}): uploaded anew"
+    elif client.kind == "tus":
+        resumable = Resumable(ledger, segment=SIZE)
+        upload = await resumable.find(client.id)
+        if upload.state == UploadState.DONE:
+            found, how = await resumable.document(upload), "HEAD: done"
+            assert found is not None
+            made = found
+        elif upload.offset == upload.length:
+            made, how = await resumable.complete(upload), "HEAD completed it"
+        else:
+            made = await _tus_rest(resumable, upload)
+            how = f"resumed at offset {upload.offset} and completed"
+    else:
+        uploads = DirectUploads(ledger)
+        upload = await uploads.find(client.id)
+        how = "completed again"
+        if upload.state == UploadState.OPEN:
+            try:
+                await _direct_put(uploads, upload, client.token)
+                how = "put again, completed"
+            except (OffsetMismatch, BlobAlreadyExists):
+                how = "put refused (the bytes arrived), completed again"
+        made = await uploads.complete(client.id)
+    if isinstance(made, StagedUpload):
+        return f"{how}: {await _same_staged(ledger, made, first)}"
+    return f"{how}: {await _same_or_new(ledger, made, first)}"
+
+
+async def _same_staged(ledger: Ledger, made: StagedUpload, first: Any) -> str:
+    assert made.sha256 == sha256(payload(NEW, SIZE))
+    assert (await ledger.store.stat(made.name)).sha256 == made.sha256
+    row = await ledger.transitions.staged_blob(made.name)
+    assert row is not None and row.state == BlobState.PENDING and row.attempt == made.attempt
+    if isinstance(first, StagedUpload):
+        assert (made.name, made.upload_id) == (first.name, first.upload_id)
+        return "the first answer (same blob)"
+    return "staged"
+
+
+# -- the sweeper ----------------------------------------------------------------------------
+async def setup_dead_writer(ledger: Ledger) -> Intent:
+    """A create under the key whose writer died after C2: its document, row and key
+    pending, its blob tagged pending."""
+    intent = await ledger.begin_create(NAME, check_content_type(None), KEY)
+    await ledger.upload(intent, chunks(payload(NEW, SIZE)))
+    return intent
+
+
+async def sweep(ledger: Ledger, _intent: Intent) -> SweepReport:
+    ledger.clock_offset = PAST_CUTOFFS
+    return await Sweeper(ledger).run_once()
+
+
+async def retry_sweep(ledger: Ledger, intent: Intent, first: Any, stays: bool) -> str:
+    """The sweeper runs again past the first one's claim (a sweeper is not retried within a
+    run); then the client retries under its key: the dead attempt's intent is gone with its
+    key, so the retry creates the document anew."""
+    ledger.clock_offset = PAST_CUTOFFS + SWEEP_LEASE + 1
+    swept = ", ".join(did(await Sweeper(ledger).run_once())) or "nothing to do"
+    doc = await create(ledger, None)
+    assert doc.blob != intent.blob_name
+    with pytest.raises(BlobNotFound):
+        await ledger.store.stat(intent.blob_name)
+    retried = await _same_or_new(ledger, doc, first)
+    return f"the sweeper again: {swept}; the client's retry: {retried}"
+
+
+def did(report: SweepReport) -> list[str]:
+    return [d for d in summary(report) if not d.startswith(("claimed", "batches"))]
+
+
+async def sweeper_claims(target: Target) -> None:
+    """A sweeper claims the writer's intent (its lease long expired on the sweeper's clock)
+    and pauses before deciding."""
+    async with target.ledger(clock_offset=PAST_CUTOFFS) as other:
+        _, rows = await other.transitions.claim(
+            BlobState.PENDING, other.settings.sweep_after, 10, SWEEP_LEASE)
+    assert len(rows) == 1, rows
+
+
+MEANWHILE: dict[str, Callable[[Target], Callable[[], Awaitable[None]]]] = {
+    "sweeper_claims": lambda target: lambda: sweeper_claims(target)}
+START: dict[str, Callable[[Ledger, Upload], Awaitable[Document | StagedUpload]]] = {
+    "tus": tus, "direct": direct}
+
 Setup = Callable[[Ledger], Awaitable[Any]]
 SETUPS: dict[str, Setup] = {"create": setup_nothing, "replace": setup_document,
-                            "delete": setup_document, "stage": setup_nothing}
+                            "delete": setup_document, "stage": setup_nothing,
+                            "tus": setup_tus, "direct": setup_direct,
+                            "tus-stage": setup_staged_upload, "sweep": setup_dead_writer}
 RUNS: dict[str, Callable[[Ledger, Any], Awaitable[Any]]] = {
-    "create": create, "replace": replace, "delete": delete, "stage": stage}
+    "create": create, "replace": replace, "delete": delete, "stage": stage, "tus": tus,
+    "direct": direct, "tus-stage": tus, "sweep": sweep}
 RETRIES: dict[str, Callable[[Ledger, Any, Any, bool], Awaitable[str]]] = {
     "create": retry_create, "replace": retry_replace, "delete": retry_delete,
-    "stage": retry_stage}
+    "stage": retry_stage, "tus": retry_upload, "direct": retry_upload,
+    "tus-stage": retry_upload, "sweep": retry_sweep}
 ENDS: dict[str, Callable[[Ledger, Any], Awaitable[str]]] = {
-    "create": end_create, "replace": end_replace, "delete": end_delete, "stage": end_stage}
+    "create": end_create, "replace": end_replace, "delete": end_delete, "stage": end_stage,
+    "tus": end_create, "direct": end_create, "tus-stage": end_stage, "sweep": end_create}

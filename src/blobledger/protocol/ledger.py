@@ -325,7 +325,7 @@ class Ledger:
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_create", intent):
-            await self._inserted(intent, self.transitions.begin_create(
+            await self.inserted(intent, self.transitions.begin_create(
                 intent, placeholder or name or "", idempotency_key))
         await failpoints.hit("create.after_insert")
         return intent
@@ -450,7 +450,7 @@ class Ledger:
             expected_version=expected_version, old_blob=doc.blob_name,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_replace", intent):
-            await self._inserted(intent, self.transitions.begin_replace(intent))
+            await self.inserted(intent, self.transitions.begin_replace(intent))
         await failpoints.hit("replace.after_insert")
         return intent
 
@@ -528,7 +528,7 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, filename or ""),
             document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
             content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
-        await self._inserted(intent, self.transitions.begin_stage(intent, filename))  # A1
+        await self.inserted(intent, self.transitions.begin_stage(intent, filename))  # A1
         await failpoints.hit("stage.after_insert")
         try:
             digests = await self.upload(intent, data, sha256, md5)  # A2
@@ -730,8 +730,9 @@ class Ledger:
             return
         await self._lost(intent)
 
-    async def _inserted(self, intent: Intent, insert: Awaitable[None]) -> None:
-        """C1/R1/A1: the intent's rows inserted. If the connection was lost under the insert
+    async def inserted(self, intent: Intent, insert: Awaitable[None]) -> None:
+        """C1/R1/A1 (and an upload's creation, :func:`blobledger.uploads.resumable.begin`):
+        the intent's rows inserted. If the connection was lost under the insert
         (its COMMIT may have applied), the rows are looked for: found under this attempt's
         token, the intent is this attempt's and it goes on; not found, the error stands (an
         insert is never run twice; rows that land late are the sweeper's)."""

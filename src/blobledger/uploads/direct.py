@@ -54,7 +54,14 @@ from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import STATE_TAG, BlobState, UploadMode, UploadState, as_utc
 from blobledger.protocol.transitions import ATTACHMENT_KEY, UploadRecord
 from blobledger.stores.base import DirectPut
-from blobledger.uploads.resumable import Resumable, begin, check_sha256, check_target, finish
+from blobledger.uploads.resumable import (
+    Resumable,
+    begin,
+    check_sha256,
+    check_target,
+    finish,
+    record_handle,
+)
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ class DirectUploads:
         token = None
         if where is None:
             token = secrets.token_urlsafe(32)
-            await self.ledger.transitions.set_handle(upload, _token_digest(token))
+            await record_handle(self.ledger, upload, _token_digest(token))
             upload = await self.find(upload.id)
         return Began(upload, where, token)
 

@@ -42,6 +42,7 @@ from blobledger._base.names import (
     new_blob_name,
     new_document_id,
 )
+from blobledger.db import once_more_if_lost
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobLedgerError,
@@ -117,7 +118,9 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
                 content_type: str, name: str | None = None) -> UploadRecord:
     """The intent of an upload that outlives a request, and its row: C1 for a document
     named ``name``, or (``meta`` holds ``attachment``) A1 for an attachment whose filename
-    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``. Failpoint
+    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``. An insert is
+    never run twice: if the connection was lost under it, the upload goes on only if its
+    rows are found under its token (:meth:`Ledger.inserted`). Failpoint
     ``{tus,direct}.after_create``."""
     settings = ledger.settings
     upload_id = new_document_id()
@@ -125,19 +128,28 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
         filename = meta.get("filename")
         intent = Intent(new_blob_name(settings.blob_prefix, filename or ""), "",
                         BlobKind.ATTACHMENT, new_token(), content_type)
-        await ledger.transitions.begin_staged_upload(intent, filename, upload_id, length,
-                                                     meta, mode=mode)
+        await ledger.inserted(intent, ledger.transitions.begin_staged_upload(
+            intent, filename, upload_id, length, meta, mode=mode))
     else:
         assert name is not None
         intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
                         BlobKind.CREATE, new_token(), content_type)
-        await ledger.transitions.begin_upload(intent, name, upload_id, length, "", meta,
-                                              mode=mode)
+        await ledger.inserted(intent, ledger.transitions.begin_upload(
+            intent, name, upload_id, length, "", meta, mode=mode))
     await failpoints.hit(f"{mode.value}.after_create")
     upload = await ledger.transitions.find_upload(upload_id)
     if upload is None:  # swept while this request was paused
         raise UploadGone(f"upload {upload_id!r} was swept")
     return upload
+
+
+async def record_handle(ledger: Ledger, upload: UploadRecord, handle: str) -> None:
+    """The store's handle of the staged upload (a direct upload's: its token's digest),
+    recorded by compare-and-set once, while the upload is open and has none. A connection
+    lost under it (its COMMIT may have applied) is tried once more on a fresh connection: a
+    second run after an applied first loses, and the row the caller reads next holds this
+    handle."""
+    await once_more_if_lost(lambda: ledger.transitions.set_handle(upload, handle))
 
 
 def _attachment_meta(meta: dict[str, str]) -> dict[str, str]:
@@ -182,7 +194,7 @@ class Resumable:
             handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,
                                                    content_type=content_type)
             if handle:
-                await self.ledger.transitions.set_handle(upload, handle)
+                await record_handle(self.ledger, upload, handle)
         except BaseException:
             await asyncio.shield(self.give_up(upload, intent))  # nothing stored yet
             raise
