@@ -47,3 +47,20 @@ def require(scope: str) -> Callable[..., Awaitable[None]]:
             raise Problem(403, "forbidden", f"the token lacks the {scope!r} scope")
 
     return check
+
+
+#: every scope a token can hold (all of them are granted when no tokens are configured)
+ALL_SCOPES = frozenset({"read", "write"})
+
+
+def scopes_presented(request: Request) -> frozenset[str]:
+    """The scopes the request's bearer token holds: every scope when no tokens are
+    configured, none without a valid token. For a route that answers more (or does more)
+    for a caller that may write than for one that may only read."""
+    tokens: Mapping[str, frozenset[str]] = request.app.state.settings.api_tokens
+    if not tokens:
+        return ALL_SCOPES
+    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not presented.strip():
+        return frozenset()
+    return scopes_of(tokens, presented.strip()) or frozenset()

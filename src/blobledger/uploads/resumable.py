@@ -30,9 +30,10 @@ anything but its own uncommitted parts and a blob tagged ``pending`` whose inten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
 from blobledger import failpoints
@@ -169,6 +170,22 @@ class Resumable:
     def __init__(self, ledger: Ledger, segment: int = SEGMENT) -> None:
         self.ledger = ledger
         self.segment = segment
+        #: per upload: the lock its writers take turns on, and how many hold or wait for it
+        self._writers: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, upload_id: str) -> AsyncIterator[None]:
+        """One request at a time writes to an upload (in this process; across processes the
+        offset's compare-and-set decides, and the loser stores nothing more)."""
+        lock, users = self._writers.setdefault(upload_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._writers[upload_id]
 
     @property
     def store(self) -> Store:
@@ -214,9 +231,20 @@ class Resumable:
         self, upload: UploadRecord, offset: int, body: AsyncIterable[bytes],
         declared: int | None = None, checksum: Checksum | None = None,
     ) -> int:
-        """Store a request's bytes from ``offset``; the new durable offset. OffsetMismatch
-        (409) if ``offset`` is not the stored one or the upload is complete, UploadTooLarge
-        (413) for bytes past the declared length, IntegrityError for a checksum mismatch."""
+        """Store a request's bytes from ``offset``; the new durable offset. Requests to one
+        upload take turns (:meth:`_turn`): each reads the upload's row once it has its
+        turn, so of two requests at one offset the second finds the first's offset and
+        writes nothing. OffsetMismatch (409, with the offset the upload is at) if ``offset``
+        is not the stored one or the upload is complete, UploadTooLarge (413) for bytes past
+        the declared length, IntegrityError for a checksum mismatch."""
+        async with self._turn(upload.id):
+            return await self._append(await self.find(upload.id), offset, body, declared,
+                                      checksum)
+
+    async def _append(
+        self, upload: UploadRecord, offset: int, body: AsyncIterable[bytes],
+        declared: int | None, checksum: Checksum | None,
+    ) -> int:
         if upload.state != UploadState.OPEN:
             if offset == upload.length and declared in (None, 0):
                 return upload.length
@@ -242,7 +270,7 @@ class Resumable:
                 await asyncio.shield(writer.flush_tail(final_only=False))
             raise
         await writer.finish()
-        return writer.position
+        return writer.recorded
 
     # -- completion -----------------------------------------------------------------------
     async def complete(self, upload: UploadRecord) -> Document | StagedUpload:
@@ -429,6 +457,14 @@ class _PartWriter:
             await self._store(piece)
 
     async def flush_tail(self, *, final_only: bool) -> None:
+        """After a cut: the buffered tail kept as a part where it can be (a failure only
+        logged: the request already failed)."""
+        try:
+            await self._flush(final_only=final_only)
+        except BlobLedgerError as exc:
+            log.warning("keeping the tail of a cut request failed (%s)", type(exc).__name__)
+
+    async def _flush(self, *, final_only: bool) -> None:
         """The buffered tail as a part, if the store accepts a part that small here."""
         if not self.buffer:
             return
@@ -437,18 +473,14 @@ class _PartWriter:
         if ends or (big and not final_only):
             piece = bytes(self.buffer)
             self.buffer.clear()
-            try:
-                await self._store(piece)
-            except BlobLedgerError as exc:
-                log.warning("keeping the tail of a cut request failed (%s)",
-                            type(exc).__name__)
+            await self._store(piece)
 
     async def finish(self) -> None:
         if self.hasher is not None and self.checksum is not None \
                 and self.hasher.digest() != self.checksum.digest:
             raise IntegrityError(f"the request's {self.checksum.algorithm} does not match "
                                  "Upload-Checksum")
-        await self.flush_tail(final_only=False)
+        await self._flush(final_only=False)
         if self.hasher is not None and self.position != self.recorded:
             await self._record()
 
@@ -463,9 +495,12 @@ class _PartWriter:
             await self._record()
 
     async def _record(self) -> None:
-        if not await self.owner.ledger.transitions.record_parts(
-                self.upload, self.recorded, self.position, self.parts):
-            raise OffsetMismatch("another request advanced the upload first", self.recorded)
+        transitions = self.owner.ledger.transitions
+        if not await transitions.record_parts(self.upload, self.recorded, self.position,
+                                              self.parts):
+            now = await transitions.find_upload(self.upload.id)
+            raise OffsetMismatch("another request advanced the upload first",
+                                 self.recorded if now is None else now.offset)
         self.recorded = self.position
 
 

@@ -34,6 +34,8 @@ router = APIRouter(include_in_schema=False)
 
 
 def _file(relative: str) -> Response:
+    if "\x00" in relative:  # no file has one, and a path holding one cannot be resolved
+        raise HTTPException(404, "no such file")
     path = (STATIC / relative).resolve()
     if STATIC.resolve() not in path.parents or not path.is_file() \
             or path.suffix not in MEDIA_TYPES:

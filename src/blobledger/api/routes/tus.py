@@ -6,7 +6,9 @@ statuses (409 offset mismatch, 413 past the declared length, 460 checksum mismat
 expired or swept upload); the protocol's steps live in ``resumable.py``. The upload's
 metadata names the document (``name`` or ``filename``) and may give its content type
 (``content_type`` or ``filetype``) and whole-file ``sha256`` (hex). A completed upload
-answers with ``Blobledger-Document: <id>`` and ``Location`` of the document on HEAD.
+answers with ``Blobledger-Document: <id>``; ``Location`` only ever names the upload. A
+malformed tus header is a 400 problem: numbers are ASCII digits (at most 19), metadata and
+checksums ASCII.
 
 The metadata key ``attachment`` (any value) makes the upload stage an attachment: no
 document name (``filename`` or ``name`` is the blob's filename, optional), an optional
@@ -24,12 +26,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 
-from blobledger.api.auth import require
+from blobledger.api.auth import require, scopes_presented
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
 from blobledger.api.uploads import body_stream, declared_length
-from blobledger.errors import IntegrityError
+from blobledger.errors import IntegrityError, OffsetMismatch
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import UploadState, as_utc
@@ -74,6 +76,8 @@ def parse_metadata(value: str | None) -> dict[str, str]:
     meta: dict[str, str] = {}
     if not value:
         return meta
+    if not value.isascii():
+        raise Problem(400, "invalid-metadata", "Upload-Metadata must be ASCII")
     for pair in value.split(","):
         parts = pair.strip().split(" ")
         if not parts[0] or len(parts) > 2 or parts[0] in meta:
@@ -92,16 +96,25 @@ def format_metadata(meta: dict[str, str]) -> str:
                     for k, v in meta.items())
 
 
+#: the most digits an offset or length may have (a 64-bit count of bytes)
+MAX_DIGITS = 19
+
+
 def _number(request: Request, header: str) -> int:
+    """A non-negative integer header: ASCII digits only (never ``²``), at most
+    :data:`MAX_DIGITS` of them."""
     value = request.headers.get(header)
-    if value is None or not value.isdigit():
-        raise Problem(400, "invalid-input", f"{header} must be a non-negative integer")
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
+        raise Problem(400, "invalid-input", f"{header} must be a non-negative integer "
+                      f"of at most {MAX_DIGITS} digits")
     return int(value)
 
 
 def _checksum(value: str | None) -> Checksum | None:
     if value is None:
         return None
+    if not value.isascii():
+        raise Problem(400, "invalid-input", "Upload-Checksum must be ASCII")
     algorithm, _, encoded = value.strip().partition(" ")
     if algorithm not in CHECKSUMS:
         raise Problem(400, "unsupported-checksum",
@@ -116,11 +129,12 @@ def _expires(upload: UploadRecord) -> str:
     return format_datetime(as_utc(upload.expires_at), usegmt=True)
 
 
-def _done(request: Request, doc: Document | StagedUpload, offset: int) -> dict[str, str]:
+def _done(doc: Document | StagedUpload, offset: int) -> dict[str, str]:
+    """What a completed upload made, named by its own header: never ``Location``, which in
+    a tus answer is the upload's (a client terminates what ``Location`` names)."""
     if isinstance(doc, StagedUpload):
         return {"Upload-Offset": str(offset), ATTACHMENT_HEADER: doc.name}
-    return {"Upload-Offset": str(offset), DOCUMENT_HEADER: doc.id,
-            "Location": str(request.url_for("show_document", doc_id=doc.id))}
+    return {"Upload-Offset": str(offset), DOCUMENT_HEADER: doc.id}
 
 
 @router.options("/files/", include_in_schema=False)
@@ -164,9 +178,9 @@ async def tus_create(
         offset, doc = await _append(request, resumable, upload, 0, upload_checksum)
         headers["Upload-Offset"] = str(offset)
         if doc is not None:
-            headers.update(_done(request, doc, offset))
+            headers.update(_done(doc, offset))
     elif length == 0:  # complete already: tus clients send no PATCH for an empty file
-        headers.update(_done(request, await resumable.complete(upload), 0))
+        headers.update(_done(await resumable.complete(upload), 0))
     headers["Location"] = location  # the upload's, also when complete (tus clients HEAD it)
     return Response(status_code=201, headers=headers)
 
@@ -175,7 +189,8 @@ async def tus_create(
              responses={404: PROBLEM, 410: PROBLEM})
 async def tus_head(request: Request, upload_id: str) -> Response:
     """The durable offset. A complete upload whose completion was interrupted (a killed
-    server) is completed here."""
+    server) is completed here, for a caller that may write: a read token changes nothing
+    (it is told the offset, and no document until a writer completes the upload)."""
     _check_version(request)
     resumable = _resumable(request)
     upload = await resumable.find(upload_id)
@@ -184,12 +199,13 @@ async def tus_head(request: Request, upload_id: str) -> Response:
                         "Upload-Metadata": format_metadata(upload.meta),
                         "Upload-Expires": _expires(upload)})
     doc: Document | StagedUpload | None = None
-    if upload.state == UploadState.OPEN and upload.offset == upload.length:
+    if upload.state == UploadState.OPEN and upload.offset == upload.length \
+            and "write" in scopes_presented(request):
         doc = await resumable.complete(upload)
     elif upload.state == UploadState.DONE:
         doc = await resumable.document(upload)
     if doc is not None:
-        headers.update(_done(request, doc, upload.offset))
+        headers.update(_done(doc, upload.offset))
     return Response(status_code=200, headers=headers)
 
 
@@ -209,20 +225,28 @@ async def tus_patch(
     offset = _number(request, "upload-offset")
     resumable = _resumable(request)
     upload = await resumable.find(upload_id)
-    new_offset, doc = await _append(request, resumable, upload, offset, upload_checksum)
+    try:
+        new_offset, doc = await _append(request, resumable, upload, offset, upload_checksum)
+    except OffsetMismatch as exc:  # tus: 409 with the offset the server holds
+        raise Problem(409, "offset-mismatch", str(exc),
+                      headers=_headers({"Upload-Offset": str(exc.offset)})) from None
     headers = _headers({"Upload-Offset": str(new_offset), "Upload-Expires": _expires(upload)})
     if doc is not None:
-        headers.update(_done(request, doc, new_offset))
+        headers.update(_done(doc, new_offset))
     return Response(status_code=204, headers=headers)
 
 
 @router.delete("/files/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
                responses={404: PROBLEM, 409: PROBLEM, 410: PROBLEM})
 async def tus_delete(request: Request, upload_id: str) -> Response:
-    """Terminate an upload: its intent and parts are dropped."""
+    """Terminate an upload: its intent and parts are dropped. A finished upload has nothing
+    left to terminate: 204, and nothing is deleted (its document, or staged blob, stays;
+    ``DELETE /documents/{id}`` deletes a document)."""
     _check_version(request)
     resumable = _resumable(request)
-    await resumable.terminate(await resumable.find(upload_id))
+    upload = await resumable.find(upload_id)
+    if upload.state == UploadState.OPEN:
+        await resumable.terminate(upload)
     return Response(status_code=204, headers=_headers())
 
 
