@@ -33,10 +33,15 @@ async def test_ops_views_scopes_and_problems(ledger: Ledger) -> None:
         overview = (await client.get("/ops/overview", headers=READER)).json()
         assert overview["pending"]["count"] == 1
         assert overview["pending"]["by_age"][0] == {"age": "< 1 min", "count": 1}
+        [oldest] = overview["pending"]["oldest"]  # a reader sees no name GET /documents hides
+        assert (oldest["blob"], oldest["document_name"], oldest["document_id"]) \
+            == (None, None, None) and oldest["kind"] == "create"
+        assert overview["deleting"]["count"] == 1
+        assert overview["deleting"]["oldest"][0]["document_id"] is None
+        overview = (await client.get("/ops/overview", headers=WRITER)).json()
         [oldest] = overview["pending"]["oldest"]
         assert oldest["document_name"] == "ops/stuck.bin"
         assert oldest["document_id"] == stuck.document_id and oldest["kind"] == "create"
-        assert overview["deleting"]["count"] == 1
         assert overview["deleting"]["oldest"][0]["document_id"] == gone.id
         problem(await client.get("/ops/overview", params={"limit": 0}, headers=READER), 400,
                 "invalid-input")

@@ -2,7 +2,10 @@
 
 - ``GET /ops/whoami``: whether tokens are configured and the scopes of the presented one;
 - ``GET /ops/overview``: pending intents by age, rows in ``deleting``, the oldest of each,
-  and the latest sweep and reconcile summaries of this process;
+  and the latest sweep and reconcile summaries of this process. The oldest rows name their
+  blob and document only for a caller that may write: a read token sees what
+  ``GET /documents`` shows it, and that never lists a pending or deleting row, so it gets
+  their counts, kinds, sizes and ages without a name or an id;
 - ``GET /ops/metrics``: the Prometheus counters the page charts, sampled over time;
 - ``POST /ops/check``: the invariant check (:func:`blobledger.workers.invariants.check`), read-only;
 - ``POST /ops/reconcile``: a report-only reconcile (never ``--fix``), read-only;
@@ -27,7 +30,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
 from blobledger._base import metrics
-from blobledger.api.auth import _bearer, require, scopes_of
+from blobledger.api.auth import _bearer, require, scopes_of, scopes_presented
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
@@ -126,7 +129,13 @@ def _age(now: datetime, then: datetime) -> float:
     return round(max((now - then).total_seconds(), 0.0), 1)
 
 
-async def _rows(request: Request, state: BlobState, limit: int) -> list[dict[str, Any]]:
+#: the fields of an overview row that name a blob or a document
+NAMING = ("blob", "document_id", "document_name")
+
+
+async def _rows(request: Request, state: BlobState, limit: int,
+                named: bool) -> list[dict[str, Any]]:
+    """The oldest rows in ``state``; without ``named``, their names and ids are None."""
     ledger = ledger_of(request)
     now = await ledger.now()
     moment = BlobRow.created_at if state == BlobState.PENDING else BlobRow.changed_at
@@ -135,11 +144,15 @@ async def _rows(request: Request, state: BlobState, limit: int) -> list[dict[str
              .where(BlobRow.state == state.value).order_by(moment).limit(limit))
     async with ledger.db.session() as session:
         rows = (await session.execute(query)).all()
-    return [{"blob": blob.name, "document_id": blob.document_id, "document_name": name,
-             "kind": blob.kind, "size": blob.size, "age_seconds": _age(now, (
-                 blob.created_at if state == BlobState.PENDING else blob.changed_at)),
-             "lease_expired": blob.lease_until < now}
-            for blob, name in rows]
+    found = [{"blob": blob.name, "document_id": blob.document_id, "document_name": name,
+              "kind": blob.kind, "size": blob.size, "age_seconds": _age(now, (
+                  blob.created_at if state == BlobState.PENDING else blob.changed_at)),
+              "lease_expired": blob.lease_until < now}
+             for blob, name in rows]
+    if not named:
+        for row in found:
+            row.update(dict.fromkeys(NAMING))
+    return found
 
 
 @router.get("/overview", dependencies=[Depends(require("read"))],
@@ -147,7 +160,9 @@ async def _rows(request: Request, state: BlobState, limit: int) -> list[dict[str
 async def overview(
     request: Request, limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> dict[str, Any]:
-    """Pending intents by age, rows in ``deleting``, and the latest sweep and reconcile."""
+    """Pending intents by age, rows in ``deleting``, and the latest sweep and reconcile
+    (names and ids of the oldest rows for a caller that may write only)."""
+    named = "write" in scopes_presented(request)
     ledger = ledger_of(request)
     settings = settings_of(request)
     now = await ledger.now()
@@ -165,9 +180,9 @@ async def overview(
         "now": now.isoformat() + "Z",
         "pending": {"count": len(created),
                     "by_age": [{"age": k, "count": v} for k, v in buckets.items()],
-                    "oldest": await _rows(request, BlobState.PENDING, limit)},
+                    "oldest": await _rows(request, BlobState.PENDING, limit, named)},
         "deleting": {"count": int(deleting),
-                     "oldest": await _rows(request, BlobState.DELETING, limit)},
+                     "oldest": await _rows(request, BlobState.DELETING, limit, named)},
         **metrics.last_reports(),
         "settings": {"upload_deadline": settings.upload_deadline,
                      "sweep_after": settings.sweep_after,
