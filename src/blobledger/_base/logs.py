@@ -10,7 +10,9 @@ has as a span and in the metrics (``begin_create``, ``sweep.batch``, ``reconcile
 records logged without one use their message. A message that is itself a JSON object (the
 sweeper's and the reconciler's run summaries) is merged into the line, not quoted. An access
 line of uvicorn also carries ``http.client``, ``http.method``, ``http.target`` and
-``http.status``.
+``http.status``. Its target never shows a credential: the value of a query parameter that
+carries one (``token``, ``access_token``, a SAS's ``sig``, a presigned URL's signature)
+is written as ``REDACTED`` (:class:`RedactTokens`, on uvicorn's access logger).
 
 The JSON lines are structlog's (``structlog.stdlib.ProcessorFormatter`` on the root handler,
 its ``ExtraAdder``, ``add_log_level``, ``add_logger_name``, ``format_exc_info`` and
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +38,35 @@ _LEADING = ("time", "level", "logger", "event", "message")
 #: the arguments of uvicorn's access-log record, in its order
 _ACCESS_FIELDS = ("http.client", "http.method", "http.target", "http.version", "http.status")
 _format = "text"
+#: a query parameter whose value is a credential, and its value (up to ``&``, ``#`` or a space)
+_CREDENTIAL = re.compile(
+    r"(?i)([?&](?:token|access_token|sig|x-amz-signature|x-amz-security-token|"
+    r"x-amz-credential)=)[^&#\s]*")
+
+
+def redact(target: str) -> str:
+    """A request target with the value of every credential query parameter replaced."""
+    return _CREDENTIAL.sub(r"\1REDACTED", target)
+
+
+class RedactTokens(logging.Filter):
+    """Rewrites uvicorn's access-log record so that its target (the path and query) holds
+    no credential: a direct upload's ``PUT /uploads/<id>/content?token=...`` is logged
+    with ``token=REDACTED``, in the text and the JSON lines alike."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == len(_ACCESS_FIELDS) \
+                and isinstance(args[2], str):
+            record.args = (*args[:2], redact(args[2]), *args[3:])
+        return True
+
+
+def redact_access_log() -> None:
+    """Install :class:`RedactTokens` on uvicorn's access logger (once)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactTokens) for f in access.filters):
+        access.addFilter(RedactTokens())
 
 
 def _record_time(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:

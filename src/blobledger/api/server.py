@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import uvicorn
 from starlette.types import ASGIApp
 
+from blobledger._base.logs import redact_access_log
 from blobledger.api.connections import Limits, protocol_class
 from blobledger.config import Settings
 from blobledger.errors import ConfigError
@@ -101,6 +102,7 @@ async def serve(app: ASGIApp, sock: socket.socket, settings: Settings | None = N
         # text or JSON; uvicorn's own handlers only when nothing configured logging
         log_config=None if logging.getLogger().handlers else uvicorn.config.LOGGING_CONFIG,
     )
+    redact_access_log()  # after uvicorn configured its loggers: no token in an access line
     server = GracefulServer(config)
     await server.serve(sockets=[sock])
     return bool(server.started)
