@@ -358,13 +358,16 @@ class Store(abc.ABC):
         raise StoreError(f"{type(self).__name__} has no staged uploads")
 
     # -- direct uploads -------------------------------------------------------------------
-    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+    async def direct_put(self, name: str, *, size: int, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
         """A short-lived URL through which a client can create exactly ``name`` (and no other
-        blob), tagged ``tags`` where the URL can bind them to that one request (a store
-        whose credential could tag at creation only by tagging at will, Azure's SAS, creates
-        the blob untagged and counts that as ``pending``), never overwriting; None where the
-        store has none (the service then receives the bytes itself)."""
+        blob) of exactly ``size`` bytes where the URL can bind the size (S3: a signed
+        ``Content-Length``; an Azure SAS cannot: completion refuses any other size, and the
+        sweeper removes the blob), tagged ``tags`` where the URL can bind them to that one
+        request (a store whose credential could tag at creation only by tagging at will,
+        Azure's SAS, creates the blob untagged and counts that as ``pending``), never
+        overwriting; None where the store has none (the service then receives the bytes
+        itself, and refuses any byte past ``size``)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:

@@ -4,9 +4,10 @@
 ``begin`` is C1 (the pending document and blob row, leased until the URL expires) plus the
 upload's row, and returns where to put the bytes: the store's own short-lived, create-only
 URL for exactly that blob name (:meth:`blobledger.stores.base.Store.direct_put`: an Azure
-SAS with the create permission alone, an S3 presigned PUT signed with ``If-None-Match: *``),
-or, where the store has none (local disk), a URL of ``serve`` itself guarded by a token whose
-SHA-256 alone is kept. ``complete`` never trusts the client: it requires the blob to be
+SAS with the create permission alone, an S3 presigned PUT signed with ``If-None-Match: *``
+and the declared size as ``Content-Length``), or, where the store has none (local disk), a
+URL of ``serve`` itself guarded by a token whose SHA-256 alone is kept, which takes no byte
+past the declared size. ``complete`` never trusts the client: it requires the blob to be
 tagged ``pending`` (or, on Azure, where the client cannot tag, untagged), hashes what the
 store holds, checks the declared size and SHA-256, then runs confirm, C3 and C4
 (:func:`blobledger.uploads.resumable.settle`). A client that lies about its bytes, or tags its own
@@ -120,7 +121,7 @@ class DirectUploads:
             meta["sha256"] = sha256
         upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name)
         where = await self.ledger.store.direct_put(
-            upload.blob_name, tags=PENDING, content_type=content_type,
+            upload.blob_name, size=size, tags=PENDING, content_type=content_type,
             expires_in=settings.direct_upload_expiry)
         token = None
         if where is None:
@@ -136,9 +137,12 @@ class DirectUploads:
             raise UploadGone(f"no direct upload {upload_id!r}")
         return upload
 
-    async def receive(self, upload_id: str, token: str, body: AsyncIterable[bytes]) -> None:
+    async def receive(self, upload_id: str, token: str, body: AsyncIterable[bytes],
+                      declared: int | None = None) -> None:
         """The bytes of an upload whose store has no URL of its own, sent to ``serve``: a
-        create-only put of the blob (409 if it was already uploaded: never overwritten),
+        create-only put of the blob (409 if it was already uploaded: never overwritten) of
+        at most the upload's size (413 before any byte is read if the request's
+        ``declared`` length passes it, and as soon as its bytes do),
         then a compare-and-set that the intent is still the upload's: if it was swept
         meanwhile, the blob just put is deleted (its row gone; conditioned on ``pending``)
         and UploadGone (410), never 201. Failpoints ``direct.before_upload`` (the token
@@ -148,6 +152,8 @@ class DirectUploads:
             raise UploadGone(f"no direct upload {upload_id!r} for this token")
         if upload.state != UploadState.OPEN:
             raise OffsetMismatch("the upload is complete", upload.length)
+        if declared is not None and declared > upload.length:
+            raise UploadTooLarge(upload.length)
         await failpoints.hit("direct.before_upload")
         try:
             await self.ledger.store.put(

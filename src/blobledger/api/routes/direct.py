@@ -86,7 +86,8 @@ async def put_upload_content(
     """The bytes of a direct upload whose store has no URL of its own (create-only)."""
     limit = settings_of(request).max_upload_bytes
     declared = check_declared_size(request, limit)
-    await _direct(request).receive(upload_id, token, body_stream(request, declared, limit))
+    await _direct(request).receive(upload_id, token, body_stream(request, declared, limit),
+                                   declared)
     return Response(status_code=201)
 
 

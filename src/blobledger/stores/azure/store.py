@@ -479,7 +479,7 @@ class AzureStore(Store):
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)
 
-    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+    async def direct_put(self, name: str, *, size: int, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
         """A service SAS for this one blob with the create permission only (``c``): its holder
         can write the blob once, while it does not exist, and nothing else (no overwrite, no
@@ -491,7 +491,12 @@ class AzureStore(Store):
         conditioned on ``pending`` refuses it (the condition is the service's, exact); the
         sweeper then fences its row to ``deleting`` and the deletion path tags it
         ``deleting`` and deletes it (docs/backends.md). None without an account key (a SAS
-        is then a user delegation SAS, not offered yet)."""
+        is then a user delegation SAS, not offered yet).
+
+        A SAS cannot bind the size (``size`` is not part of it): its holder can create the
+        blob with any number of bytes its one Put Blob carries, until the SAS expires.
+        Completion then refuses it (the size is checked against what the store holds) and
+        gives the upload up, and the sweeper removes the blob."""
         check_blob_name(name)
         self._client()
         credential = getattr(self._service, "credential", None)

@@ -387,19 +387,22 @@ class S3Store(Store):
         await failpoints.hit("staged.after_commit")
         return await self.digest_stored(name)
 
-    async def direct_put(self, name: str, *, tags: Tags, content_type: str,
+    async def direct_put(self, name: str, *, size: int, tags: Tags, content_type: str,
                          expires_in: float) -> DirectPut | None:
-        """A presigned PutObject of this one key whose signature covers ``If-None-Match: *``
-        and the tags (``x-amz-tagging``): S3 refuses the request without them, and refuses
-        it with them if the key exists."""
+        """A presigned PutObject of this one key whose signature covers ``If-None-Match: *``,
+        the tags (``x-amz-tagging``) and ``Content-Length: size``: S3 refuses the request
+        without them or with another length, and refuses it with them if the key exists.
+        (moto checks no presigned signature: there, completion refuses a wrong size.)"""
         s3 = await self._client()
         tagging = self._tagging(tags, None)
         url = await s3.generate_presigned_url("put_object", Params={
             "Bucket": self.bucket, "Key": self._key(name), "IfNoneMatch": "*",
-            "Tagging": tagging, "ContentType": content_type}, ExpiresIn=int(expires_in))
+            "Tagging": tagging, "ContentType": content_type, "ContentLength": size},
+            ExpiresIn=int(expires_in))
         return DirectPut(url=str(url), expires_at=datetime.now(UTC)
                          + timedelta(seconds=int(expires_in)), headers={
-            "If-None-Match": "*", "x-amz-tagging": tagging, "Content-Type": content_type})
+            "If-None-Match": "*", "x-amz-tagging": tagging, "Content-Type": content_type,
+            "Content-Length": str(size)})
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self._abort(self._key(name), handle)
