@@ -6,6 +6,8 @@ Enabled only by ``BLOBLEDGER_FAILPOINTS`` (read by the settings object, armed by
 by ``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
 
 Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
+``create.before_take_over`` (a retry under an idempotency key read the key's record, still
+pending, and has not yet tried to take its intent over),
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); in uploads that outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,

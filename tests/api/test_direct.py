@@ -18,10 +18,14 @@ from azure.storage.blob import BlobClient, ContentSettings
 
 from blobledger import Ledger
 from blobledger.uploads.direct import DirectUploads
+from blobledger.workers import reconciler
 from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import reconcile
 from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
+from tests.stores.contract import read_all
 from tests.support.holds import Holds
+from tests.sweeper.support import HOUR, one, rows, seed_intent, stored
 
 
 @pytest.fixture
@@ -334,3 +338,112 @@ async def test_a_put_to_serve_whose_intent_was_swept_meanwhile_is_gone(
     holds.go(point)
     assert await putting == 410
     assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
+
+
+async def late_untagged_put(ledger: Ledger, client: httpx.AsyncClient, data: bytes,
+                            how: str = "swept") -> str:
+    """A direct upload whose intent was removed before its client put the bytes: swept (the
+    ledger's clock past the URL's expiry and ``sweep_after``: a storage clock that runs
+    behind the database's lets the URL outlive its intent) or cancelled (and the deletion
+    path ran; the URL is still valid); then the client's put, which leaves bytes with no
+    ``state`` tag and no row. The blob's name."""
+    target = await begin(client, "late.txt", data)
+    name = (await DirectUploads(ledger).find(target["id"])).blob_name
+    settings = ledger.settings
+    if how == "cancelled":
+        assert (await client.delete(f"/uploads/{target['id']}")).status_code == 204
+    else:
+        ledger.clock_offset = settings.direct_upload_expiry + settings.sweep_after + 1
+    await Sweeper(ledger).run_once()
+    assert await rows(ledger) == {}
+    if target["via"] == "service":
+        # serve refuses a put whose intent is gone, and tags what it receives: on disk only a
+        # writer beside blobledger leaves untagged bytes; written here as such a put would
+        assert await put(target, data, client) == 410
+        await ledger.store.put(name, one(data), tags={})
+    elif "x-amz-tagging" in target["headers"]:
+        # S3 signs the tags, so the service refuses a put without them; moto checks no
+        # presigned signature and stores the put untagged, as a store that did not enforce
+        # the signed header would
+        headers = {k: v for k, v in target["headers"].items() if k != "x-amz-tagging"}
+        assert await put({**target, "headers": headers}, data, client) == 201
+    else:
+        assert await put(target, data, client) == 201  # Azure: the SAS creates it untagged
+    assert await ledger.store.get_tags(name) == {}
+    return name
+
+
+@pytest.mark.parametrize("how", ["swept", "cancelled"])
+async def test_a_late_clients_untagged_blob_is_removed_by_reconcile_fix(
+        ledger: Ledger, client: httpx.AsyncClient, how: str) -> None:
+    """The client put its bytes after its upload's intent was removed (swept, or cancelled
+    and deleted): an untagged blob that no row refers to, and no row ever will (a removed
+    row never comes back). The settled invariants report it (I4); ``reconcile --fix``
+    deletes it (conditioned on the ETag it listed), and the settled check is clean after."""
+    name = await late_untagged_put(ledger, client, b"put after the intent was removed", how)
+    ledger.clock_offset = 3 * HOUR  # the blob is old now
+    before = await check(ledger, settled=True)
+    assert [(v.invariant, v.subject) for v in before.violations] == [("I4", f"blob {name}")]
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR, blocks=False)
+    assert (report.orphan, report.fixed, report.kept, report.refused) == (1, 1, 0, 0), report
+    assert name not in await stored(ledger)
+    after = await check(ledger, settled=True)
+    assert after.ok, after.render()
+
+
+async def test_a_young_untagged_orphan_is_left_alone(
+        ledger: Ledger, client: httpx.AsyncClient) -> None:
+    """Younger than ``--older-than``, an untagged orphan is reported, not deleted."""
+    name = await late_untagged_put(ledger, client, b"young untagged bytes")
+    ledger.clock_offset = 0
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR, blocks=False)
+    assert (report.orphan, report.fixed) == (1, 0), report
+    assert name in await stored(ledger)
+
+
+async def test_an_untagged_blob_whose_row_appears_before_the_delete_is_kept(
+        ledger: Ledger, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconciler read the untagged orphan's row (none); a row for the name appears
+    before the delete (a row refers to it now, however it came): the row is read again
+    right before the delete and the blob is kept."""
+    name = await late_untagged_put(ledger, client, b"bytes a row now refers to")
+    real = reconciler._row_state
+
+    async def read_then_row(of: Ledger, blob: str) -> tuple[str, bool] | None:
+        state = await real(of, blob)
+        if blob == name and name not in await rows(ledger):
+            await seed_intent(ledger, tag=None, name=name, age=0, lease_in=HOUR)
+        return state
+
+    monkeypatch.setattr(reconciler, "_row_state", read_then_row)
+    ledger.clock_offset = 3 * HOUR
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR, blocks=False)
+    assert (report.fixed, report.kept) == (0, 1), report
+    assert await stored(ledger) == {name: ""}
+    assert await rows(ledger) == {name: "pending"}
+
+
+async def test_an_untagged_orphan_is_deleted_only_with_the_bytes_listed(
+        ledger: Ledger, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete of an untagged orphan is conditioned on the ETag the listing showed: other
+    bytes stored under the name after the listing (here: the blob removed and written again)
+    are refused, never deleted blind."""
+    name = await late_untagged_put(ledger, client, b"the bytes listed")
+    real = reconciler._row_state
+    rewritten: list[str] = []
+
+    async def read_then_rewrite(of: Ledger, blob: str) -> tuple[str, bool] | None:
+        state = await real(of, blob)
+        if blob == name and not rewritten:
+            rewritten.append(name)
+            info = await ledger.store.stat(name)
+            await ledger.store.delete(name, if_etag=info.etag)
+            await ledger.store.put(name, one(b"other bytes, written after the listing"),
+                                   tags={})
+        return state
+
+    monkeypatch.setattr(reconciler, "_row_state", read_then_rewrite)
+    ledger.clock_offset = 3 * HOUR
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR, blocks=False)
+    assert (report.fixed, report.refused) == (0, 1), report
+    assert await read_all(ledger.store, name) == b"other bytes, written after the listing"

@@ -233,6 +233,22 @@ def direct_put_to_serve_paused_while_swept(r: Replay) -> None:
     r.finish(put)
 
 
+def direct_put_after_its_intent_was_swept(r: Replay) -> None:
+    """A direct upload's client puts its bytes to the store's own URL only after the sweeper
+    removed the upload's intent (the URL's expiry is the storage's clock, which the explorer
+    never moves: a storage clock behind the database's): a blob with no row, on Azure
+    untagged. The sweeper never sees it; ``reconcile --fix`` deletes it (the settle checks
+    I4 after it). The URL, still valid, then creates the name once more: a second orphan for
+    the next settle, never an overwrite."""
+    upload: Op = r.start_upload(mode="direct", name="a", empty=False)
+    r.finish(upload)
+    r.jump_clock(seconds=PAST_SWEEP_AFTER)
+    r.sweep()
+    r.finish(r.upload_request(of=upload, request="put"))
+    r.settle()
+    r.finish(r.upload_request(of=upload, request="put"))
+
+
 #: interleavings that broke the writers added after the documents', with the backends whose
 #: semantics they exercise (S3: unconditional tag writes, ETag-only deletes)
 WRITERS: list[tuple[Scenario, str]] = [
@@ -243,6 +259,8 @@ WRITERS: list[tuple[Scenario, str]] = [
     (retry_completes_while_the_first_attempt_sleeps_after_publishing, "postgresql-s3"),
     (sweeper_paused_inside_its_delete, "postgresql-s3"),
     (direct_put_to_serve_paused_while_swept, "sqlite-local"),
+    (direct_put_after_its_intent_was_swept, "postgresql-azure"),
+    (direct_put_after_its_intent_was_swept, "postgresql-s3"),
 ]
 
 SCENARIOS: list[Scenario] = [

@@ -149,3 +149,47 @@ async def test_a_creation_paused_after_c3_wins_against_an_undecided_sweeper(
     assert await stored(ledger) == {doc.blob: "committed"}
     assert await rows(ledger) == {doc.blob: "committed"}
     await assert_clean(ledger)
+
+
+@pytest.mark.parametrize("meanwhile", ["committed", "swept"])
+async def test_a_retry_whose_intent_goes_away_before_its_take_over_claims_nothing(
+    ledger: Ledger, holds: Holds, meanwhile: str
+) -> None:
+    """A retry read its key's record (still pending) and is held before it takes the intent
+    over; meanwhile the intent stops being a pending row: the first attempt finishes (C4:
+    the row is committed) or, the first attempt dead, a sweeper removes it. The take-over
+    then finds no pending row and must claim nothing: the retry is told the attempt is in
+    progress, and the next retry gets the first attempt's document, or, after the sweep,
+    makes its own."""
+    data = f"a retry that finds its intent {meanwhile}".encode()
+    key = f"k-{meanwhile}"
+    first = None
+    if meanwhile == "committed":
+        holds.at("create.after_tag")
+        first = started(lambda: ledger.create("vanished.txt", data, idempotency_key=key))
+        await holds.wait("create.after_tag")
+    else:
+        await dead_attempt(ledger, "vanished.txt", data, key)
+    holds.at("create.before_take_over")
+    retry = started(lambda: ledger.create("vanished.txt", data, idempotency_key=key))
+    await holds.wait("create.before_take_over")
+    if first is not None:
+        holds.go("create.after_tag")
+        doc = await outcome(first)
+        assert not isinstance(doc, BaseException), doc
+    else:
+        ledger.clock_offset = ledger.settings.sweep_after + 1
+        report = await Sweeper(ledger).run_once()
+        assert report.swept == 1, report
+        assert await rows(ledger) == {}
+    holds.go("create.before_take_over")
+    answered = await outcome(retry)
+    assert isinstance(answered, IdempotencyInProgress), answered
+    if first is None:
+        assert await rows(ledger) == {}  # nothing taken over, nothing left behind
+        doc = await ledger.create("vanished.txt", data, idempotency_key=key)
+    else:
+        assert await ledger.create("vanished.txt", data, idempotency_key=key) == doc
+    assert await read(ledger, doc.id) == data
+    assert await stored(ledger) == {doc.blob: "committed"}
+    await assert_clean(ledger)

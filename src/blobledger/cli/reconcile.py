@@ -29,8 +29,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True,
               help="one JSON object per finding, then the JSON summary")
 @click.option("--fix", is_flag=True,
-              help="delete orphans tagged pending or deleting, and uncommitted bytes, older "
-              "than the cutoff")
+              help="delete orphans tagged pending or deleting or not tagged at all, and "
+              "uncommitted bytes, older than the cutoff")
 @click.option("--older-than", metavar="DURATION",
               help="age an orphan must pass before --fix deletes it; not shorter than the "
               "upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")

@@ -383,6 +383,7 @@ class Ledger:
         if record.content_type != content_type:
             raise IdempotencyConflict("idempotency key was used with a different content type")
         if record.state == KeyState.PENDING:
+            await failpoints.hit("create.before_take_over")
             intent = await self.transitions.take_over(record)
             if intent is None:
                 raise IdempotencyInProgress("an attempt with this idempotency key is running")

@@ -16,8 +16,11 @@ bounded whatever the container holds. Findings:
 Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
 as ``in_flight``, not reported. Before an orphan or a missing ready blob is reported, the row
 is read again: the listing and the pages are not one snapshot. ``fix`` deletes only orphans
-tagged ``pending`` or ``deleting`` and older than ``older_than``, conditioned on that tag,
-and clears uncommitted bytes the store can clear without touching a committed blob.
+older than ``older_than`` that are tagged ``pending`` or ``deleting`` (conditioned on that
+tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
+upload's client put after its intent was swept, which the create-only URL cannot tag on
+Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
+without touching a committed blob.
 
 A name that a row still refers to is never cleaned as garbage: right before each delete or
 discard, the row is read again, and a name that has one (now) is left alone (``kept``).
@@ -41,8 +44,15 @@ from blobledger._base.durations import format_duration
 from blobledger.config import minimum_sweep_after
 from blobledger.errors import BlobNotFound, ConditionNotMet, ConfigError, StoreError
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, DocumentStatus, as_utc
-from blobledger.stores.base import BlobInfo
+from blobledger.protocol.models import (
+    STATE_TAG,
+    BlobRow,
+    BlobState,
+    DocumentRow,
+    DocumentStatus,
+    as_utc,
+)
+from blobledger.stores.base import BlobInfo, Condition
 from blobledger.workers.scan import merged, pages
 
 log = logging.getLogger("blobledger.reconciler")
@@ -190,11 +200,17 @@ class _Merge:
         if await _row_state(self.ledger, blob.name) is not None:
             self.report.in_flight += 1  # its row appeared after the page was read
             return
-        tag = (blob.tags or {}).get("state")
+        tag = (blob.tags or {}).get(STATE_TAG)
+        untagged = blob.tags is not None and tag is None
         age = self.age(blob.last_modified)
         fixed = False
-        if self.fix and tag in FIXABLE and age is not None and age > self.older_than:
-            fixed = await self.delete_orphan(blob.name, tag)
+        if self.fix and (tag in FIXABLE or untagged) and age is not None \
+                and age > self.older_than:
+            # tagged: conditioned on that tag; untagged (a direct upload's client wrote it
+            # after its intent was swept): on the ETag listed, so only the bytes seen go
+            fixed = await self.delete_orphan(
+                blob.name, Condition(etag=blob.etag) if untagged else
+                Condition(tags={STATE_TAG: str(tag)}))
         self.found(Finding("orphan", blob.name, f"blob without a row, tagged {tag!r}",
                            tag_state=tag, age_seconds=age, fixed=fixed))
 
@@ -206,11 +222,17 @@ class _Merge:
         log.info("reconcile: %s has a row now; left alone", name)
         return False
 
-    async def delete_orphan(self, name: str, tag: str) -> bool:
+    async def delete_orphan(self, name: str, condition: Condition) -> bool:
+        """Delete an orphan under ``condition`` (its tag, or the ETag listed), unless a row
+        refers to the name by now."""
         if not await self.still_unreferenced(name):
             return False
         try:
-            await self.ledger.store.delete(name, if_tags={"state": tag})
+            if condition.etag is not None:
+                await self.ledger.store.delete(name, if_etag=condition.etag)
+            else:
+                assert condition.tags is not None
+                await self.ledger.store.delete(name, if_tags=condition.tags)
         except ConditionNotMet:
             self.report.refused += 1
             log.warning("reconcile: the guard refused to delete orphan %s", name)
