@@ -29,6 +29,10 @@ BLOBLEDGER_HEADER_TIMEOUT          a request head must be complete 10s
 BLOBLEDGER_KEEP_ALIVE_TIMEOUT      an idle kept-alive connection   5s
 BLOBLEDGER_MAX_CONNECTIONS         open connections (serve)        1000
 BLOBLEDGER_MAX_UPLOADS             concurrent uploads: 503 beyond  100
+BLOBLEDGER_MIN_BODY_RATE           slower bodies (bytes/s): 408    1KiB (0: no minimum)
+BLOBLEDGER_BODY_RATE_WINDOW        the rate is judged over this    10s
+BLOBLEDGER_MAX_OPEN_UPLOADS        open uploads of one token: 429  100
+BLOBLEDGER_MAX_RESERVED_NAMES      names one token's uploads hold  20
 BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
@@ -167,6 +171,14 @@ class Settings(BaseModel):
     keep_alive_timeout: Duration = 5.0
     max_connections: Count = 1000
     max_uploads: Count = 100
+    #: a request body slower than this (bytes per second, judged over each
+    #: ``body_rate_window`` the service spends waiting for it) is refused (408); 0: no minimum
+    min_body_rate: Size = 1024
+    body_rate_window: Duration = 10.0
+    #: per token: uploads (tus and direct) created and not yet completed, expired or
+    #: abandoned, and among them the document uploads, which each hold a name (429 beyond)
+    max_open_uploads: Count = 100
+    max_reserved_names: Count = 20
     api_tokens: Tokens = {}
     sweep_interval: Duration | None = None
     url: str = DEFAULT_URL
@@ -186,7 +198,8 @@ class Settings(BaseModel):
     _POSITIVE: ClassVar[tuple[str, ...]] = (
         "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
         "resumable_expiry", "direct_upload_expiry",
-        "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads")
+        "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads",
+        "body_rate_window", "max_open_uploads", "max_reserved_names")
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -209,7 +222,7 @@ class Settings(BaseModel):
             raise ValueError("must be positive")
         return value
 
-    @field_validator("delete_grace")
+    @field_validator("delete_grace", "min_body_rate")
     @classmethod
     def _not_negative(cls, value: float) -> float:
         if value < 0:

@@ -6,6 +6,7 @@
     ├── InvalidInput           an argument is not acceptable (a ValueError)
     │   └── InvalidName        a document name (or blob name) is not acceptable
     ├── NameTaken              a live document already has that name
+    ├── QuotaExceeded          one token holds as many open uploads or names as allowed
     ├── NotFound               no ready document with that id
     │   └── UploadGone         a resumable upload that expired, was terminated or swept
     ├── PreconditionFailed     the expected version no longer matches
@@ -56,6 +57,15 @@ class InvalidName(InvalidInput):
 
 class NameTaken(BlobLedgerError):
     """Raised when a live document (pending or ready) already holds the name."""
+
+
+class QuotaExceeded(BlobLedgerError):
+    """Raised when one token already holds as many open uploads (``kind``
+    ``too-many-open-uploads``) or reserved names (``too-many-reserved-names``) as allowed."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
 
 
 class NotFound(BlobLedgerError, LookupError):

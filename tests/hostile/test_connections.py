@@ -175,15 +175,15 @@ def test_beyond_the_upload_limit_503_with_retry_after() -> None:
 
 
 @pytest.mark.parametrize(("head", "status", "kind"), [
-    (b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n",
-     401, "unauthorized"),
     (b"PUT /documents/0123/content HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer rw\r\n"
      b"Content-Length: 2000\r\n\r\n", 428, "precondition-required"),
 ])
 def test_early_refusals_keep_the_connection_and_arrive_whole(
         server: Served, head: bytes, status: int, kind: str) -> None:
-    """An early 4xx with a small unread body: the server reads and drops the rest, so the
-    connection carries request after request (and the problem is never lost to a reset)."""
+    """An early 4xx to an admitted request with a small unread body: the server reads and
+    drops the rest, so the connection carries request after request (and the problem is
+    never lost to a reset). A request refused for its token is closed instead:
+    ``test_bodies.py``."""
     sock = connect(server.port)
     buffer = bytearray()
     try:

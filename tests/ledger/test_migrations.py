@@ -14,8 +14,11 @@ from sqlalchemy import text
 
 from blobledger import IdempotencyConflict, Ledger
 from blobledger.db import Database
+from blobledger.errors import QuotaExceeded
 from blobledger.protocol.migrate import upgrade
+from blobledger.protocol.transitions import UploadOwner
 from blobledger.stores.local import LocalStore
+from blobledger.uploads.resumable import Resumable
 from tests.support.services import create_database, drop_database
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
@@ -155,6 +158,56 @@ async def test_upgrade_keeps_the_keys_of_replaced_and_deleted_documents(
                                     idempotency_key="key-deleted")
             assert [doc.name async for doc in ledger.list()] == ["replaced.txt"]
             assert (await ledger.get("d3")).version == 2
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)
+
+
+async def seed_open_upload(url: str) -> None:
+    """Release 0.2.0's rows (revision 0005) of an open tus upload: its pending document, its
+    blob row and its upload row, which names no owner."""
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.run_sync(upgrade, "0005")
+        params = dict(blob="documents/old-upload.txt", now=NOW,
+                      later=datetime.now(UTC).replace(tzinfo=None) + timedelta(days=1))
+        await conn.execute(text(
+            "INSERT INTO documents (id, name, status, blob_name, version, content_type, "
+            "created_at, updated_at) VALUES ('d5', 'old-upload.txt', 'pending', :blob, 1, "
+            "'text/plain', :now, :now)"), params)
+        await conn.execute(text(
+            "INSERT INTO blobs (name, document_id, kind, state, content_type, attempt, "
+            "lease_until, created_at, changed_at) VALUES (:blob, 'd5', 'create', 'pending', "
+            "'text/plain', 'attempt5', :later, :now, :now)"), params)
+        await conn.execute(text(
+            "INSERT INTO uploads (id, mode, blob_name, document_id, attempt, state, length, "
+            "\"offset\", handle, parts, meta, created_at, changed_at, expires_at) VALUES "
+            "('u5', 'tus', :blob, 'd5', 'attempt5', 'open', 10, 0, '', '[]', "
+            "'{\"name\": \"old-upload.txt\"}', :now, :now, :later)"), params)
+    await db.dispose()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_gives_uploads_an_owner(kind: str, tmp_path: Path) -> None:
+    """0006 adds ``uploads.owner``: a previous release's open upload keeps working and
+    counts against no token; a token's uploads are counted against its limit."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        await seed_open_upload(url)
+        async with Ledger(Database(url), store) as ledger:
+            async with ledger.db.engine.connect() as conn:
+                owners = (await conn.execute(text("SELECT id, owner FROM uploads"))).all()
+            assert [tuple(row) for row in owners] == [("u5", None)]
+            resumable = Resumable(ledger)
+            old = await resumable.find("u5")
+            assert (old.offset, old.length) == (0, 10)
+            owner = UploadOwner("0123456789abcdef", max_open=1, max_names=1)
+            await resumable.create(3, {"name": "new-upload.txt"}, owner)
+            with pytest.raises(QuotaExceeded, match="open uploads"):
+                await resumable.create(3, {"name": "another.txt"}, owner)
     finally:
         if kind == "postgresql":
             await drop_database(url)

@@ -92,7 +92,9 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(web.router)
     app.state.metrics_history = ops.MetricsHistory()
-    app.add_middleware(Guard, max_uploads=settings.max_uploads)
+    app.add_middleware(Guard, max_uploads=settings.max_uploads,
+                       min_body_rate=settings.min_body_rate,
+                       body_rate_window=settings.body_rate_window)
     return app
 
 

@@ -2,19 +2,35 @@
 
 With no tokens configured every request is allowed (``blobledger serve`` then refuses a
 non-loopback address unless told otherwise). Tokens are compared in constant time.
+
+A route states the scope it needs with ``dependencies=[Depends(require("write"))]``. That
+scope is checked on the request head, before any body byte is read, by
+:class:`blobledger.api.guard.Guard` (:func:`admit`), which finds the route the request goes
+to (:func:`route_scope`); the dependency checks again inside the route. A token is named in
+the database only by :func:`owner_of`, a short digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Match
+from starlette.types import Scope
 
 from blobledger.api.problems import Problem
 
 _bearer = HTTPBearer(auto_error=False, description="a token from BLOBLEDGER_API_TOKENS")
+#: the attribute of a :func:`require` check that names its scope (read by route_scope)
+SCOPE_ATTRIBUTE = "blobledger_scope"
+#: the owner of what is created when no tokens are configured (one population)
+ANONYMOUS = "anonymous"
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="blobledger"'}
 
 
 def scopes_of(tokens: Mapping[str, frozenset[str]], presented: str) -> frozenset[str] | None:
@@ -26,6 +42,24 @@ def scopes_of(tokens: Mapping[str, frozenset[str]], presented: str) -> frozenset
     return found
 
 
+def owner_of(token: str) -> str:
+    """How the database names a token (``uploads.owner``): 16 hex digits of a digest, from
+    which the token cannot be recovered."""
+    return hashlib.sha256(b"blobledger-owner\x00" + token.encode()).hexdigest()[:16]
+
+
+def _refusal(tokens: Mapping[str, frozenset[str]], presented: str | None,
+             scope: str) -> Problem | None:
+    if presented is None:
+        return Problem(401, "unauthorized", "a bearer token is required", headers=CHALLENGE)
+    scopes = scopes_of(tokens, presented)
+    if scopes is None:
+        return Problem(401, "unauthorized", "the bearer token is not valid", headers=CHALLENGE)
+    if scope not in scopes:
+        return Problem(403, "forbidden", f"the token lacks the {scope!r} scope")
+    return None
+
+
 def require(scope: str) -> Callable[..., Awaitable[None]]:
     """A dependency that admits the request only with a token holding ``scope``."""
 
@@ -34,18 +68,11 @@ def require(scope: str) -> Callable[..., Awaitable[None]]:
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
     ) -> None:
         tokens: Mapping[str, frozenset[str]] = request.app.state.settings.api_tokens
-        if not tokens:
-            return
-        challenge = {"WWW-Authenticate": 'Bearer realm="blobledger"'}
-        if credentials is None:
-            raise Problem(401, "unauthorized", "a bearer token is required", headers=challenge)
-        scopes = scopes_of(tokens, credentials.credentials)
-        if scopes is None:
-            raise Problem(401, "unauthorized", "the bearer token is not valid",
-                          headers=challenge)
-        if scope not in scopes:
-            raise Problem(403, "forbidden", f"the token lacks the {scope!r} scope")
+        if tokens and (problem := _refusal(
+                tokens, credentials.credentials if credentials else None, scope)):
+            raise problem
 
+    setattr(check, SCOPE_ATTRIBUTE, scope)
     return check
 
 
@@ -64,3 +91,63 @@ def scopes_presented(request: Request) -> frozenset[str]:
     if scheme.lower() != "bearer" or not presented.strip():
         return frozenset()
     return scopes_of(tokens, presented.strip()) or frozenset()
+
+
+# -- on the request head (the Guard) ------------------------------------------------------
+def _routes(router: Any) -> Iterator[Any]:
+    """The routes of a router, those of the routers it includes among them (``create_app``
+    includes its routers without a prefix: their routes carry their whole paths)."""
+    for route in getattr(router, "routes", ()):
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _routes(included)
+        else:
+            yield route
+
+
+def route_scope(app: Any, scope: Scope) -> str | None:
+    """The scope the route that will serve this request requires; None for a public route,
+    and for a request no route serves (404, 405: nothing is read for them)."""
+    for route in _routes(getattr(app, "router", None)):
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            for dependency in getattr(route, "dependencies", ()):
+                needed = getattr(dependency.dependency, SCOPE_ATTRIBUTE, None)
+                if isinstance(needed, str):
+                    return needed
+            return None
+    return None
+
+
+def presented_token(scope: Scope) -> str | None:
+    """The bearer token of the request's Authorization header (None: none, or another
+    scheme)."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"authorization":
+            kind, _, token = bytes(value).decode("latin-1").strip().partition(" ")
+            return (token.strip() or None) if kind.lower() == "bearer" else None
+    return None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The verdict on a request head: ``problem`` (401/403) or admitted, with the ``owner``
+    of what it creates (:func:`owner_of` the token; :data:`ANONYMOUS` without tokens)."""
+
+    problem: Problem | None
+    owner: str | None
+
+
+def admit(app: Any, scope: Scope) -> Admission:
+    """Whether the request head carries what its route requires."""
+    settings = getattr(getattr(app, "state", None), "settings", None)
+    tokens: Mapping[str, frozenset[str]] = getattr(settings, "api_tokens", {}) or {}
+    presented = presented_token(scope)
+    needed = route_scope(app, scope)
+    if not tokens:
+        return Admission(None, ANONYMOUS)
+    if needed is not None and (problem := _refusal(tokens, presented, needed)):
+        return Admission(problem, None)
+    if presented is not None and scopes_of(tokens, presented) is not None:
+        return Admission(None, owner_of(presented))
+    return Admission(None, None)

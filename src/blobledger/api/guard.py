@@ -1,6 +1,11 @@
-"""The outermost guard of the app: header-size limits, a cap on concurrent uploads, a
-problem document (never a traceback) for any exception that escapes a route before its
-response has started, and the fate of a refused request's unread body.
+"""The outermost guard of the app: header-size limits, the route's token checked on the
+request head (before any body byte is read), a cap on concurrent uploads (a slot taken only
+by an admitted request), a minimum body rate, a problem document (never a traceback) for
+any exception that escapes a route before its response has started, and the fate of a
+refused request's unread body.
+
+A request refused on its head (401, 403) never has its body read: the answer carries
+``Connection: close`` whenever a body was announced.
 
 A refused upload whose unread rest is small (a declared Content-Length of at most
 :data:`DRAIN_LIMIT` bytes, no ``Expect: 100-continue``) keeps its connection: the server
@@ -15,6 +20,8 @@ import logging
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobledger._base import metrics
+from blobledger.api.auth import admit
+from blobledger.api.bodyrate import MinimumRate
 from blobledger.api.problems import Problem, error_response, problem_response
 
 log = logging.getLogger("blobledger.api")
@@ -29,6 +36,8 @@ RETRY_AFTER_BUSY = 1
 #: a stalled body (408) or one past the size limit (413) always ends the connection
 CLOSING_STATUSES = (408, 413)
 UPLOAD_METHODS = ("POST", "PUT", "PATCH")
+#: where the Guard leaves the owner of what an admitted request creates (``request.state``)
+OWNER_KEY = "blobledger_owner"
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -50,10 +59,26 @@ def _may_drain(scope: Scope, received: int) -> bool:
     return text.isdigit() and len(text) <= 19 and int(text) - received <= DRAIN_LIMIT
 
 
+def _has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    if length is not None:
+        return length.strip() != b"0"
+    return _header(scope, b"transfer-encoding") is not None
+
+
 class Guard:
-    def __init__(self, app: ASGIApp, max_uploads: int | None = None) -> None:
+    """Before the app: headers too large (431); the route's token checked on the head
+    (401/403, the body never read: :func:`blobledger.api.auth.admit`); an upload slot,
+    taken only by an admitted request (503 beyond ``max_uploads``); a minimum body rate
+    (408: :class:`blobledger.api.bodyrate.MinimumRate`). The admitted request's ``owner``
+    goes to the app in ``scope["state"]``."""
+
+    def __init__(self, app: ASGIApp, max_uploads: int | None = None,
+                 min_body_rate: float = 0, body_rate_window: float = 10.0) -> None:
         self.app = app
         self.max_uploads = max_uploads
+        self.min_body_rate = min_body_rate
+        self.body_rate_window = body_rate_window
         self.uploads = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,12 +87,17 @@ class Guard:
             return
         path = scope.get("path", "")
         started = False
+        answered = False  # the Guard answered (a too slow body): the app's answer is dropped
+        closing = False
         received = 0
         body_done = False
+        paced = MinimumRate(receive, self.min_body_rate, self.body_rate_window)
 
         async def counted() -> Message:
             nonlocal received, body_done
-            message = await receive()
+            message = await paced()
+            if paced.too_slow:
+                await too_slow()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 body_done = body_done or not message.get("more_body", False)
@@ -75,16 +105,29 @@ class Guard:
 
         async def watch(message: Message) -> None:
             nonlocal started
+            if answered:
+                return
             if message["type"] == "http.response.start":
                 started = True
                 status = message["status"]
                 if status >= 500:
                     metrics.HTTP_ERRORS.labels(str(status)).inc()
-                if status in CLOSING_STATUSES or (
+                if closing or status in CLOSING_STATUSES or (
                         status >= 400 and not body_done and not _may_drain(scope, received)):
                     message = {**message, "headers": [*message.get("headers", []),
                                                       (b"connection", b"close")]}
             await send(message)
+
+        async def too_slow() -> None:
+            nonlocal answered
+            if started or answered:
+                return
+            log.info("refused a body slower than %g bytes/s: %s", paced.rate, path)
+            problem = Problem(408, "body-too-slow",
+                              f"the body arrived slower than {paced.rate:g} bytes per second "
+                              f"over {paced.window:g}s")
+            await problem_response(problem, path)(scope, paced, watch)
+            answered = True
 
         headers = scope.get("headers", [])
         total = sum(len(k) + len(v) + 4 for k, v in headers)
@@ -94,6 +137,13 @@ class Guard:
                               f"or {MAX_HEADERS_TOTAL} bytes in all")
             await problem_response(problem, path)(scope, counted, watch)
             return
+
+        admission = admit(scope.get("app"), scope)
+        if admission.problem is not None:
+            closing = _has_body(scope)  # its body is never read
+            await problem_response(admission.problem, path)(scope, receive, watch)
+            return
+        scope.setdefault("state", {})[OWNER_KEY] = admission.owner
 
         upload = scope["method"] in UPLOAD_METHODS
         if upload and self.max_uploads is not None and self.uploads >= self.max_uploads:
@@ -106,6 +156,8 @@ class Guard:
         try:
             await self.app(scope, counted, watch)
         except Exception as exc:
+            if answered:  # the app failed on the body the Guard refused
+                return
             if started:
                 log.warning("response to %s failed after it started: %s", path,
                             type(exc).__name__)

@@ -36,6 +36,7 @@ from blobledger.errors import (
     NotFound,
     OffsetMismatch,
     PreconditionFailed,
+    QuotaExceeded,
     StoreError,
     StoreUnavailable,
     UploadAborted,
@@ -84,6 +85,7 @@ class _Mapping:
 ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
     (InvalidInput, _Mapping(400, "invalid-input")),
     (NameTaken, _Mapping(409, "name-taken")),
+    (QuotaExceeded, _Mapping(429, "too-many-open-uploads")),
     (UploadGone, _Mapping(410, "upload-gone")),
     (NotFound, _Mapping(404, "not-found")),
     (OffsetMismatch, _Mapping(409, "offset-mismatch")),
@@ -111,7 +113,8 @@ def problem_for(exc: BlobLedgerError) -> Problem:
     extra: dict[str, Any] = {}
     if isinstance(exc, PreconditionFailed) and exc.current_version is not None:
         extra["current_version"] = exc.current_version
-    return Problem(mapping.status, mapping.kind, str(exc), headers=headers, **extra)
+    kind = exc.kind if isinstance(exc, QuotaExceeded) else mapping.kind
+    return Problem(mapping.status, kind, str(exc), headers=headers, **extra)
 
 
 #: statuses of protocols the service speaks that HTTP itself does not name (tus)

@@ -182,9 +182,11 @@ class UploadRow(Base):
     (``blob_name``, pending, owned by ``attempt``, leased until ``expires_at``) is created
     with it (C1);
     ``offset`` is the number of bytes stored as committed parts (``parts``: their ids in
-    order, JSON), advanced only by compare-and-set (``transitions.record_parts``)."""
+    order, JSON), advanced only by compare-and-set (``transitions.record_parts``);
+    ``owner`` names the token that created it (a digest), for the per-token limits."""
 
     __tablename__ = table_name("uploads")
+    __table_args__ = (Index(index_name("uploads", "owner_state"), "owner", "state"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     mode: Mapped[str] = mapped_column(String(16), nullable=False)  # UploadMode
@@ -202,6 +204,8 @@ class UploadRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    #: a digest of the bearer token that created the upload (never the token), or None
+    owner: Mapped[str | None] = mapped_column(String(64))
 
 
 def utcnow() -> datetime:

@@ -42,12 +42,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Table, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Row, Table, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.config import Settings, sweep_margin
 from blobledger.db import Database
-from blobledger.errors import Digests, NameTaken
+from blobledger.errors import Digests, NameTaken, QuotaExceeded
 from blobledger.protocol.clock import at
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import (
@@ -186,6 +186,14 @@ _owned = (blobs.c.state == ATTACHED, blobs.c.owner_table == bindparam("o_table")
 _insert_upload = insert(uploads).values(
     state=UploadState.OPEN.value, offset=0, parts="[]", created_at=NOW, changed_at=NOW,
     expires_at=LEASE)
+#: the open uploads of an owner: not completed, not expired, their intent still pending
+_open_uploads = select(func.count()).select_from(uploads).where(
+    uploads.c.owner == bindparam("u_owner"), uploads.c.state == UploadState.OPEN.value,
+    uploads.c.expires_at > NOW,
+    select(blobs.c.name).where(blobs.c.name == uploads.c.blob_name,
+                               blobs.c.state == PENDING).exists())
+#: those of them that create a document, each holding its name
+_reserved_names = _open_uploads.where(uploads.c.document_id != "")
 _record_parts = update(uploads).where(
     uploads.c.id == bindparam("u_id"), uploads.c.state == UploadState.OPEN.value,
     uploads.c.attempt == bindparam("b_attempt"), uploads.c.offset == bindparam("u_seen"),
@@ -310,6 +318,36 @@ class UploadRecord:
 
 
 @dataclass(frozen=True)
+class UploadOwner:
+    """Who creates an upload (``id``: a digest of its token, see
+    ``blobledger.api.auth.owner_of``) and how many open uploads, and names reserved by
+    document uploads among them, it may hold at once (QuotaExceeded beyond)."""
+
+    id: str
+    max_open: int
+    max_names: int
+
+
+async def _within_quota(conn: Any, owner: UploadOwner | None, names: bool,
+                        times: dict[str, float]) -> None:
+    """QuotaExceeded if ``owner`` already holds its share (checked inside the creating
+    transaction; concurrent creations by one owner may pass it together, at most one each)."""
+    if owner is None:
+        return
+    params = dict(u_owner=owner.id, **times)
+    held = int((await conn.execute(_open_uploads, params)).scalar_one())
+    if held >= owner.max_open:
+        raise QuotaExceeded("too-many-open-uploads",
+                            f"this token already has {held} open uploads (at most "
+                            f"{owner.max_open}): complete or terminate some first")
+    if names and int((await conn.execute(_reserved_names, params)).scalar_one()) \
+            >= owner.max_names:
+        raise QuotaExceeded("too-many-reserved-names",
+                            f"this token's open uploads already hold {owner.max_names} "
+                            "document names: complete or terminate some first")
+
+
+@dataclass(frozen=True)
 class ReplaceOutcome:
     """R4: the document as written, or why not (``lost``: the intent was taken; else the
     document moved on: ``current_version`` None if it is gone)."""
@@ -416,13 +454,16 @@ class Transitions:
     # -- resumable uploads ----------------------------------------------------------------
     async def begin_upload(self, intent: Intent, name: str, upload_id: str, length: int,
                            handle: str, meta: dict[str, str], *,
-                           mode: UploadMode = UploadMode.TUS) -> None:
+                           mode: UploadMode = UploadMode.TUS,
+                           owner: UploadOwner | None = None) -> None:
         """C1 of a resumable or direct upload: the pending document, its blob row (this
         upload's, leased until the upload expires, so no sweeper takes it before) and the
-        upload's row (offset 0), in one transaction. NameTaken if the name is taken."""
+        upload's row (offset 0, ``owner``'s), in one transaction. NameTaken if the name is
+        taken, QuotaExceeded if ``owner`` holds its share of open uploads or names."""
         times = self.times(lease=self._expiry(mode))
         try:
             async with self.db.transaction() as conn:
+                await _within_quota(conn, owner, True, times)
                 await conn.execute(_insert_document, dict(
                     id=intent.document_id, name=name, blob_name=intent.blob_name,
                     content_type=intent.content_type, **times))
@@ -434,20 +475,22 @@ class Transitions:
                     id=upload_id, mode=mode.value, blob_name=intent.blob_name,
                     document_id=intent.document_id,
                     attempt=intent.attempt, length=length, handle=handle,
-                    meta=json.dumps(meta), **times))
+                    meta=json.dumps(meta), owner=owner.id if owner else None, **times))
         except DBIntegrityError:
             raise NameTaken(f"a document named {name!r} already exists") from None
 
     async def begin_staged_upload(self, intent: Intent, filename: str | None, upload_id: str,
                                   length: int, meta: dict[str, str], *,
-                                  mode: UploadMode = UploadMode.TUS) -> None:
+                                  mode: UploadMode = UploadMode.TUS,
+                                  owner: UploadOwner | None = None) -> None:
         """A1 of an attachment that arrives as a resumable or direct upload: the pending
         attachment row, owned by no document (this upload's, leased until the upload
-        expires) and the upload's row (offset 0, no document: ``document_id`` empty), in
-        one transaction."""
+        expires) and the upload's row (offset 0, no document: ``document_id`` empty,
+        ``owner``'s), in one transaction; QuotaExceeded if ``owner`` holds its share."""
         assert intent.kind == BlobKind.ATTACHMENT and ATTACHMENT_KEY in meta
         times = self.times(lease=self._expiry(mode))
         async with self.db.transaction() as conn:
+            await _within_quota(conn, owner, False, times)
             await conn.execute(_insert_blob, dict(
                 name=intent.blob_name, document_id=None, kind=intent.kind.value,
                 content_type=intent.content_type, attempt=intent.attempt, filename=filename,
@@ -455,7 +498,7 @@ class Transitions:
             await conn.execute(_insert_upload, dict(
                 id=upload_id, mode=mode.value, blob_name=intent.blob_name, document_id="",
                 attempt=intent.attempt, length=length, handle="", meta=json.dumps(meta),
-                **times))
+                owner=owner.id if owner else None, **times))
 
     def _expiry(self, mode: UploadMode) -> float:
         return (self.settings.resumable_expiry if mode == UploadMode.TUS

@@ -53,7 +53,7 @@ from blobledger.protocol.documents import Document, limit_size
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import STATE_TAG, BlobState, UploadMode, UploadState, as_utc
-from blobledger.protocol.transitions import ATTACHMENT_KEY, UploadRecord
+from blobledger.protocol.transitions import ATTACHMENT_KEY, UploadOwner, UploadRecord
 from blobledger.stores.base import DirectPut
 from blobledger.uploads.resumable import (
     Resumable,
@@ -92,9 +92,11 @@ class DirectUploads:
 
     async def begin(self, name: str | None, size: int, content_type: str | None = None,
                     sha256: str | None = None, *, attachment: bool = False,
-                    filename: str | None = None, target: str | None = None) -> Began:
+                    filename: str | None = None, target: str | None = None,
+                    owner: UploadOwner | None = None) -> Began:
         """C1 (a document named ``name``) or, with ``attachment``, A1 (an attachment with
-        an optional ``filename`` and ``target``), and the URL to put ``size`` bytes to."""
+        an optional ``filename`` and ``target``), ``owner``'s (see :class:`UploadOwner`),
+        and the URL to put ``size`` bytes to."""
         settings = self.ledger.settings
         content_type = check_content_type(content_type)
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -119,7 +121,8 @@ class DirectUploads:
             name = meta["name"] = check_document_name(name)
         if (sha256 := check_sha256(sha256)) is not None:
             meta["sha256"] = sha256
-        upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name)
+        upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name,
+                             owner)
         where = await self.ledger.store.direct_put(
             upload.blob_name, size=size, tags=PENDING, content_type=content_type,
             expires_in=settings.direct_upload_expiry)

@@ -62,7 +62,13 @@ from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import BlobKind, UploadMode, UploadState
-from blobledger.protocol.transitions import ATTACHMENT_KEY, Intent, UploadRecord, new_token
+from blobledger.protocol.transitions import (
+    ATTACHMENT_KEY,
+    Intent,
+    UploadOwner,
+    UploadRecord,
+    new_token,
+)
 from blobledger.stores.base import Store, verify
 
 log = logging.getLogger("blobledger.resumable")
@@ -116,13 +122,14 @@ def check_sha256(sha256: str | None) -> str | None:
 
 
 async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadMode,
-                content_type: str, name: str | None = None) -> UploadRecord:
+                content_type: str, name: str | None = None,
+                owner: UploadOwner | None = None) -> UploadRecord:
     """The intent of an upload that outlives a request, and its row: C1 for a document
     named ``name``, or (``meta`` holds ``attachment``) A1 for an attachment whose filename
-    is ``meta["filename"]``. The caller checked ``meta`` and ``content_type``. An insert is
-    never run twice: if the connection was lost under it, the upload goes on only if its
-    rows are found under its token (:meth:`Ledger.inserted`). Failpoint
-    ``{tus,direct}.after_create``."""
+    is ``meta["filename"]``; ``owner``'s (QuotaExceeded when it holds its share). The
+    caller checked ``meta`` and ``content_type``. An insert is never run twice: if the
+    connection was lost under it, the upload goes on only if its rows are found under its
+    token (:meth:`Ledger.inserted`). Failpoint ``{tus,direct}.after_create``."""
     settings = ledger.settings
     upload_id = new_document_id()
     if ATTACHMENT_KEY in meta:
@@ -130,13 +137,13 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
         intent = Intent(new_blob_name(settings.blob_prefix, filename or ""), "",
                         BlobKind.ATTACHMENT, new_token(), content_type)
         await ledger.inserted(intent, ledger.transitions.begin_staged_upload(
-            intent, filename, upload_id, length, meta, mode=mode))
+            intent, filename, upload_id, length, meta, mode=mode, owner=owner))
     else:
         assert name is not None
         intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
                         BlobKind.CREATE, new_token(), content_type)
         await ledger.inserted(intent, ledger.transitions.begin_upload(
-            intent, name, upload_id, length, "", meta, mode=mode))
+            intent, name, upload_id, length, "", meta, mode=mode, owner=owner))
     await failpoints.hit(f"{mode.value}.after_create")
     upload = await ledger.transitions.find_upload(upload_id)
     if upload is None:  # swept while this request was paused
@@ -192,8 +199,10 @@ class Resumable:
         return self.ledger.store
 
     # -- creation -------------------------------------------------------------------------
-    async def create(self, length: int, meta: dict[str, str]) -> UploadRecord:
-        """C1 for an upload of ``length`` bytes, then the store's staged upload."""
+    async def create(self, length: int, meta: dict[str, str],
+                     owner: UploadOwner | None = None) -> UploadRecord:
+        """C1 for an upload of ``length`` bytes (``owner``'s: see :class:`UploadOwner`),
+        then the store's staged upload."""
         settings = self.ledger.settings
         if length < 0:
             raise InvalidInput("Upload-Length must not be negative")
@@ -205,7 +214,8 @@ class Resumable:
             name = document_name(meta)
         content_type = content_type_of(meta)
         check_sha256(meta.get("sha256"))
-        upload = await begin(self.ledger, length, meta, UploadMode.TUS, content_type, name)
+        upload = await begin(self.ledger, length, meta, UploadMode.TUS, content_type, name,
+                             owner)
         intent = upload.intent(content_type)
         try:
             handle = await self.store.begin_staged(intent.blob_name, tags=PENDING,

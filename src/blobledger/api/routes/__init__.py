@@ -10,12 +10,14 @@ from fastapi import Request
 from starlette.responses import JSONResponse
 
 from blobledger._base.names import is_media_type
+from blobledger.api.guard import OWNER_KEY
 from blobledger.api.headers import etag, etag_versions
 from blobledger.api.problems import Problem
 from blobledger.config import Settings
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.transitions import UploadOwner
 
 log = logging.getLogger("blobledger.api")
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
@@ -34,6 +36,16 @@ def settings_of(request: Request) -> Settings:
     settings = request.app.state.settings
     assert isinstance(settings, Settings)
     return settings
+
+
+def upload_owner(request: Request) -> UploadOwner | None:
+    """Who creates an upload (the owner the Guard admitted: a digest of the token) and its
+    share of open uploads and reserved names; None outside the Guard (no limits)."""
+    owner = getattr(request.state, OWNER_KEY, None)
+    if not isinstance(owner, str):
+        return None
+    settings = settings_of(request)
+    return UploadOwner(owner, settings.max_open_uploads, settings.max_reserved_names)
 
 
 def document_response(doc: Document, status: int = 200) -> JSONResponse:

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 
 from blobledger.api.auth import require
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
-from blobledger.api.routes import document_response, ledger_of, settings_of
+from blobledger.api.routes import document_response, ledger_of, settings_of, upload_owner
 from blobledger.api.uploads import body_stream, check_declared_size
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
@@ -60,7 +60,7 @@ async def begin_upload(request: Request, body: UploadRequest) -> Response:
     """Record the intent (C1); the answer says where to PUT the bytes, until when."""
     began = await _direct(request).begin(
         body.name, body.size, body.content_type, body.sha256, attachment=body.attachment,
-        filename=body.filename, target=body.target)
+        filename=body.filename, target=body.target, owner=upload_owner(request))
     upload = began.upload
     if began.target is not None:
         where: dict[str, Any] = {"method": began.target.method, "url": began.target.url,

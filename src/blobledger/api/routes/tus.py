@@ -29,7 +29,7 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from blobledger.api.auth import require, scopes_presented
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
-from blobledger.api.routes import ledger_of, settings_of
+from blobledger.api.routes import ledger_of, settings_of, upload_owner
 from blobledger.api.uploads import body_stream, declared_length
 from blobledger.errors import IntegrityError, OffsetMismatch
 from blobledger.protocol.attachments import StagedUpload
@@ -171,7 +171,8 @@ async def tus_create(
         raise Problem(400, "unsupported", "Upload-Defer-Length is not supported")
     length = _number(request, "upload-length")
     resumable = _resumable(request)
-    upload = await resumable.create(length, parse_metadata(upload_metadata))
+    upload = await resumable.create(length, parse_metadata(upload_metadata),
+                                    upload_owner(request))
     location = str(request.url_for("tus_head", upload_id=upload.id))
     headers = _headers({"Upload-Expires": _expires(upload)})
     if request.headers.get("content-type") == OFFSET_TYPE:
