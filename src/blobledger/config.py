@@ -34,6 +34,9 @@ BLOBLEDGER_BODY_RATE_WINDOW        the rate is judged over this    10s
 BLOBLEDGER_MAX_OPEN_UPLOADS        open uploads of one token: 429  100
 BLOBLEDGER_MAX_RESERVED_NAMES      names one token's uploads hold  20
 BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
+BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 127.0.0.1, ::1
+BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
+BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
 BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
@@ -81,6 +84,12 @@ from pydantic_settings import (
 )
 
 from blobledger._base.durations import format_duration, parse_duration, parse_size
+from blobledger._base.hosts import (
+    parse_allowed_host,
+    parse_origin,
+    parse_public_url,
+    split_list,
+)
 from blobledger._base.names import check_prefix
 from blobledger.errors import ConfigError
 from blobledger.stores.azure.settings import AzureSettings
@@ -143,10 +152,27 @@ def _seconds(value: object) -> object:
     return value
 
 
+def _hosts(value: object) -> object:
+    return tuple(parse_allowed_host(item.lower()) for item in split_list(value))
+
+
+def _origins(value: object) -> object:
+    return tuple(dict.fromkeys(parse_origin(item) for item in split_list(value)))
+
+
+def _public_url(value: object) -> object:
+    if isinstance(value, str):
+        return parse_public_url(value) if value.strip() else None
+    return value
+
+
 Duration = Annotated[float, BeforeValidator(_duration)]
 Size = Annotated[int, BeforeValidator(_size)]
 Count = Annotated[int, BeforeValidator(_whole)]
 Tokens = Annotated[dict[str, frozenset[str]], BeforeValidator(_tokens)]
+Hosts = Annotated[tuple[str, ...], BeforeValidator(_hosts)]
+Origins = Annotated[tuple[str, ...], BeforeValidator(_origins)]
+PublicUrl = Annotated[str | None, BeforeValidator(_public_url)]
 
 
 class Settings(BaseModel):
@@ -180,6 +206,13 @@ class Settings(BaseModel):
     max_open_uploads: Count = 100
     max_reserved_names: Count = 20
     api_tokens: Tokens = {}
+    #: the ``Host`` names served (any port); empty: the loopback names. The host of
+    #: ``public_url`` (or of the address a connection came in on) is always served
+    allowed_hosts: Hosts = ()
+    #: origins whose pages may call the service from a browser (CORS); empty: none
+    cors_origins: Origins = ()
+    #: the base of the URLs the service hands out; None: the address a connection came in on
+    public_url: PublicUrl = None
     sweep_interval: Duration | None = None
     url: str = DEFAULT_URL
     token: str | None = None

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -75,7 +76,8 @@ def test_browser_uploads_through_tus(tmp_path: Path, azurite: Azurite, profile: 
         finally:
             browser.close()
         assert isinstance(upload_url, str) and "/files/" in upload_url
-        head = httpx.head(upload_url, headers={"Tus-Resumable": "1.0.0"})
+        # the Location is a path: the client resolves it against the URL it used
+        head = httpx.head(urljoin(server.url, upload_url), headers={"Tus-Resumable": "1.0.0"})
         doc_id = head.headers["Blobledger-Document"]
         doc = httpx.get(f"{server.url}/documents/{doc_id}").json()
         assert doc["name"] == "from-the-browser.txt" and doc["size"] == SIZE

@@ -60,10 +60,10 @@ async def test_client_that_drops_the_connection_halfway(live_server: Server) -> 
     before = await server_state(live_server)
     boundary = "dropboundary"
     cases = {
-        "raw": (b"POST /documents?name=dropped-raw HTTP/1.1\r\nHost: t\r\n"
+        "raw": (b"POST /documents?name=dropped-raw HTTP/1.1\r\nHost: localhost\r\n"
                 b"Content-Type: application/octet-stream\r\nContent-Length: 4194304\r\n\r\n",
                 os.urandom(1024 * 1024)),
-        "multipart": (f"POST /documents HTTP/1.1\r\nHost: t\r\nContent-Length: 4194304\r\n"
+        "multipart": (f"POST /documents HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4194304\r\n"
                       f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n".encode(),
                       f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n'
                       f'dropped-form\r\n--{boundary}\r\nContent-Disposition: form-data; '
@@ -93,8 +93,8 @@ async def test_client_that_drops_the_connection_halfway(live_server: Server) -> 
 async def test_body_shorter_than_content_length_times_out(live_server: Server) -> None:
     before = await server_state(live_server)
     sock = connect(live_server)
-    sock.sendall(b"POST /documents?name=short HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n"
-                 b"\r\nonly these bytes")
+    sock.sendall(b"POST /documents?name=short HTTP/1.1\r\nHost: localhost\r\n"
+                 b"Content-Length: 1000\r\n\r\nonly these bytes")
     status, headers, body = await asyncio.to_thread(read_response, sock)
     sock.close()
     problem = problem_body(status, headers, body, 408)
@@ -106,7 +106,7 @@ async def test_body_shorter_than_content_length_times_out(live_server: Server) -
 
 def test_too_large_by_content_length_before_reading(live_server: Server) -> None:
     sock = connect(live_server)
-    sock.sendall(b"POST /documents?name=huge HTTP/1.1\r\nHost: t\r\n"
+    sock.sendall(b"POST /documents?name=huge HTTP/1.1\r\nHost: localhost\r\n"
                  b"Content-Length: 6442450944\r\n\r\n")  # 6 GiB announced, not one byte sent
     status, headers, body = read_response(sock)
     sock.close()
@@ -121,7 +121,7 @@ def test_huge_header(live_server: Server) -> None:
     # past what the HTTP parser buffers (64 KiB) uvicorn may answer a plain 400 itself
     sock = connect(live_server)
     try:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Padding: "
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: "
                      + b"p" * 200_000 + b"\r\n\r\n")
         status, _, _ = read_response(sock)
         assert status in (400, 431)

@@ -124,7 +124,7 @@ def test_put_waits_for_an_attempt_in_progress(live_server: Server, tmp_path: Pat
     key = "cli-contended-key"
     # an earlier attempt under the same key: half its body sent, its connection still open
     sock = socket.create_connection(("127.0.0.1", live_server.port), timeout=10)
-    sock.sendall(b"POST /documents?name=contended.txt HTTP/1.1\r\nHost: t\r\n"
+    sock.sendall(b"POST /documents?name=contended.txt HTTP/1.1\r\nHost: localhost\r\n"
                  b"Idempotency-Key: " + key.encode() + b"\r\nContent-Type: text/plain\r\n"
                  b"Content-Length: 100\r\n\r\n"
                  b"the first")

@@ -51,7 +51,7 @@ def test_500_idle_connections_leave_healthz_answering() -> None:
         half = open_idle(served.port, 0)
         try:
             for sock in idle[:250]:  # half of them send part of a request head, then nothing
-                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
                 half.append(sock)
             response = httpx.get(f"{served.url}/healthz", timeout=10)
             assert response.status_code == 200 and response.json() == {"status": "ok"}
@@ -93,7 +93,7 @@ def test_half_sent_request_heads_are_closed_with_408(server: Served) -> None:
     silent = open_idle(server.port, 20)
     try:
         for sock in heads:
-            sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\nContent-Le")
+            sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: localhost\r\nContent-Le")
         for sock in heads[:5]:
             buffer = bytearray()
             response = read_response(sock, buffer)  # the header timeout is 2 s
@@ -110,7 +110,7 @@ def test_a_head_trickled_byte_by_byte_is_closed(server: Served) -> None:
     stop = threading.Event()
 
     def trickle() -> None:
-        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000
+        head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 1000
         for byte in head:
             if stop.wait(0.2):
                 return
@@ -133,7 +133,7 @@ def stalled_upload(port: int, token: str = "rw") -> socket.socket:
     """A connection busy with an upload that has sent 10 of its 100 bytes."""
     sock = connect(port)
     name = uuid.uuid4().hex.encode()
-    sock.sendall(b"POST /documents?name=" + name + b" HTTP/1.1\r\nHost: x\r\n"
+    sock.sendall(b"POST /documents?name=" + name + b" HTTP/1.1\r\nHost: localhost\r\n"
                  b"Authorization: Bearer " + token.encode() + b"\r\n"
                  b"Content-Length: 100\r\n\r\n0123456789")
     return sock
@@ -146,7 +146,7 @@ def test_beyond_the_connection_limit_when_all_are_busy_503_with_retry_after() ->
         time.sleep(0.5)  # the server has read their heads: they are serving requests
         extra = connect(served.port)
         try:
-            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             response = read_response(extra)
             assert response.status == 503
             assert response.headers["retry-after"] == "1"
@@ -175,7 +175,7 @@ def test_beyond_the_upload_limit_503_with_retry_after() -> None:
 
 
 @pytest.mark.parametrize(("head", "status", "kind"), [
-    (b"PUT /documents/0123/content HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer rw\r\n"
+    (b"PUT /documents/0123/content HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer rw\r\n"
      b"Content-Length: 2000\r\n\r\n", 428, "precondition-required"),
 ])
 def test_early_refusals_keep_the_connection_and_arrive_whole(
@@ -204,7 +204,7 @@ def test_an_early_refusal_with_a_large_unread_body_is_read_before_the_close(
     body = b"b" * (1024 * 1024)
     for _ in range(100):
         sock = connect(server.port)
-        sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: localhost\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
 
         def send(sock: socket.socket = sock) -> None:
@@ -223,11 +223,11 @@ def test_an_early_refusal_with_a_large_unread_body_is_read_before_the_close(
 
 
 @pytest.mark.parametrize("request_bytes", [
-    b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Nul: a\x00b\r\n\r\n",
-    b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n",
-    b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+    b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Nul: a\x00b\r\n\r\n",
+    b"POST /documents?name=x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 12abc\r\n\r\n",
+    b"POST /documents?name=x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n"
     b"Content-Length: 2\r\n\r\nab",
-    b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a b HTTP/1.1\r\nHost: localhost\r\n\r\n",
     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
 ])
 def test_the_parser_refusals_are_problem_documents(server: Served, request_bytes: bytes) -> None:
@@ -252,7 +252,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() 
     with serve(env=env) as served:
         sock = connect(served.port)
         try:
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             assert read_response(sock).status == 200
             assert is_closed(sock, 30)  # long before the 60 s header timeout
         finally:

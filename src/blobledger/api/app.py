@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from fastapi import FastAPI
 
 from blobledger import __version__, web
-from blobledger.api import problems
+from blobledger.api import browser, problems
 from blobledger.api.guard import Guard
 from blobledger.api.routes import content, direct, documents, ops, service, tus
 from blobledger.config import Settings
@@ -95,6 +95,7 @@ def create_app(
     app.add_middleware(Guard, max_uploads=settings.max_uploads,
                        min_body_rate=settings.min_body_rate,
                        body_rate_window=settings.body_rate_window)
+    browser.install(app, settings)  # the outermost layer: before all else
     return app
 
 

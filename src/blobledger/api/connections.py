@@ -15,7 +15,11 @@ its request head, and it accepts connections until the process runs out of descr
   ``LINGER`` seconds before the socket is closed, so that unread request bytes never turn
   the close into a TCP reset that destroys the response in flight;
 - **problem documents for the parser's own refusals** (a malformed request line or header,
-  a bad Content-Length): ``application/problem+json`` like every other error.
+  a bad Content-Length): ``application/problem+json`` like every other error;
+- **strict framing**: a request head is checked as it was sent, before h11 merges repeated
+  ``Content-Length`` headers, by :func:`blobledger.api.framing.framing_error`; an ambiguous
+  one is refused like a malformed one (400, connection closed), so nothing its body holds is
+  ever read as a request.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from blobledger.api.framing import framing_error
 
 #: seconds a closing connection keeps reading (and dropping) what the client still sends
 LINGER = 2.0
@@ -50,6 +57,33 @@ def problem_bytes(status: int, reason: str, kind: str, detail: str,
             f"content-length: {len(body)}", "connection: close",
             *(f"{name}: {value}" for name, value in extra_headers)]
     return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
+
+
+def raw_headers(head: bytes) -> list[tuple[bytes, bytes]]:
+    """The header fields of a request head as sent (request line and folded lines aside)."""
+    fields = []
+    for line in head.split(b"\n")[1:]:
+        line = line.removesuffix(b"\r")
+        if line and line[:1] not in (b" ", b"\t"):
+            name, _, value = line.partition(b":")
+            fields.append((name.strip(), value.strip(b" \t")))
+    return fields
+
+
+class StrictConnection(h11.Connection):
+    """h11's server side, refusing a request whose framing is ambiguous (see
+    :mod:`blobledger.api.framing`) from the head as received: h11 itself would merge a
+    repeated ``Content-Length`` and frame by ``Transfer-Encoding`` when both are sent."""
+
+    def next_event(self) -> Any:
+        before = self.trailing_data[0] if self.their_state is h11.IDLE else None
+        event = super().next_event()
+        if before is not None and isinstance(event, h11.Request):
+            head = before[:len(before) - len(self.trailing_data[0])]
+            error = framing_error(raw_headers(head), event.http_version.decode("ascii"))
+            if error is not None:
+                raise h11.RemoteProtocolError(f"ambiguous framing: {error}", 400)
+        return event
 
 
 class LingeringTransport(asyncio.Transport):
@@ -137,6 +171,11 @@ class BoundedProtocol(H11Protocol):
     with :func:`protocol_class`)."""
 
     limits: ClassVar[Limits] = Limits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn = StrictConnection(h11.SERVER, self.config.h11_max_incomplete_event_size
+                                     or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._lingering = LingeringTransport(transport, self.loop)

@@ -6,7 +6,10 @@ the port opens; a problem with any of them is one line and a non-zero exit. With
 ``--allow-unauthenticated`` says otherwise. Connections are bounded by
 ``BLOBLEDGER_HEADER_TIMEOUT``, ``BLOBLEDGER_KEEP_ALIVE_TIMEOUT``, ``BLOBLEDGER_MAX_CONNECTIONS``
 and ``BLOBLEDGER_MAX_UPLOADS`` (see ``blobledger.api.connections``); the descriptor limit is
-raised to what the connection cap needs, or the start refused.
+raised to what the connection cap needs, or the start refused. Browsers are kept out by
+``BLOBLEDGER_ALLOWED_HOSTS``, ``BLOBLEDGER_CORS_ORIGINS`` and ``BLOBLEDGER_PUBLIC_URL`` (see
+``blobledger.api.browser``): on a non-loopback address without either of the first and the
+last, only the loopback names and the address connected to are answered (said at start).
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ async def command(host: str, port: int, body_timeout: float | None,
             announce(f"blobledger: serving on http://{host}:{port} (database {database}, "
                      f"store {ledger.store.url})", "serve.start",
                      url=f"http://{host}:{port}", database=database, store=ledger.store.url)
+            if not is_loopback(host) and not settings.allowed_hosts \
+                    and not settings.public_url:
+                announce("blobledger: a Host other than localhost, 127.0.0.1, [::1] or the "
+                         "address connected to gets a 400: set BLOBLEDGER_PUBLIC_URL or "
+                         "BLOBLEDGER_ALLOWED_HOSTS to the names clients use", "serve.hosts")
             if not await serve(app, sock, settings):
                 return fail(f"the server on {host}:{port} did not start")
     return 0

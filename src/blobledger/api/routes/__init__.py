@@ -10,6 +10,7 @@ from fastapi import Request
 from starlette.responses import JSONResponse
 
 from blobledger._base.names import is_media_type
+from blobledger.api.browser import own_base_url
 from blobledger.api.guard import OWNER_KEY
 from blobledger.api.headers import etag, etag_versions
 from blobledger.api.problems import Problem
@@ -46,6 +47,21 @@ def upload_owner(request: Request) -> UploadOwner | None:
         return None
     settings = settings_of(request)
     return UploadOwner(owner, settings.max_open_uploads, settings.max_reserved_names)
+
+
+def absolute_url_for(request: Request, name: str, **params: str) -> str:
+    """The absolute URL of a route, on ``BLOBLEDGER_PUBLIC_URL`` or else the address the
+    connection came in on: never built from the ``Host`` header."""
+    path = request.url_for(name, **params).path  # the mount path included; not its host
+    return own_base_url(request.scope, settings_of(request)) + path
+
+
+def location_for(request: Request, name: str, **params: str) -> str:
+    """A ``Location``: absolute on ``BLOBLEDGER_PUBLIC_URL`` when it is set, else a path
+    (resolved by the client against the URL it used, whatever name it reached us by)."""
+    if settings_of(request).public_url:
+        return absolute_url_for(request, name, **params)
+    return request.url_for(name, **params).path
 
 
 def document_response(doc: Document, status: int = 200) -> JSONResponse:

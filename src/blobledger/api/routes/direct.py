@@ -23,7 +23,13 @@ from starlette.responses import JSONResponse
 
 from blobledger.api.auth import require
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
-from blobledger.api.routes import document_response, ledger_of, settings_of, upload_owner
+from blobledger.api.routes import (
+    absolute_url_for,
+    document_response,
+    ledger_of,
+    settings_of,
+    upload_owner,
+)
 from blobledger.api.uploads import body_stream, check_declared_size
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
@@ -66,10 +72,10 @@ async def begin_upload(request: Request, body: UploadRequest) -> Response:
         where: dict[str, Any] = {"method": began.target.method, "url": began.target.url,
                                  "headers": dict(began.target.headers), "via": "store"}
     else:
-        url = str(request.url_for("put_upload_content", upload_id=upload.id))
+        url = absolute_url_for(request, "put_upload_content", upload_id=upload.id)
         where = {"method": "PUT", "url": f"{url}?token={began.token}",
                  "headers": {"Content-Type": upload.meta["content_type"]}, "via": "service"}
-    complete = str(request.url_for("complete_upload", upload_id=upload.id))
+    complete = absolute_url_for(request, "complete_upload", upload_id=upload.id)
     payload = {"id": upload.id, **where, "size": upload.length,
                "expires_at": began.expires_at.isoformat().replace("+00:00", "Z"),
                "complete_url": complete}

@@ -29,7 +29,7 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from blobledger.api.auth import require, scopes_presented
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
-from blobledger.api.routes import ledger_of, settings_of, upload_owner
+from blobledger.api.routes import ledger_of, location_for, settings_of, upload_owner
 from blobledger.api.uploads import body_stream, declared_length
 from blobledger.errors import IntegrityError, OffsetMismatch
 from blobledger.protocol.attachments import StagedUpload
@@ -140,19 +140,14 @@ def _done(doc: Document | StagedUpload, offset: int) -> dict[str, str]:
 @router.options("/files/", include_in_schema=False)
 @router.options("/files/{upload_id}", include_in_schema=False)
 async def tus_options(request: Request) -> Response:
-    """What this tus server offers (also a CORS preflight answer)."""
+    """What this tus server offers. A CORS preflight from one of
+    ``BLOBLEDGER_CORS_ORIGINS`` is answered before it gets here; any other origin is never
+    named (the browser then sends nothing)."""
     headers = _headers({
         "Tus-Version": TUS_VERSION, "Tus-Extension": EXTENSIONS,
         "Tus-Max-Size": str(settings_of(request).max_upload_bytes),
         "Tus-Checksum-Algorithm": ",".join(CHECKSUMS),
-        "Access-Control-Allow-Methods": "POST, HEAD, PATCH, DELETE, OPTIONS",
-        "Access-Control-Allow-Headers": (
-            "Authorization, Content-Type, Tus-Resumable, Upload-Length, Upload-Metadata, "
-            "Upload-Offset, Upload-Checksum, Upload-Defer-Length, Upload-Concat"),
-        "Access-Control-Max-Age": "86400",
     })
-    if origin := request.headers.get("origin"):
-        headers["Access-Control-Allow-Origin"] = origin
     return Response(status_code=204, headers=headers)
 
 
@@ -173,7 +168,7 @@ async def tus_create(
     resumable = _resumable(request)
     upload = await resumable.create(length, parse_metadata(upload_metadata),
                                     upload_owner(request))
-    location = str(request.url_for("tus_head", upload_id=upload.id))
+    location = location_for(request, "tus_head", upload_id=upload.id)
     headers = _headers({"Upload-Expires": _expires(upload)})
     if request.headers.get("content-type") == OFFSET_TYPE:
         offset, doc = await _append(request, resumable, upload, 0, upload_checksum)
