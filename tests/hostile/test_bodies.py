@@ -40,7 +40,7 @@ def bearer(token: str | None) -> bytes:
 
 
 def upload_head(token: str | None, length: int) -> bytes:
-    return (b"POST /uploads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    return (b"POST /uploads HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + bearer(token) + b"Content-Length: " + str(length).encode() + b"\r\n\r\n")
 
 
@@ -74,7 +74,7 @@ def test_a_small_unauthenticated_body_is_not_drained_either(server: Served) -> N
     for _ in range(50):
         sock = connect(server.port, timeout=5)
         try:
-            sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: x\r\n"
+            sock.sendall(b"POST /documents?name=x HTTP/1.1\r\nHost: localhost\r\n"
                          b"Content-Length: 2000\r\n\r\n" + b"b" * 2000)
             response = read_response(sock)
             assert response.status == 401
@@ -127,7 +127,7 @@ def test_a_trickling_body_is_cut_within_the_window(server: Served, route: str) -
     stop = threading.Event()
     if route == "documents":
         head = (b"POST /documents?name=" + uuid.uuid4().hex.encode() + b" HTTP/1.1\r\n"
-                b"Host: x\r\n" + bearer(WRITER) + b"Content-Length: 1000\r\n\r\n")
+                b"Host: localhost\r\n" + bearer(WRITER) + b"Content-Length: 1000\r\n\r\n")
     else:
         head = upload_head(WRITER, 1000)
 
