@@ -118,6 +118,46 @@ def test_a_256_mib_unauthenticated_body_is_never_buffered(server: Served) -> Non
     assert grown_mib < 32, f"the server's peak RSS grew by {grown_mib:.0f} MiB"
 
 
+def test_a_writers_json_body_is_bounded_on_its_head(server: Served) -> None:
+    """A write token's ``POST /uploads`` declaring 16 MiB of JSON: 413 ``body-too-large``
+    at once, without a byte of its body read, and the connection ends."""
+    sock = connect(server.port, timeout=5)
+    try:
+        sock.sendall(upload_head(WRITER, 16 * 1024 * 1024))
+        response = read_response(sock)
+        assert response.status == 413
+        assert response.problem()["type"] == "urn:blobledger:problem:body-too-large"
+        assert response.headers["connection"] == "close"
+        assert is_closed(sock, 5)
+    finally:
+        sock.close()
+
+
+def test_a_writers_chunked_json_body_is_cut_past_the_bound(server: Served) -> None:
+    """The same JSON sent chunked (no length to read on the head): 413 once 64 KiB have
+    arrived, long before the 16 MiB the client would send."""
+    sock = connect(server.port, timeout=10)
+    try:
+        sock.sendall(b"POST /uploads HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json\r\n" + bearer(WRITER)
+                     + b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"x" * 65536
+        sent = 0
+        try:
+            sock.sendall(b'8\r\n{"pad":"\r\n')
+            for _ in range(256):
+                sock.sendall(b"10000\r\n" + chunk + b"\r\n")
+                sent += len(chunk)
+        except OSError:
+            pass
+        response = read_response(sock)
+        assert response.status == 413
+        assert response.problem()["type"] == "urn:blobledger:problem:body-too-large"
+        assert sent < 16 * 1024 * 1024 or is_closed(sock, 5)
+    finally:
+        sock.close()
+
+
 @pytest.mark.parametrize("route", ["documents", "uploads"])
 def test_a_trickling_body_is_cut_within_the_window(server: Served, route: str) -> None:
     """A token holder's body that brings a byte every 0.2 s (the minimum is 1,000 bytes/s

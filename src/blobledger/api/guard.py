@@ -36,6 +36,9 @@ RETRY_AFTER_BUSY = 1
 #: a stalled body (408) or one past the size limit (413) always ends the connection
 CLOSING_STATUSES = (408, 413)
 UPLOAD_METHODS = ("POST", "PUT", "PATCH")
+#: the largest JSON request body the app reads: every JSON body it takes is a small request
+#: (``POST /uploads``), and FastAPI reads a JSON body whole before the route runs
+MAX_JSON_BODY = 64 * 1024
 #: where the Guard leaves the owner of what an admitted request creates (``request.state``)
 OWNER_KEY = "blobledger_owner"
 
@@ -59,6 +62,19 @@ def _may_drain(scope: Scope, received: int) -> bool:
     return text.isdigit() and len(text) <= 19 and int(text) - received <= DRAIN_LIMIT
 
 
+def _is_json(scope: Scope) -> bool:
+    value = _header(scope, b"content-type")
+    media = (value or b"").split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def _declared_length(scope: Scope) -> int:
+    """The Content-Length the request declares (0 without one, or one that is not a number:
+    the framing check refuses those)."""
+    text = (_header(scope, b"content-length") or b"").strip()
+    return int(text) if text.isdigit() and len(text) <= 19 else 0
+
+
 def _has_body(scope: Scope) -> bool:
     length = _header(scope, b"content-length")
     if length is not None:
@@ -70,7 +86,9 @@ class Guard:
     """Before the app: headers too large (431); the route's token checked on the head
     (401/403, the body never read: :func:`blobledger.api.auth.admit`); an upload slot,
     taken only by an admitted request (503 beyond ``max_uploads``); a minimum body rate
-    (408: :class:`blobledger.api.bodyrate.MinimumRate`). The admitted request's ``owner``
+    (408: :class:`blobledger.api.bodyrate.MinimumRate`); a JSON body over
+    :data:`MAX_JSON_BODY` (413, from Content-Length before reading, or while it arrives).
+    The admitted request's ``owner``
     goes to the app in ``scope["state"]``."""
 
     def __init__(self, app: ASGIApp, max_uploads: int | None = None,
@@ -92,6 +110,7 @@ class Guard:
         received = 0
         body_done = False
         paced = MinimumRate(receive, self.min_body_rate, self.body_rate_window)
+        json_cap = MAX_JSON_BODY if _is_json(scope) else None
 
         async def counted() -> Message:
             nonlocal received, body_done
@@ -101,6 +120,8 @@ class Guard:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 body_done = body_done or not message.get("more_body", False)
+                if json_cap is not None and received > json_cap:
+                    await refuse(json_too_large())
             return message
 
         async def watch(message: Message) -> None:
@@ -118,16 +139,23 @@ class Guard:
                                                       (b"connection", b"close")]}
             await send(message)
 
-        async def too_slow() -> None:
+        async def refuse(problem: Problem) -> None:
+            """Answer in the app's stead while it reads the body (its answer is dropped)."""
             nonlocal answered
             if started or answered:
                 return
-            log.info("refused a body slower than %g bytes/s: %s", paced.rate, path)
-            problem = Problem(408, "body-too-slow",
-                              f"the body arrived slower than {paced.rate:g} bytes per second "
-                              f"over {paced.window:g}s")
             await problem_response(problem, path)(scope, paced, watch)
             answered = True
+
+        async def too_slow() -> None:
+            log.info("refused a body slower than %g bytes/s: %s", paced.rate, path)
+            await refuse(Problem(408, "body-too-slow",
+                                 f"the body arrived slower than {paced.rate:g} bytes per "
+                                 f"second over {paced.window:g}s"))
+
+        def json_too_large() -> Problem:
+            return Problem(413, "body-too-large",
+                           f"a JSON request body may hold at most {MAX_JSON_BODY} bytes")
 
         headers = scope.get("headers", [])
         total = sum(len(k) + len(v) + 4 for k, v in headers)
@@ -144,6 +172,9 @@ class Guard:
             await problem_response(admission.problem, path)(scope, receive, watch)
             return
         scope.setdefault("state", {})[OWNER_KEY] = admission.owner
+        if json_cap is not None and _declared_length(scope) > json_cap:
+            await problem_response(json_too_large(), path)(scope, receive, watch)
+            return
 
         upload = scope["method"] in UPLOAD_METHODS
         if upload and self.max_uploads is not None and self.uploads >= self.max_uploads:
