@@ -391,3 +391,53 @@ async def test_a_delete_that_loses_to_a_replace_says_so(
     monkeypatch.undo()
     assert (await ledger.get(doc.id)).version == 2
     assert await read(ledger, doc.id) == b"v2"
+
+
+async def test_a_failed_writers_clean_up_keeps_another_requests_key(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Two creations under idempotency keys are in flight; one fails and cleans up after
+    itself: it drops its own pending key and no other. The other finishes, and a retry of it
+    under its key answers that first document (with the key dropped, the retry would make
+    the document again and fail on its name)."""
+    holds.at("create.after_upload")
+    other = started(lambda: ledger.create("kept.txt", b"kept", idempotency_key="k-kept"))
+    await holds.wait("create.after_upload")
+    failpoints.configure("create.after_upload=raise")
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            await ledger.create("fails.txt", b"fails", idempotency_key="k-fails")
+    finally:
+        failpoints.configure("")
+    holds.go("create.after_upload")
+    doc = await outcome(other)
+    assert isinstance(doc, Document), doc
+    assert await ledger.create("kept.txt", b"kept", idempotency_key="k-kept") == doc
+    assert [d.id async for d in ledger.list()] == [doc.id]
+
+
+async def test_a_stale_attempts_confirm_loses_to_the_retry_that_took_its_intent(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Attempt A is held after its upload past its lease and the margin; retry B (same key)
+    takes the intent over and is held at the same step. A wakes: its confirm must lose, so
+    A is told IntentLost and does nothing further (no C3: the blob B has not confirmed stays
+    tagged pending); B then finishes with its document."""
+    data = b"the bytes both attempts send"
+    holds.at("create.after_upload")
+    first = started(lambda: ledger.create("confirmed.txt", data, idempotency_key="k-conf"))
+    await holds.wait("create.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    holds.at("create.after_upload")
+    retry = started(lambda: ledger.create("confirmed.txt", data, idempotency_key="k-conf"))
+    await holds.wait("create.after_upload", 2)
+    holds.go("create.after_upload", 0)
+    stale = await outcome(first)
+    assert isinstance(stale, IntentLost), stale
+    assert set((await stored(ledger)).values()) == {"pending"}
+    holds.go("create.after_upload", 1)
+    doc = await outcome(retry)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert await stored(ledger) == {doc.blob: "committed"}
+    await settled_ok(ledger)
