@@ -20,14 +20,14 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints
 from blobledger._base.names import new_blob_name
 from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobState, DocumentRow
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
 from blobledger.protocol.transitions import Transitions
 from blobledger.stores.s3 import S3Store
 from blobledger.uploads.resumable import Resumable
@@ -441,3 +441,22 @@ async def test_a_stale_attempts_confirm_loses_to_the_retry_that_took_its_intent(
     assert await read(ledger, doc.id) == data
     assert await stored(ledger) == {doc.blob: "committed"}
     await settled_ok(ledger)
+
+
+async def test_a_retry_resumes_an_older_releases_intent_and_no_other(ledger: Ledger) -> None:
+    """Two intents an older release left behind (no owner token: ``attempt`` NULL), each
+    under its key, both dead past the margin. A retry under one key takes over that intent
+    alone (by its name: the NULL token it saw is every such row's) and gets its document;
+    the other intent stays as it was, still ownerless and pending."""
+    taken = await seed_intent(ledger, tag=None, key="k-old", doc_name="old.txt")
+    other = await seed_intent(ledger, tag=None, key="k-other", doc_name="other.txt")
+    async with ledger.db.session() as session:
+        await session.execute(update(BlobRow).values(attempt=None))
+    ledger.clock_offset = Transitions(ledger.db, ledger.settings).takeover_margin + 1
+    doc = await ledger.create("old.txt", b"resumed", content_type="text/plain",
+                            idempotency_key="k-old")
+    assert doc.blob == taken and await read(ledger, doc.id) == b"resumed"
+    async with ledger.db.session() as session:
+        left = (await session.execute(select(BlobRow.state, BlobRow.attempt)
+                                      .where(BlobRow.name == other))).one()
+    assert tuple(left) == (BlobState.PENDING, None)
