@@ -53,6 +53,25 @@ async def test_committed_creation_rolls_forward(ledger: Ledger) -> None:
     assert await stored(ledger) == {name: "committed"}
 
 
+async def test_committed_creations_claimed_together_roll_forward_each_on_its_own(
+    ledger: Ledger,
+) -> None:
+    """Two creations whose writers died after C3, claimed by one sweep (one token for both):
+    each roll-forward commits its own row with its own digests, and both documents become
+    ready with their own bytes."""
+    data = {await seed_intent(ledger, tag="committed", data=d): d
+            for d in (b"the first creation's bytes", b"the second, longer, creation's bytes")}
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.swept, report.errors) == (2, 0, 0), report
+    assert await rows(ledger) == dict.fromkeys(data, "committed")
+    for doc_id, (status, blob) in (await documents(ledger)).items():
+        doc = await ledger.get(doc_id)
+        assert (status, doc.blob) == ("ready", blob)
+        assert (doc.size, doc.sha256) == (len(data[blob]),
+                                          hashlib.sha256(data[blob]).hexdigest())
+        assert await read(ledger, doc_id) == data[blob]
+
+
 async def test_replacements_swept_or_handed_to_the_deletion_path(ledger: Ledger) -> None:
     doc = await ledger.create("kept.txt", b"version one")
     pending = await seed_intent(ledger, tag="pending", kind=BlobKind.REPLACE, doc_id=doc.id)
