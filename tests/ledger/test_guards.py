@@ -460,3 +460,34 @@ async def test_a_retry_resumes_an_older_releases_intent_and_no_other(ledger: Led
         left = (await session.execute(select(BlobRow.state, BlobRow.attempt)
                                       .where(BlobRow.name == other))).one()
     assert tuple(left) == (BlobState.PENDING, None)
+
+
+async def test_a_writer_whose_intent_was_claimed_after_c3_commits_its_own_row_only(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A writer is held after C3 past its lease; a sweeper claims its intent together with
+    another stale intent (one token for both) and is held before deciding. The writer wakes:
+    its C4 makes the roll-forward the sweeper would make on its own row, and no other (the
+    other intent is not the writer's to commit), so it gets its document; the sweeper then
+    sweeps the other intent alone."""
+    data = b"committed by the writer after the claim"
+    holds.at("create.after_tag")
+    writer = started(lambda: ledger.create("claimed-after-c3.txt", data))
+    await holds.wait("create.after_tag")
+    other = await seed_intent(ledger, tag=BlobState.PENDING)
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("create.after_tag")
+    result = await outcome(writer)
+    assert isinstance(result, Document), result
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
+    assert other not in await stored(ledger)
+    assert await read(ledger, result.id) == data
+    assert await rows(ledger) == {result.blob: BlobState.COMMITTED}
+    assert await stored(ledger) == {result.blob: "committed"}
+    await settled_ok(ledger)
