@@ -491,3 +491,20 @@ async def test_a_writer_whose_intent_was_claimed_after_c3_commits_its_own_row_on
     assert await rows(ledger) == {result.blob: BlobState.COMMITTED}
     assert await stored(ledger) == {result.blob: "committed"}
     await settled_ok(ledger)
+
+
+async def test_c4_records_its_response_under_its_own_key_only(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Two creations under idempotency keys are in flight; the one that reaches C4 first
+    records its response under its own key and no other: a retry of each under its key
+    answers its own document."""
+    holds.at("create.after_upload")
+    later = started(lambda: ledger.create("later.txt", b"later", idempotency_key="k-later"))
+    await holds.wait("create.after_upload")
+    first = await ledger.create("first.txt", b"first", idempotency_key="k-first")
+    holds.go("create.after_upload")
+    second = await outcome(later)
+    assert isinstance(second, Document), second
+    assert await ledger.create("later.txt", b"later", idempotency_key="k-later") == second
+    assert await ledger.create("first.txt", b"first", idempotency_key="k-first") == first
