@@ -16,18 +16,19 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints
 from blobledger._base.names import new_blob_name
 from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow
 from blobledger.protocol.transitions import Transitions
 from blobledger.stores.s3 import S3Store
 from blobledger.uploads.resumable import Resumable
@@ -508,3 +509,43 @@ async def test_c4_records_its_response_under_its_own_key_only(
     assert isinstance(second, Document), second
     assert await ledger.create("later.txt", b"later", idempotency_key="k-later") == second
     assert await ledger.create("first.txt", b"first", idempotency_key="k-first") == first
+
+
+async def _waiting_on_a_row_lock(ledger: Ledger) -> None:
+    """Until a statement of the database waits on a lock another transaction holds."""
+    async with asyncio.timeout(STEP):
+        while True:
+            async with ledger.db.engine.connect() as conn:
+                waiting = (await conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"))).scalar_one()
+            if waiting:
+                return
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("backend", ["postgresql-local"], indirect=True)
+async def test_a_give_up_loses_to_a_verification_committed_under_it(ledger: Ledger) -> None:
+    """A twin completion of a tus upload is recording the SHA-256 it verified (its
+    transaction not committed yet) when a give-up of the same upload starts: the give-up's
+    first step still sees the upload unverified, and its removal of the upload's row waits
+    on the twin's lock. The twin commits: the removal, re-checked on the row as committed,
+    must find it verified and undo the give-up, so the twin goes on to its document.
+    (PostgreSQL: on SQLite the two transactions never interleave.)"""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes a twin completion verified"
+    upload = await resumable.create(len(data), {"filename": "twin.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    async with ledger.db.engine.connect() as twin:
+        await twin.begin()
+        await twin.execute(update(UploadRow).where(UploadRow.id == upload.id).values(
+            sha256=hashlib.sha256(data).hexdigest()))
+        give_up = started(lambda: ledger.give_up(upload.intent("text/plain"), upload.id))
+        await _waiting_on_a_row_lock(ledger)
+        await twin.commit()
+    assert await outcome(give_up) is False
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    await settled_ok(ledger)
