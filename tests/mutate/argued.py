@@ -52,6 +52,12 @@ ARGUED: dict[str, str] = {
     "where:transitions:_confirm:blobs.state": "a writer's token is on its row only while it "
         "is pending: every step out of pending clears it or follows a claim that replaced "
         "it, and no step puts one on a row in another state",
+    "where:transitions:_abandon:blobs.name": "the writer's token names one row by itself "
+        "(see _confirm:blobs.name)",
+    "where:transitions:_abandon:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
+    "where:transitions:_give_up:blobs.name": "the writer's token names one row by itself "
+        "(see _confirm:blobs.name); the upload's subquery pins the same name besides",
     "where:transitions:_commit_blob:blobs.state": "name and token pin a pending row: a "
         "writer's token lives only on its pending row; a claim's token (new per claim) stays "
         "on a deleting row only after fence_swept, for names that sweeper decided to delete "
