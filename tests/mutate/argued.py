@@ -124,7 +124,7 @@ ARGUED: dict[str, str] = {
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
     # stores
-    "store:stores/azure/store:set_tags:set_blob_tags-without-if_tags_match_condition":
+    "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
         "there), so only real Azure can tell; it needs a test against real Azure",
 }
