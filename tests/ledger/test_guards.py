@@ -26,7 +26,13 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints
 from blobledger._base.names import new_blob_name
-from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
+from blobledger.errors import (
+    IdempotencyInProgress,
+    IntegrityError,
+    IntentLost,
+    OffsetMismatch,
+    PreconditionFailed,
+)
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow
 from blobledger.protocol.transitions import Transitions
@@ -549,3 +555,35 @@ async def test_a_give_up_loses_to_a_verification_committed_under_it(ledger: Ledg
     assert isinstance(doc, Document), doc
     assert await read(ledger, doc.id) == data
     await settled_ok(ledger)
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_give_up_woken_after_the_sweeper_claimed_the_upload_loses(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload whose declared SHA-256 lies is completing: it published its parts and
+    is held there, past the upload's expiry; the sweeper claims the intent and is held
+    before deciding. The completion wakes, finds the mismatch and gives the upload up: the
+    give-up must lose (the intent is the sweeper's now), so the sweeper's claim stands and
+    the sweeper sweeps the intent itself."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes that do not match the declared digest"
+    upload = await resumable.create(len(data), {"filename": "liar.bin", "sha256": "0" * 64})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_publish")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_publish")
+    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("tus.after_publish")
+    refused = await outcome(completion)
+    assert isinstance(refused, IntegrityError), refused
+    assert await rows(ledger) == {upload.blob_name: BlobState.PENDING}
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
