@@ -587,3 +587,27 @@ async def test_a_give_up_woken_after_the_sweeper_claimed_the_upload_loses(
     assert not isinstance(report, BaseException), report
     assert (report.swept, report.errors) == (1, 0), report
     assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+async def test_a_stager_woken_after_the_sweeper_claimed_its_blob_is_told_so(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A stager is held after its upload past its lease; the sweeper claims the staged
+    intent and is held before fencing it. The stager wakes: its confirm must lose to the
+    claim (the row is still pending, but no longer under the stager's token), so it is
+    told IntentLost rather than handed a staged blob the sweeper goes on to delete."""
+    holds.at("stage.after_upload")
+    stager = started(lambda: ledger.stage(b"staged, then claimed"))
+    await holds.wait("stage.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("stage.after_upload")
+    result = await outcome(stager)
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert isinstance(result, IntentLost), result
+    assert not isinstance(report, BaseException), report
+    assert (report.fenced, report.deleted) == (1, 1), report
+    assert await stored(ledger) == {} and await rows(ledger) == {}

@@ -58,6 +58,16 @@ ARGUED: dict[str, str] = {
         "it is pending (see _confirm:blobs.state)",
     "where:transitions:_give_up:blobs.name": "the writer's token names one row by itself "
         "(see _confirm:blobs.name); the upload's subquery pins the same name besides",
+    "where:transitions:_give_up:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
+    "where:transitions:_give_up:exists": "_drop_unverified_upload checks the same upload "
+        "(open, unverified) later in the same transaction, under the row's lock, and undoes "
+        "the whole give-up if it does not match; the upload is the intent's own (give_up "
+        "passes an upload and the intent made from it)",
+    "where:transitions:_confirm_staged:blobs.name": "the writer's token names one row by "
+        "itself (see _confirm:blobs.name)",
+    "where:transitions:_confirm_staged:blobs.state": "a writer's token is on its row only "
+        "while it is pending (see _confirm:blobs.state)",
     "where:transitions:_commit_blob:blobs.state": "name and token pin a pending row: a "
         "writer's token lives only on its pending row; a claim's token (new per claim) stays "
         "on a deleting row only after fence_swept, for names that sweeper decided to delete "
