@@ -611,3 +611,35 @@ async def test_a_stager_woken_after_the_sweeper_claimed_its_blob_is_told_so(
     assert not isinstance(report, BaseException), report
     assert (report.fenced, report.deleted) == (1, 1), report
     assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
+@pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
+async def test_a_writer_woken_after_the_sweeper_fenced_its_intent_gets_no_document(
+    ledger: Ledger, holds: Holds, paused_s3_deletes: str
+) -> None:
+    """The writer is held after its confirm, past its lease; the sweeper claims the intent,
+    reads its tag (pending), fences the row (``pending -> deleting``, its claim kept) and
+    is held inside its delete, after reading the tag again. The writer wakes: its C3 retag
+    goes through (S3 cannot condition it), but its C4 must lose, the row being ``deleting``
+    even though still claimed: the sweeper's delete then removes the bytes, and a document
+    made ready by that C4 would point at nothing."""
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("fenced.txt", b"bytes the sweeper deletes"))
+    await holds.wait("create.after_confirm")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_fence")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_fence")
+    holds.at(paused_s3_deletes)
+    holds.go("sweep.after_fence")
+    await holds.wait(paused_s3_deletes)
+    holds.go("create.after_confirm")
+    result = await outcome(writer)
+    holds.go(paused_s3_deletes)
+    report = await outcome(sweeper)
+    assert isinstance(result, IntentLost), result
+    assert not isinstance(report, BaseException), report
+    assert [d async for d in ledger.list()] == []
+    await sweep_past_everything(ledger)
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+    await settled_ok(ledger)
