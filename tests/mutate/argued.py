@@ -130,6 +130,15 @@ ARGUED: dict[str, str] = {
     "where:transitions:_drop_pending_key:keys.state": "a key is made done only by C4 or a "
         "roll-forward, after committing its blob row, which is still pending under this "
         "attempt (and a committed row never returns to pending)",
+    # A4 on the application's connection: the name and token come together from a
+    # StagedBlob (ledger.stage's intent, or staged_upload's read of an attachment's row)
+    "where:transitions:_attach:blobs.name": "the staging token names one row by itself "
+        "(see _confirm:blobs.name), the row the StagedBlob was made from",
+    "where:transitions:_attach:blobs.state": "a writer's token is on its row only while it "
+        "is pending (see _confirm:blobs.state); A4 itself clears it",
+    "where:transitions:_attach:blobs.kind": "a StagedBlob's token is an attachment's (A1 or "
+        "begin_staged_upload inserted its row with kind attachment, which never changes; "
+        "staged_upload reads only rows of that kind), and it names that one row",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
