@@ -139,6 +139,10 @@ ARGUED: dict[str, str] = {
     "where:transitions:_attach:blobs.kind": "a StagedBlob's token is an attachment's (A1 or "
         "begin_staged_upload inserted its row with kind attachment, which never changes; "
         "staged_upload reads only rows of that kind), and it names that one row",
+    # an upload's row: its token is its intent's, minted for that upload alone
+    "where:transitions:_record_parts:uploads.id": "the upload's token names one upload row "
+        "by itself (begin_upload and begin_staged_upload put a new token on one upload and "
+        "its blob row; no takeover applies to uploads)",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
