@@ -10,7 +10,12 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
   remove the rows of a retry that resumed the intent meanwhile;
 - ``record_parts`` requires the offset the request saw: of two requests at one offset, one
   wins and the other stores nothing;
-- the reconciler reads the row again right before it deletes an orphan.
+- the reconciler reads the row again right before it deletes an orphan;
+- confirm requires the token (a stale attempt or a stager loses to a retry or a claim),
+  a takeover names the intent it takes (an older release's rows share a NULL token), C4
+  after a claim commits the writer's own row only and never a fenced one, C4 and the
+  failure path touch the request's own key only, and a give-up loses to a claim or to a
+  verification committed under it.
 """
 
 from __future__ import annotations
