@@ -648,3 +648,24 @@ async def test_a_writer_woken_after_the_sweeper_fenced_its_intent_gets_no_docume
     await sweep_past_everything(ledger)
     assert await stored(ledger) == {} and await rows(ledger) == {}
     await settled_ok(ledger)
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_part_stored_across_the_uploads_expiry_is_not_recorded(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A PATCH stores a part of a tus upload and is held before recording it; the upload
+    expires meanwhile. The request must not record the part (the durable offset advances
+    only while the upload is unexpired), so it is not acknowledged and the offset stays
+    where it was."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    upload = await resumable.create(2 * SEGMENT, {"filename": "expiring.bin"})
+    holds.at("tus.after_part")
+    request = started(lambda: resumable.append(upload, 0, _body(b"E" * SEGMENT)))
+    await holds.wait("tus.after_part")
+    ledger.clock_offset = ledger.settings.resumable_expiry + 1
+    holds.go("tus.after_part")
+    refused = await outcome(request)
+    assert isinstance(refused, OffsetMismatch), refused
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.expired and (found.offset, found.parts) == (0, [])

@@ -143,6 +143,13 @@ ARGUED: dict[str, str] = {
     "where:transitions:_record_parts:uploads.id": "the upload's token names one upload row "
         "by itself (begin_upload and begin_staged_upload put a new token on one upload and "
         "its blob row; no takeover applies to uploads)",
+    "where:transitions:_record_parts:uploads.state": "a done upload is at its full length "
+        "(completion requires offset == length) while a request records only after storing "
+        "bytes past the offset it saw (seen < length), so `offset == seen` never matches a "
+        "done upload (a document's is also refused by the subquery: its blob is committed)",
+    "where:transitions:_record_parts:uploads.attempt": "uploads.attempt is set at the "
+        "upload's insert and never updated, and the token compared is read from this "
+        "upload's own row (find_upload by id)",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
