@@ -150,6 +150,14 @@ ARGUED: dict[str, str] = {
     "where:transitions:_record_parts:uploads.attempt": "uploads.attempt is set at the "
         "upload's insert and never updated, and the token compared is read from this "
         "upload's own row (find_upload by id)",
+    "where:transitions:_record_parts:exists": "the intent's lease is at least the upload's "
+        "expiry (both set from one LEASE at C1, the lease only extended since), so a sweeper "
+        "claims it only once the upload expired, which the expires_at term refuses; every "
+        "other end of the intent (give-up, terminate, C4, finish, a sweeper's fence or "
+        "removal) closes or deletes the upload's row. On PostgreSQL NOW is the transaction's "
+        "start, so a claim committed between this transaction's BEGIN and its UPDATE can "
+        "slip past: the part is then acknowledged on an upload at its expiry, as one just "
+        "before it would be, and the sweeper drops all its parts by the handle",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
