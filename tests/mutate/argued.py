@@ -151,7 +151,8 @@ ARGUED: dict[str, str] = {
         "upload's insert and never updated, and the token compared is read from this "
         "upload's own row (find_upload by id)",
     "where:transitions:_record_parts:exists": "the intent's lease is at least the upload's "
-        "expiry (both set from one LEASE at C1, the lease only extended since), so a sweeper "
+        "expiry (both set from one LEASE at C1; only the confirm of a complete upload, at "
+        "its full length where no request's `seen` is, moves it earlier), so a sweeper "
         "claims it only once the upload expired, which the expires_at term refuses; every "
         "other end of the intent (give-up, terminate, C4, finish, a sweeper's fence or "
         "removal) closes or deletes the upload's row. On PostgreSQL NOW is the transaction's "
