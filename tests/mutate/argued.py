@@ -159,6 +159,16 @@ ARGUED: dict[str, str] = {
         "start, so a claim committed between this transaction's BEGIN and its UPDATE can "
         "slip past: the part is then acknowledged on an upload at its expiry, as one just "
         "before it would be, and the sweeper drops all its parts by the handle",
+    "where:transitions:_confirm_received:uploads.id": "the upload's token names one "
+        "upload row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_confirm_received:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row (see "
+        "_record_parts:uploads.attempt); the subquery compares the blob's token besides",
+    "where:transitions:_confirm_received:uploads.state": "it writes only changed_at; a done "
+        "upload whose intent is still pending under its token is an attachment's whose "
+        "completion (run beside this PUT, after its bytes landed) already staged these "
+        "bytes: the PUT is then answered 201 instead of 410, and drop_lost, which deletes "
+        "only a blob whose row is gone, deletes nothing either way",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
