@@ -169,6 +169,19 @@ ARGUED: dict[str, str] = {
         "completion (run beside this PUT, after its bytes landed) already staged these "
         "bytes: the PUT is then answered 201 instead of 410, and drop_lost, which deletes "
         "only a blob whose row is gone, deletes nothing either way",
+    "where:transitions:_finish_upload:uploads.id": "the upload's token names one upload "
+        "row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_finish_upload:uploads.attempt": "uploads.attempt is never updated "
+        "and the token compared is read from this upload's own row",
+    "where:transitions:_finish_upload:uploads.state": "an upload is open or done; setting "
+        "a done one done again writes only changed_at, and no caller reads the count",
+    "where:transitions:_close_settled_upload:uploads.id": "the upload's token names one "
+        "upload row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_close_settled_upload:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row",
+    "where:transitions:_close_settled_upload:uploads.state": "an upload is open or done; "
+        "setting a done one done again writes only changed_at, and the caller, told it won, "
+        "reads the upload again and answers the document it finds done",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
