@@ -669,3 +669,35 @@ async def test_a_part_stored_across_the_uploads_expiry_is_not_recorded(
     assert isinstance(refused, OffsetMismatch), refused
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.expired and (found.offset, found.parts) == (0, [])
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload's completion published its parts and is held there, past the upload's
+    expiry; the sweeper claims the intent and is held before deciding. The completion wakes
+    and loses its confirm (IntentLost); it must not close the upload on its way out (there
+    is no ready document beside it), or a HEAD would show the upload complete while the
+    sweeper deletes its bytes."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes of an upload claimed before its confirm"
+    upload = await resumable.create(len(data), {"filename": "claimed.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_publish")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_publish")
+    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("tus.after_publish")
+    lost = await outcome(completion)
+    assert isinstance(lost, IntentLost), lost
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open"
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}

@@ -182,6 +182,10 @@ ARGUED: dict[str, str] = {
     "where:transitions:_close_settled_upload:uploads.state": "an upload is open or done; "
         "setting a done one done again writes only changed_at, and the caller, told it won, "
         "reads the upload again and answers the document it finds done",
+    "read:transitions:_upload_mine:blobs.name": "the upload's token names one blob row by "
+        "itself (see _confirm:blobs.name)",
+    "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
