@@ -236,3 +236,16 @@ async def test_batches_loop_until_no_work_is_left(ledger: Ledger) -> None:
     report = await Sweeper(ledger, batch=3).run_once()
     assert (report.swept, report.batches) == (7, 3), report
     assert await rows(ledger) == {}
+
+
+async def test_a_swept_intent_takes_only_its_own_pending_key(ledger: Ledger) -> None:
+    """A stale intent under a key is swept while another creation under a key of its own is
+    in flight: the sweep drops the stale intent's key and no other, so the creation in
+    flight keeps its reservation."""
+    await seed_intent(ledger, tag=None, key="k-stale")
+    fresh = await ledger.begin_create("fresh.txt", "text/plain", "k-fresh")
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await ledger.transitions.find_key("k-stale") is None
+    kept = await ledger.transitions.find_key("k-fresh")
+    assert kept is not None and kept.blob_name == fresh.blob_name
