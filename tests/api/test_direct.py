@@ -447,3 +447,30 @@ async def test_an_untagged_orphan_is_deleted_only_with_the_bytes_listed(
     report = await reconcile(ledger, fix=True, older_than=2 * HOUR, blocks=False)
     assert (report.fixed, report.refused) == (0, 1), report
     assert await read_all(ledger.store, name) == b"other bytes, written after the listing"
+
+
+async def test_a_put_to_serve_whose_intent_a_sweeper_claimed_meanwhile_is_gone(
+        ledger: Ledger, client: httpx.AsyncClient, holds: Holds) -> None:
+    """``serve``'s content PUT stored its bytes and is paused while a sweeper, its clock past
+    the upload's expiry, claims the intent and is held before deciding (the upload's row is
+    still open). The PUT must answer 410, the intent being no longer the upload's, not 201
+    for bytes the sweeper goes on to delete."""
+    if not ledger.store.url.startswith("file:"):
+        pytest.skip("only serve receives a direct upload's bytes (the local store)")
+    data = os.urandom(8192)
+    target = await begin(client, "claimed-late.txt", data)
+    holds.at("direct.after_upload")
+    putting = asyncio.create_task(put(target, data, client))
+    await holds.wait("direct.after_upload")
+    ledger.transitions.offset = ledger.settings.direct_upload_expiry + 3600
+    try:
+        holds.at("sweep.after_claim")
+        sweeper = asyncio.create_task(Sweeper(ledger).run_once())
+        await holds.wait("sweep.after_claim")
+        holds.go("direct.after_upload")
+        assert await asyncio.wait_for(putting, 10) == 410
+        holds.go("sweep.after_claim")
+        assert (await asyncio.wait_for(sweeper, 10)).swept == 1
+    finally:
+        ledger.transitions.offset = 0
+    assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}

@@ -144,6 +144,26 @@ async def test_declared_sha256_that_lies_abandons_the_upload(
     assert set(left["stored"]) <= {"pending"}
 
 
+async def test_a_lying_upload_given_up_leaves_another_open_upload_alone(
+        ledger: Ledger, tus: httpx.AsyncClient) -> None:
+    """Another upload is open, nothing verified yet, while one whose declared SHA-256 lies
+    is given up: only the liar's upload goes (the give-up removes its own unverified upload
+    row, no other), and the other still completes to its document."""
+    other = b"the bytes of the upload left open"
+    kept = await create(tus, len(other), name="kept.txt")
+    data = b"the real bytes"
+    url = await create(tus, len(data), name="lie.txt", sha256="0" * 64)
+    problem(await tus.patch(url, content=data, headers={**PATCH, "Upload-Offset": "0"}),
+            400, "checksum-mismatch")
+    assert (await head(tus, url)).status_code == 410
+    assert (await head(tus, kept)).headers["Upload-Offset"] == "0"
+    response = await tus.patch(kept, content=other, headers={**PATCH, "Upload-Offset": "0"})
+    assert response.status_code == 204, response.text
+    doc_id = response.headers["Blobledger-Document"]
+    assert (await tus.get(f"/documents/{doc_id}/content")).content == other
+    assert [d["name"] for d in (await tus.get("/documents")).json()["items"]] == ["kept.txt"]
+
+
 async def test_terminate_drops_intent_and_parts(ledger: Ledger, tus: httpx.AsyncClient) -> None:
     _, chunk = sizes(ledger)
     url = await create(tus, chunk * 3, name="t.bin")

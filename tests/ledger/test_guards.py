@@ -10,24 +10,36 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
   remove the rows of a retry that resumed the intent meanwhile;
 - ``record_parts`` requires the offset the request saw: of two requests at one offset, one
   wins and the other stores nothing;
-- the reconciler reads the row again right before it deletes an orphan.
+- the reconciler reads the row again right before it deletes an orphan;
+- confirm requires the token (a stale attempt or a stager loses to a retry or a claim),
+  a takeover names the intent it takes (an older release's rows share a NULL token), C4
+  after a claim commits the writer's own row only and never a fenced one, C4 and the
+  failure path touch the request's own key only, and a give-up loses to a claim or to a
+  verification committed under it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger import Ledger, failpoints
 from blobledger._base.names import new_blob_name
-from blobledger.errors import IdempotencyInProgress, IntentLost, OffsetMismatch, PreconditionFailed
+from blobledger.errors import (
+    IdempotencyInProgress,
+    IntegrityError,
+    IntentLost,
+    OffsetMismatch,
+    PreconditionFailed,
+)
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobState, DocumentRow
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow
 from blobledger.protocol.transitions import Transitions
 from blobledger.stores.s3 import S3Store
 from blobledger.uploads.resumable import Resumable
@@ -391,3 +403,301 @@ async def test_a_delete_that_loses_to_a_replace_says_so(
     monkeypatch.undo()
     assert (await ledger.get(doc.id)).version == 2
     assert await read(ledger, doc.id) == b"v2"
+
+
+async def test_a_failed_writers_clean_up_keeps_another_requests_key(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Two creations under idempotency keys are in flight; one fails and cleans up after
+    itself: it drops its own pending key and no other. The other finishes, and a retry of it
+    under its key answers that first document (with the key dropped, the retry would make
+    the document again and fail on its name)."""
+    holds.at("create.after_upload")
+    other = started(lambda: ledger.create("kept.txt", b"kept", idempotency_key="k-kept"))
+    await holds.wait("create.after_upload")
+    failpoints.configure("create.after_upload=raise")
+    try:
+        with pytest.raises(failpoints.FailpointError):
+            await ledger.create("fails.txt", b"fails", idempotency_key="k-fails")
+    finally:
+        failpoints.configure("")
+    holds.go("create.after_upload")
+    doc = await outcome(other)
+    assert isinstance(doc, Document), doc
+    assert await ledger.create("kept.txt", b"kept", idempotency_key="k-kept") == doc
+    assert [d.id async for d in ledger.list()] == [doc.id]
+
+
+async def test_a_stale_attempts_confirm_loses_to_the_retry_that_took_its_intent(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Attempt A is held after its upload past its lease and the margin; retry B (same key)
+    takes the intent over and is held at the same step. A wakes: its confirm must lose, so
+    A is told IntentLost and does nothing further (no C3: the blob B has not confirmed stays
+    tagged pending); B then finishes with its document."""
+    data = b"the bytes both attempts send"
+    holds.at("create.after_upload")
+    first = started(lambda: ledger.create("confirmed.txt", data, idempotency_key="k-conf"))
+    await holds.wait("create.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    holds.at("create.after_upload")
+    retry = started(lambda: ledger.create("confirmed.txt", data, idempotency_key="k-conf"))
+    await holds.wait("create.after_upload", 2)
+    holds.go("create.after_upload", 0)
+    stale = await outcome(first)
+    assert isinstance(stale, IntentLost), stale
+    assert set((await stored(ledger)).values()) == {"pending"}
+    holds.go("create.after_upload", 1)
+    doc = await outcome(retry)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert await stored(ledger) == {doc.blob: "committed"}
+    await settled_ok(ledger)
+
+
+async def test_a_retry_resumes_an_older_releases_intent_and_no_other(ledger: Ledger) -> None:
+    """Two intents an older release left behind (no owner token: ``attempt`` NULL), each
+    under its key, both dead past the margin. A retry under one key takes over that intent
+    alone (by its name: the NULL token it saw is every such row's) and gets its document;
+    the other intent stays as it was, still ownerless and pending."""
+    taken = await seed_intent(ledger, tag=None, key="k-old", doc_name="old.txt")
+    other = await seed_intent(ledger, tag=None, key="k-other", doc_name="other.txt")
+    async with ledger.db.session() as session:
+        await session.execute(update(BlobRow).values(attempt=None))
+    ledger.clock_offset = Transitions(ledger.db, ledger.settings).takeover_margin + 1
+    doc = await ledger.create("old.txt", b"resumed", content_type="text/plain",
+                            idempotency_key="k-old")
+    assert doc.blob == taken and await read(ledger, doc.id) == b"resumed"
+    async with ledger.db.session() as session:
+        left = (await session.execute(select(BlobRow.state, BlobRow.attempt)
+                                      .where(BlobRow.name == other))).one()
+    assert tuple(left) == (BlobState.PENDING, None)
+
+
+async def test_a_writer_whose_intent_was_claimed_after_c3_commits_its_own_row_only(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A writer is held after C3 past its lease; a sweeper claims its intent together with
+    another stale intent (one token for both) and is held before deciding. The writer wakes:
+    its C4 makes the roll-forward the sweeper would make on its own row, and no other (the
+    other intent is not the writer's to commit), so it gets its document; the sweeper then
+    sweeps the other intent alone."""
+    data = b"committed by the writer after the claim"
+    holds.at("create.after_tag")
+    writer = started(lambda: ledger.create("claimed-after-c3.txt", data))
+    await holds.wait("create.after_tag")
+    other = await seed_intent(ledger, tag=BlobState.PENDING)
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("create.after_tag")
+    result = await outcome(writer)
+    assert isinstance(result, Document), result
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
+    assert other not in await stored(ledger)
+    assert await read(ledger, result.id) == data
+    assert await rows(ledger) == {result.blob: BlobState.COMMITTED}
+    assert await stored(ledger) == {result.blob: "committed"}
+    await settled_ok(ledger)
+
+
+async def test_c4_records_its_response_under_its_own_key_only(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """Two creations under idempotency keys are in flight; the one that reaches C4 first
+    records its response under its own key and no other: a retry of each under its key
+    answers its own document."""
+    holds.at("create.after_upload")
+    later = started(lambda: ledger.create("later.txt", b"later", idempotency_key="k-later"))
+    await holds.wait("create.after_upload")
+    first = await ledger.create("first.txt", b"first", idempotency_key="k-first")
+    holds.go("create.after_upload")
+    second = await outcome(later)
+    assert isinstance(second, Document), second
+    assert await ledger.create("later.txt", b"later", idempotency_key="k-later") == second
+    assert await ledger.create("first.txt", b"first", idempotency_key="k-first") == first
+
+
+async def _waiting_on_a_row_lock(ledger: Ledger) -> None:
+    """Until a statement of the database waits on a lock another transaction holds."""
+    async with asyncio.timeout(STEP):
+        while True:
+            async with ledger.db.engine.connect() as conn:
+                waiting = (await conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"))).scalar_one()
+            if waiting:
+                return
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("backend", ["postgresql-local"], indirect=True)
+async def test_a_give_up_loses_to_a_verification_committed_under_it(ledger: Ledger) -> None:
+    """A twin completion of a tus upload is recording the SHA-256 it verified (its
+    transaction not committed yet) when a give-up of the same upload starts: the give-up's
+    first step still sees the upload unverified, and its removal of the upload's row waits
+    on the twin's lock. The twin commits: the removal, re-checked on the row as committed,
+    must find it verified and undo the give-up, so the twin goes on to its document.
+    (PostgreSQL: on SQLite the two transactions never interleave.)"""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes a twin completion verified"
+    upload = await resumable.create(len(data), {"filename": "twin.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    async with ledger.db.engine.connect() as twin:
+        await twin.begin()
+        await twin.execute(update(UploadRow).where(UploadRow.id == upload.id).values(
+            sha256=hashlib.sha256(data).hexdigest()))
+        give_up = started(lambda: ledger.give_up(upload.intent("text/plain"), upload.id))
+        await _waiting_on_a_row_lock(ledger)
+        await twin.commit()
+    assert await outcome(give_up) is False
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    await settled_ok(ledger)
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_give_up_woken_after_the_sweeper_claimed_the_upload_loses(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload whose declared SHA-256 lies is completing: it published its parts and
+    is held there, past the upload's expiry; the sweeper claims the intent and is held
+    before deciding. The completion wakes, finds the mismatch and gives the upload up: the
+    give-up must lose (the intent is the sweeper's now), so the sweeper's claim stands and
+    the sweeper sweeps the intent itself."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes that do not match the declared digest"
+    upload = await resumable.create(len(data), {"filename": "liar.bin", "sha256": "0" * 64})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_publish")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_publish")
+    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("tus.after_publish")
+    refused = await outcome(completion)
+    assert isinstance(refused, IntegrityError), refused
+    assert await rows(ledger) == {upload.blob_name: BlobState.PENDING}
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+async def test_a_stager_woken_after_the_sweeper_claimed_its_blob_is_told_so(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A stager is held after its upload past its lease; the sweeper claims the staged
+    intent and is held before fencing it. The stager wakes: its confirm must lose to the
+    claim (the row is still pending, but no longer under the stager's token), so it is
+    told IntentLost rather than handed a staged blob the sweeper goes on to delete."""
+    holds.at("stage.after_upload")
+    stager = started(lambda: ledger.stage(b"staged, then claimed"))
+    await holds.wait("stage.after_upload")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("stage.after_upload")
+    result = await outcome(stager)
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert isinstance(result, IntentLost), result
+    assert not isinstance(report, BaseException), report
+    assert (report.fenced, report.deleted) == (1, 1), report
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
+@pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
+async def test_a_writer_woken_after_the_sweeper_fenced_its_intent_gets_no_document(
+    ledger: Ledger, holds: Holds, paused_s3_deletes: str
+) -> None:
+    """The writer is held after its confirm, past its lease; the sweeper claims the intent,
+    reads its tag (pending), fences the row (``pending -> deleting``, its claim kept) and
+    is held inside its delete, after reading the tag again. The writer wakes: its C3 retag
+    goes through (S3 cannot condition it), but its C4 must lose, the row being ``deleting``
+    even though still claimed: the sweeper's delete then removes the bytes, and a document
+    made ready by that C4 would point at nothing."""
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("fenced.txt", b"bytes the sweeper deletes"))
+    await holds.wait("create.after_confirm")
+    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
+    holds.at("sweep.after_fence")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_fence")
+    holds.at(paused_s3_deletes)
+    holds.go("sweep.after_fence")
+    await holds.wait(paused_s3_deletes)
+    holds.go("create.after_confirm")
+    result = await outcome(writer)
+    holds.go(paused_s3_deletes)
+    report = await outcome(sweeper)
+    assert isinstance(result, IntentLost), result
+    assert not isinstance(report, BaseException), report
+    assert [d async for d in ledger.list()] == []
+    await sweep_past_everything(ledger)
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+    await settled_ok(ledger)
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_part_stored_across_the_uploads_expiry_is_not_recorded(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A PATCH stores a part of a tus upload and is held before recording it; the upload
+    expires meanwhile. The request must not record the part (the durable offset advances
+    only while the upload is unexpired), so it is not acknowledged and the offset stays
+    where it was."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    upload = await resumable.create(2 * SEGMENT, {"filename": "expiring.bin"})
+    holds.at("tus.after_part")
+    request = started(lambda: resumable.append(upload, 0, _body(b"E" * SEGMENT)))
+    await holds.wait("tus.after_part")
+    ledger.clock_offset = ledger.settings.resumable_expiry + 1
+    holds.go("tus.after_part")
+    refused = await outcome(request)
+    assert isinstance(refused, OffsetMismatch), refused
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.expired and (found.offset, found.parts) == (0, [])
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload's completion published its parts and is held there, past the upload's
+    expiry; the sweeper claims the intent and is held before deciding. The completion wakes
+    and loses its confirm (IntentLost); it must not close the upload on its way out (there
+    is no ready document beside it), or a HEAD would show the upload complete while the
+    sweeper deletes its bytes."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes of an upload claimed before its confirm"
+    upload = await resumable.create(len(data), {"filename": "claimed.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_publish")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_publish")
+    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("tus.after_publish")
+    lost = await outcome(completion)
+    assert isinstance(lost, IntentLost), lost
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open"
+    holds.go("sweep.after_claim")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}

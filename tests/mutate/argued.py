@@ -45,11 +45,152 @@ ARGUED: dict[str, str] = {
     "where:transitions:remove_swept:blobs.attempt": "a claimed row changes owner only to "
         "another sweeper past the lease (never to a writer), which removes the same rows after "
         "the same delete; the state term keeps removal to pending rows",
+    # a writer's token: minted per attempt or takeover (new_token, 128 random bits), put on
+    # one row only, and cleared by every step out of pending (a claim replaces it)
+    "where:transitions:_confirm:blobs.name": "the writer's token names one row by itself: "
+        "minted per attempt or takeover and put on that intent's row only",
+    "where:transitions:_confirm:blobs.state": "a writer's token is on its row only while it "
+        "is pending: every step out of pending clears it or follows a claim that replaced "
+        "it, and no step puts one on a row in another state",
+    "where:transitions:_abandon:blobs.name": "the writer's token names one row by itself "
+        "(see _confirm:blobs.name)",
+    "where:transitions:_abandon:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
+    "where:transitions:_give_up:blobs.name": "the writer's token names one row by itself "
+        "(see _confirm:blobs.name); the upload's subquery pins the same name besides",
+    "where:transitions:_give_up:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
+    "where:transitions:_give_up:exists": "_drop_unverified_upload checks the same upload "
+        "(open, unverified) later in the same transaction, under the row's lock, and undoes "
+        "the whole give-up if it does not match; the upload is the intent's own (give_up "
+        "passes an upload and the intent made from it)",
+    "where:transitions:_confirm_staged:blobs.name": "the writer's token names one row by "
+        "itself (see _confirm:blobs.name)",
+    "where:transitions:_confirm_staged:blobs.state": "a writer's token is on its row only "
+        "while it is pending (see _confirm:blobs.state)",
+    "where:transitions:_commit_blob:blobs.state": "name and token pin a pending row: a "
+        "writer's token lives only on its pending row; a claim's token (new per claim) stays "
+        "on a deleting row only after fence_swept, for names that sweeper decided to delete "
+        "and never rolls forward (and the deletion path's claim never rolls forward)",
+    "where:transitions:_commit_claimed:blobs.kind": "runs only for an intent of kind create "
+        "(commit_create short-circuits the others), and the row its name pins is that "
+        "intent's own, inserted with that kind, which never changes",
+    "where:transitions:_commit_claimed:blobs.attempt": "as _commit_blob:blobs.attempt: the "
+        "writer did C3, and a pending creation row it does not own is a sweeper's undecided "
+        "claim or a retry of the same key (same name; the create-only put keeps the bytes "
+        "the writer hashed); the retry then loses and answers that document (settled_create)",
+    # a retry's takeover, in the transaction that read the row
+    "where:transitions:_take_over:blobs.attempt": "the lease term implies it: every change "
+        "of owner of a pending row (takeover, confirm, claim) sets lease_until past NOW, so "
+        "a row whose owner changed since it was read matches `lease_until < NOW - margin` "
+        "only if that owner too is dead past the margin, which a takeover may displace (a "
+        "claim is excluded by _unclaimed); the name pins the intent that was read",
+    "where:transitions:_take_over:blobs.state": "the token seen pins a pending row when it "
+        "is a writer's (see _confirm:blobs.state); when it is NULL (an older release's row) "
+        "the row leaves pending only through a claim whose step sets lease_until to NOW, "
+        "which fails `< NOW - margin` unless this transaction stalled between its read and "
+        "its update for the whole margin (PostgreSQL only); even then the retry's confirm "
+        "requires pending and loses, and the stray token only delays the deletion path",
+    "where:transitions:_rename:documents.id": "documents.name is unique and the placeholder "
+        "embeds the document's id (PLACEHOLDER + id): no other document bears it",
+    "where:transitions:_rename:documents.status": "runs after _confirm matched the "
+        "creation's blob row pending under the attempt's token in the same transaction; a "
+        "document is made ready only by C4 or a roll-forward, which commit that row first",
+    "where:transitions:_rename:documents.name": "a pending document leaves its placeholder "
+        "only through this rename, in a confirm that won: this attempt's (its placeholder is "
+        "then cleared; a confirm run again after a lost connection renames to the same "
+        "name) or an earlier owner's, whose renamed name the takeover read in its own "
+        "transaction (a confirm after that read makes the takeover fail on the lease), so "
+        "this attempt has no placeholder",
+    "where:transitions:_key_done:keys.state": "runs right after its transaction committed "
+        "the blob row (pending -> committed, once per blob); only _key_done makes a key "
+        "done, so the key on that blob is still pending",
+    "where:transitions:_to_deleting:blobs.state": "every caller names a committed row: the "
+        "blob its own transaction just committed (R4 losing on the version, a roll-forward "
+        "with no pending document) or the blob of a ready document it just deleted or moved "
+        "away from by compare-and-set on the version (a ready document's blob is committed)",
+    # a writer's failure path (abandon): after _abandon or _give_up matched the intent's
+    # row pending under the attempt's token, in the same transaction (holding the row's
+    # lock on PostgreSQL); C4 and the roll-forward commit that row before they make the
+    # document ready, the key done or the upload done
+    "where:transitions:_drop_unverified_upload:uploads.state": "_give_up saw the upload "
+        "open and unverified in this transaction; it is closed since only by C4 or a "
+        "roll-forward (which need the blob row this transaction holds), by finish_upload "
+        "(which wins only after a record_verified won: sha256 set, which the sha256 term "
+        "refuses) or by close_settled_upload (a ready document: its blob committed)",
+    "where:transitions:_drop_pending_document:documents.id": "a pending document's "
+        "blob_name is its own intent's blob, a new uuid4 name inserted in the same C1 as "
+        "the blob row (its primary key): only this intent's document is pending on it",
+    "where:transitions:_drop_pending_document:documents.status": "the blob row is still "
+        "pending under this attempt, and a document is made ready only by C4 or a "
+        "roll-forward, which commit that row first",
+    "where:transitions:_drop_pending_document:documents.blob_name": "the id is the primary "
+        "key, new per C1 (a takeover keeps id and blob together), and a pending document's "
+        "blob_name is set once at C1 (only a ready document is repointed, by R4)",
+    "where:transitions:_drop_pending_key:keys.state": "a key is made done only by C4 or a "
+        "roll-forward, after committing its blob row, which is still pending under this "
+        "attempt (and a committed row never returns to pending)",
+    # A4 on the application's connection: the name and token come together from a
+    # StagedBlob (ledger.stage's intent, or staged_upload's read of an attachment's row)
+    "where:transitions:_attach:blobs.name": "the staging token names one row by itself "
+        "(see _confirm:blobs.name), the row the StagedBlob was made from",
+    "where:transitions:_attach:blobs.state": "a writer's token is on its row only while it "
+        "is pending (see _confirm:blobs.state); A4 itself clears it",
+    "where:transitions:_attach:blobs.kind": "a StagedBlob's token is an attachment's (A1 or "
+        "begin_staged_upload inserted its row with kind attachment, which never changes; "
+        "staged_upload reads only rows of that kind), and it names that one row",
+    # an upload's row: its token is its intent's, minted for that upload alone
+    "where:transitions:_record_parts:uploads.id": "the upload's token names one upload row "
+        "by itself (begin_upload and begin_staged_upload put a new token on one upload and "
+        "its blob row; no takeover applies to uploads)",
+    "where:transitions:_record_parts:uploads.state": "a done upload is at its full length "
+        "(completion requires offset == length) while a request records only after storing "
+        "bytes past the offset it saw (seen < length), so `offset == seen` never matches a "
+        "done upload (a document's is also refused by the subquery: its blob is committed)",
+    "where:transitions:_record_parts:uploads.attempt": "uploads.attempt is set at the "
+        "upload's insert and never updated, and the token compared is read from this "
+        "upload's own row (find_upload by id)",
+    "where:transitions:_record_parts:exists": "the intent's lease is at least the upload's "
+        "expiry (both set from one LEASE at C1; only the confirm of a complete upload, at "
+        "its full length where no request's `seen` is, moves it earlier), so a sweeper "
+        "claims it only once the upload expired, which the expires_at term refuses; every "
+        "other end of the intent (give-up, terminate, C4, finish, a sweeper's fence or "
+        "removal) closes or deletes the upload's row. On PostgreSQL NOW is the transaction's "
+        "start, so a claim committed between this transaction's BEGIN and its UPDATE can "
+        "slip past: the part is then acknowledged on an upload at its expiry, as one just "
+        "before it would be, and the sweeper drops all its parts by the handle",
+    "where:transitions:_confirm_received:uploads.id": "the upload's token names one "
+        "upload row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_confirm_received:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row (see "
+        "_record_parts:uploads.attempt); the subquery compares the blob's token besides",
+    "where:transitions:_confirm_received:uploads.state": "it writes only changed_at; a done "
+        "upload whose intent is still pending under its token is an attachment's whose "
+        "completion (run beside this PUT, after its bytes landed) already staged these "
+        "bytes: the PUT is then answered 201 instead of 410, and drop_lost, which deletes "
+        "only a blob whose row is gone, deletes nothing either way",
+    "where:transitions:_finish_upload:uploads.id": "the upload's token names one upload "
+        "row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_finish_upload:uploads.attempt": "uploads.attempt is never updated "
+        "and the token compared is read from this upload's own row",
+    "where:transitions:_finish_upload:uploads.state": "an upload is open or done; setting "
+        "a done one done again writes only changed_at, and no caller reads the count",
+    "where:transitions:_close_settled_upload:uploads.id": "the upload's token names one "
+        "upload row by itself (see _record_parts:uploads.id)",
+    "where:transitions:_close_settled_upload:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row",
+    "where:transitions:_close_settled_upload:uploads.state": "an upload is open or done; "
+        "setting a done one done again writes only changed_at, and the caller, told it won, "
+        "reads the upload again and answers the document it finds done",
+    "read:transitions:_upload_mine:blobs.name": "the upload's token names one blob row by "
+        "itself (see _confirm:blobs.name)",
+    "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
+        "it is pending (see _confirm:blobs.state)",
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
     # stores
-    "store:stores/azure/store:set_tags:set_blob_tags-without-if_tags_match_condition":
+    "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
         "there), so only real Azure can tell; it needs a test against real Azure",
 }

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.mutate.argued import ARGUED
 from tests.mutate.mutants import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,7 @@ def test_lists_mutants_of_every_kind_from_the_sources() -> None:
     ids = [m["id"] for m in mutants]
     assert len(ids) == len(set(ids)), "mutant ids are unique"
     assert set(KNOWN) <= set(ids), set(KNOWN) - set(ids)
+    assert set(ARGUED) <= set(ids), f"argued but not enumerated: {set(ARGUED) - set(ids)}"
     paths = {m["path"] for m in mutants}
     assert {"blobledger/stores/local.py", "blobledger/stores/azure/store.py",
             "blobledger/stores/s3/store.py", "blobledger/workers/reconciler.py"} <= paths

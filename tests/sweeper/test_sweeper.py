@@ -53,6 +53,25 @@ async def test_committed_creation_rolls_forward(ledger: Ledger) -> None:
     assert await stored(ledger) == {name: "committed"}
 
 
+async def test_committed_creations_claimed_together_roll_forward_each_on_its_own(
+    ledger: Ledger,
+) -> None:
+    """Two creations whose writers died after C3, claimed by one sweep (one token for both):
+    each roll-forward commits its own row with its own digests, and both documents become
+    ready with their own bytes."""
+    data = {await seed_intent(ledger, tag="committed", data=d): d
+            for d in (b"the first creation's bytes", b"the second, longer, creation's bytes")}
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.swept, report.errors) == (2, 0, 0), report
+    assert await rows(ledger) == dict.fromkeys(data, "committed")
+    for doc_id, (status, blob) in (await documents(ledger)).items():
+        doc = await ledger.get(doc_id)
+        assert (status, doc.blob) == ("ready", blob)
+        assert (doc.size, doc.sha256) == (len(data[blob]),
+                                          hashlib.sha256(data[blob]).hexdigest())
+        assert await read(ledger, doc_id) == data[blob]
+
+
 async def test_replacements_swept_or_handed_to_the_deletion_path(ledger: Ledger) -> None:
     doc = await ledger.create("kept.txt", b"version one")
     pending = await seed_intent(ledger, tag="pending", kind=BlobKind.REPLACE, doc_id=doc.id)
@@ -217,3 +236,16 @@ async def test_batches_loop_until_no_work_is_left(ledger: Ledger) -> None:
     report = await Sweeper(ledger, batch=3).run_once()
     assert (report.swept, report.batches) == (7, 3), report
     assert await rows(ledger) == {}
+
+
+async def test_a_swept_intent_takes_only_its_own_pending_key(ledger: Ledger) -> None:
+    """A stale intent under a key is swept while another creation under a key of its own is
+    in flight: the sweep drops the stale intent's key and no other, so the creation in
+    flight keeps its reservation."""
+    await seed_intent(ledger, tag=None, key="k-stale")
+    fresh = await ledger.begin_create("fresh.txt", "text/plain", "k-fresh")
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await ledger.transitions.find_key("k-stale") is None
+    kept = await ledger.transitions.find_key("k-fresh")
+    assert kept is not None and kept.blob_name == fresh.blob_name
