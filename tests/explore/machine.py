@@ -536,10 +536,13 @@ class Explorer(RuleBasedStateMachine):
             if upload.state == UploadState.DONE:
                 return upload.offset, await self.resumable.document(upload)
             return upload.offset, None
-        # tus_patch, as the route: the part at the offset the client knows; the last completes
+        # tus_patch, as the route: the part at the offset the client knows; the last completes.
+        # Each PATCH as on an instance of its own: requests to one upload take turns within a
+        # process (a paused one would hold the next), so the fence explored is the offset's
+        # compare-and-set between instances.
         upload = await self.resumable.find(up.id)
         body = _part_at(up.parts, up.offset)
-        offset = await self.resumable.append(upload, up.offset, _one(body), len(body))
+        offset = await Resumable(self.ledger).append(upload, up.offset, _one(body), len(body))
         made = None
         if offset == upload.length and upload.state == UploadState.OPEN:
             fresh = await self.resumable.find(up.id)

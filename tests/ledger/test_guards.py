@@ -192,9 +192,9 @@ async def _body(data: bytes) -> AsyncIterator[bytes]:
 async def test_of_two_requests_at_one_offset_one_wins_and_the_other_stores_nothing(
     ledger: Ledger, holds: Holds
 ) -> None:
-    """Two PATCH requests at offset 0 of one tus upload, with different bytes: the first
-    stores its part and is held before recording it; the second stores and records its own
-    and is acknowledged. The first must then lose (OffsetMismatch: the offset moved since it
+    """Two PATCH requests at offset 0 of one tus upload, on two instances, with different
+    bytes: the first stores its part and is held before recording it; the second stores and
+    records its own and is acknowledged. The first must then lose (OffsetMismatch: the offset moved since it
     looked), and the completed document holds the acknowledged request's bytes. Without the
     offset in the compare-and-set both would be acknowledged and the late one's parts
     recorded over the winner's."""
@@ -204,8 +204,8 @@ async def test_of_two_requests_at_one_offset_one_wins_and_the_other_stores_nothi
     holds.at("tus.after_part")
     first = started(lambda: resumable.append(upload, 0, _body(late)))
     await holds.wait("tus.after_part")
-    assert await resumable.append(await resumable.find(upload.id), 0, _body(winner)) \
-        == len(winner)
+    other = Resumable(ledger, segment=SEGMENT)  # another instance (in one, requests take turns)
+    assert await other.append(await other.find(upload.id), 0, _body(winner)) == len(winner)
     holds.go("tus.after_part")
     lost = await outcome(first)
     assert isinstance(lost, OffsetMismatch), lost
