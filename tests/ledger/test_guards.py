@@ -193,11 +193,11 @@ async def test_of_two_requests_at_one_offset_one_wins_and_the_other_stores_nothi
     ledger: Ledger, holds: Holds
 ) -> None:
     """Two PATCH requests at offset 0 of one tus upload, on two instances, with different
-    bytes: the first stores its part and is held before recording it; the second stores and
-    records its own and is acknowledged. The first must then lose (OffsetMismatch: the offset moved since it
-    looked), and the completed document holds the acknowledged request's bytes. Without the
-    offset in the compare-and-set both would be acknowledged and the late one's parts
-    recorded over the winner's."""
+    bytes: the first stores its part and is held before recording it; the second stores
+    and records its own and is acknowledged. The first must then lose (OffsetMismatch: the
+    offset moved since it looked), and the completed document holds the acknowledged
+    request's bytes. Without the offset in the compare-and-set both would be acknowledged
+    and the late one's parts recorded over the winner's."""
     resumable = Resumable(ledger, segment=SEGMENT)
     late, winner = b"L" * SEGMENT, b"W" * SEGMENT
     upload = await resumable.create(len(winner), {"filename": "raced.bin"})
