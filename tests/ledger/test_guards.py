@@ -298,23 +298,26 @@ async def test_c1_under_a_key_still_retained_never_drops_its_first_response(
     assert [d.id async for d in ledger.list()] == [first.id]
 
 
-async def test_a_stager_woken_after_the_sweeper_fenced_its_blob_is_told_so(
-    ledger: Ledger, holds: Holds
+@pytest.mark.parametrize("sweeper_at", ["deletion.after_claim", "sweep.after_claim"])
+async def test_a_stager_woken_after_the_sweeper_took_its_blob_is_told_so(
+    ledger: Ledger, holds: Holds, sweeper_at: str
 ) -> None:
-    """A stager is held after its upload past its lease; the sweeper fences the staged
-    intent (``pending -> deleting``) and is held before deleting the blob. The stager wakes:
-    its confirm must lose, so it is told IntentLost rather than handed a staged blob the
-    deletion path is about to delete (whose A4 could only fail)."""
+    """A stager is held after its upload past its lease; the sweeper claims the staged
+    intent and is held before fencing it (``sweep.after_claim``: the row is still pending,
+    but no longer under the stager's token), or fences it (``pending -> deleting``) and is
+    held before deleting the blob (``deletion.after_claim``). The stager wakes: its confirm
+    must lose, so it is told IntentLost rather than handed a staged blob the sweeper goes
+    on to delete (whose A4 could only fail)."""
     holds.at("stage.after_upload")
-    stager = started(lambda: ledger.stage(b"staged, then fenced"))
+    stager = started(lambda: ledger.stage(b"staged, then taken"))
     await holds.wait("stage.after_upload")
     ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
-    holds.at("deletion.after_claim")
+    holds.at(sweeper_at)
     sweeper = started(lambda: Sweeper(ledger).run_once())
-    await holds.wait("deletion.after_claim")
+    await holds.wait(sweeper_at)
     holds.go("stage.after_upload")
     result = await outcome(stager)
-    holds.go("deletion.after_claim")
+    holds.go(sweeper_at)
     report = await outcome(sweeper)
     assert isinstance(result, IntentLost), result
     assert not isinstance(report, BaseException), report
@@ -592,30 +595,6 @@ async def test_a_give_up_woken_after_the_sweeper_claimed_the_upload_loses(
     assert not isinstance(report, BaseException), report
     assert (report.swept, report.errors) == (1, 0), report
     assert await rows(ledger) == {} and await stored(ledger) == {}
-
-
-async def test_a_stager_woken_after_the_sweeper_claimed_its_blob_is_told_so(
-    ledger: Ledger, holds: Holds
-) -> None:
-    """A stager is held after its upload past its lease; the sweeper claims the staged
-    intent and is held before fencing it. The stager wakes: its confirm must lose to the
-    claim (the row is still pending, but no longer under the stager's token), so it is
-    told IntentLost rather than handed a staged blob the sweeper goes on to delete."""
-    holds.at("stage.after_upload")
-    stager = started(lambda: ledger.stage(b"staged, then claimed"))
-    await holds.wait("stage.after_upload")
-    ledger.clock_offset = ledger.settings.sweep_after + ledger.settings.upload_deadline + 1
-    holds.at("sweep.after_claim")
-    sweeper = started(lambda: Sweeper(ledger).run_once())
-    await holds.wait("sweep.after_claim")
-    holds.go("stage.after_upload")
-    result = await outcome(stager)
-    holds.go("sweep.after_claim")
-    report = await outcome(sweeper)
-    assert isinstance(result, IntentLost), result
-    assert not isinstance(report, BaseException), report
-    assert (report.fenced, report.deleted) == (1, 1), report
-    assert await stored(ledger) == {} and await rows(ledger) == {}
 
 
 @pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
