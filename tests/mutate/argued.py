@@ -186,6 +186,8 @@ ARGUED: dict[str, str] = {
         "itself (see _confirm:blobs.name)",
     "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
         "it is pending (see _confirm:blobs.state)",
+    # a token's share of uploads
+    "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
