@@ -191,6 +191,8 @@ ARGUED: dict[str, str] = {
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
+    "where:transitions:detach_owner:blobs.state": "an owner's rows are attached or deleting; "
+        "marking a deleting one again only restarts its grace (as detach_replaced:blobs.state)",
     # stores
     "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
