@@ -13,6 +13,7 @@ from blobledger import IdempotencyInProgress, Ledger, failpoints
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.protocol.models import BlobKind, BlobRow, BlobState, utcnow
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
 
@@ -249,3 +250,14 @@ async def test_a_swept_intent_takes_only_its_own_pending_key(ledger: Ledger) -> 
     assert await ledger.transitions.find_key("k-stale") is None
     kept = await ledger.transitions.find_key("k-fresh")
     assert kept is not None and kept.blob_name == fresh.blob_name
+
+
+async def test_a_swept_intent_takes_only_its_own_upload_row(ledger: Ledger) -> None:
+    """A stale intent is swept while a resumable upload is open: the sweep drops the stale
+    intent's rows and no other upload's, so the upload in flight goes on."""
+    await seed_intent(ledger, tag=None)
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
