@@ -227,6 +227,19 @@ async def test_replace_race_has_one_winner(ledger: Ledger) -> None:
     assert "pending" not in (await stored(ledger)).values()
 
 
+async def test_a_replace_moves_only_its_own_document(ledger: Ledger) -> None:
+    """Two documents at the same version: replacing one points it at the new bytes and
+    leaves the other (same version, another id) on its own."""
+    doc = await ledger.create("replaced", b"old bytes")
+    other = await ledger.create("untouched", b"other bytes")
+    new = await ledger.replace(doc.id, b"new bytes", expected_version=1)
+    assert (new.id, new.version) == (doc.id, 2)
+    assert await read(ledger, doc.id) == b"new bytes"
+    kept = await ledger.get(other.id)
+    assert (kept.version, kept.blob) == (1, other.blob)
+    assert await read(ledger, other.id) == b"other bytes"
+
+
 async def test_readers_never_see_pending(ledger: Ledger) -> None:
     gate = asyncio.Event()
 
