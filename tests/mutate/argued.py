@@ -159,6 +159,15 @@ ARGUED: dict[str, str] = {
         "start, so a claim committed between this transaction's BEGIN and its UPDATE can "
         "slip past: the part is then acknowledged on an upload at its expiry, as one just "
         "before it would be, and the sweeper drops all its parts by the handle",
+    "where:transitions:_record_parts:sub.blobs.name": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists); besides, the upload's token is on its own "
+        "intent's row only (see _confirm:blobs.name)",
+    "where:transitions:_record_parts:sub.blobs.state": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists); besides, a writer's token is on its row only "
+        "while it is pending (see _confirm:blobs.state)",
+    "where:transitions:_record_parts:sub.blobs.attempt": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists: a claim, which replaces the token, comes only "
+        "after the upload's expiry, which the expires_at term refuses)",
     "where:transitions:_confirm_received:uploads.id": "the upload's token names one "
         "upload row by itself (see _record_parts:uploads.id)",
     "where:transitions:_confirm_received:uploads.attempt": "uploads.attempt is never "
@@ -186,6 +195,54 @@ ARGUED: dict[str, str] = {
         "itself (see _confirm:blobs.name)",
     "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
         "it is pending (see _confirm:blobs.state)",
+    # C4's document and R4's: after the blob row's compare-and-set won in the same
+    # transaction
+    "where:transitions:_ready_document:documents.id": "runs after _commit_blob or "
+        "_commit_claimed committed b_name in this transaction; a pending document's "
+        "blob_name is its own creation's blob, a new uuid4 name inserted in the same C1 as "
+        "the blob row, so only that intent's document is pending on it (see "
+        "_drop_pending_document:documents.id)",
+    "where:transitions:_ready_document:documents.status": "the blob row this transaction "
+        "just committed was pending: a document is made ready on a blob (C4, a "
+        "roll-forward) or repointed to one (R4) only after that blob's row was committed, "
+        "and a committed row never returns to pending, so no ready document points at it "
+        "(and a document has no third status)",
+    "where:transitions:_ready_document:documents.blob_name": "d_id is the creation's own "
+        "document (the intent's, or in a roll-forward the blob row's document_id, set at C1), "
+        "and a pending document's blob_name is set once at C1 (a takeover keeps id and blob "
+        "together; only a ready document is repointed, by R4)",
+    "where:transitions:_point_document:documents.status": "begin_replace read the document "
+        "ready (PreconditionFailed otherwise); a document goes only pending -> ready, never "
+        "back, and a deleted one's row is removed (ids are new per C1), so the row with "
+        "this id is ready whenever it still exists",
+    # what goes with swept intents (_drop_intents): the names are rows this transaction
+    # just took out of pending under the claim's token (removed or fenced, holding them)
+    "where:transitions:_drop_intents:keys.state": "a key is made done only by C4 or a "
+        "roll-forward (_key_done), in the transaction that commits its blob row, and a "
+        "committed row never returns to pending: every key on these names is pending",
+    "where:transitions:_drop_intents:documents.id": "only a creation's own document is "
+        "pending on its blob (a new uuid4 name inserted in the same C1 as the blob row; "
+        "see _drop_pending_document:documents.id)",
+    "where:transitions:_drop_intents:documents.blob_name": "the ids are the creations' own "
+        "documents (the blob rows' document_id, set at C1), and a pending document's "
+        "blob_name is set once at C1 (a takeover keeps id and blob together; only a ready "
+        "document is repointed, by R4)",
+    "where:transitions:_drop_intents:documents.status": "these blobs were pending until "
+        "this transaction: a document is ready on a blob, or repointed to one, only after "
+        "that blob's row was committed, and a committed row never returns to pending",
+    # the give-up's upload subquery, each term of it: weaker than dropping it whole
+    "where:transitions:_give_up:sub.uploads.id": "weaker than dropping the whole "
+        "subquery (see _give_up:exists: _drop_unverified_upload re-checks this upload, "
+        "open and unverified, in the same transaction and undoes the give-up otherwise)",
+    "where:transitions:_give_up:sub.uploads.blob_name": "the upload given up is the "
+        "intent's own (give_up passes an upload and the intent made from it); see "
+        "_give_up:exists",
+    "where:transitions:_give_up:sub.uploads.state": "_drop_unverified_upload re-checks "
+        "the upload open in the same transaction and undoes the give-up otherwise (see "
+        "_give_up:exists)",
+    "where:transitions:_give_up:sub.uploads.sha256": "_drop_unverified_upload re-checks "
+        "the upload unverified in the same transaction and undoes the give-up otherwise "
+        "(see _give_up:exists)",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
