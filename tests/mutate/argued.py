@@ -191,6 +191,13 @@ ARGUED: dict[str, str] = {
     "where:transitions:_close_settled_upload:uploads.state": "an upload is open or done; "
         "setting a done one done again writes only changed_at, and the caller, told it won, "
         "reads the upload again and answers the document it finds done",
+    "where:transitions:_close_settled_upload:sub.documents.id": "only the upload's own "
+        "document ever points at its blob: a new uuid4 name inserted with that document in "
+        "C1, and R4 repoints documents only to a replacement's own new blob",
+    "where:transitions:_close_settled_upload:sub.documents.blob_name": "the upload's "
+        "document is made ready only by C4 or a roll-forward on the upload's own blob (a "
+        "pending document's blob_name is set once at C1); ready on another blob, it was "
+        "repointed by R4 after that, so the upload's creation is settled either way",
     "read:transitions:_upload_mine:blobs.name": "the upload's token names one blob row by "
         "itself (see _confirm:blobs.name)",
     "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
