@@ -261,3 +261,16 @@ async def test_a_swept_intent_takes_only_its_own_upload_row(ledger: Ledger) -> N
     assert (report.swept, report.errors) == (1, 0), report
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_fenced_staged_attachment_takes_only_its_own_upload_row(
+        ledger: Ledger) -> None:
+    """A stale staged attachment is fenced to the deletion path while a resumable upload is
+    open: the fence drops the attachment's upload rows and no other, so the upload in flight
+    goes on."""
+    await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
