@@ -257,6 +257,11 @@ ARGUED: dict[str, str] = {
         "marking a deleting one again only restarts its grace",
     "where:transitions:detach_owner:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace (as detach_replaced:blobs.state)",
+    "where:transitions:remove_deleted:blobs.state": "the claim's token (new per claim) "
+        "is on deleting rows only when passed here: the deletion path's claim takes "
+        "deleting rows, and the sweeper passes only names fence_swept moved to deleting "
+        "under that token; nothing leaves deleting but removal, and a later claim replaces "
+        "the token, which then matches nothing",
     # stores
     "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
