@@ -274,3 +274,16 @@ async def test_a_fenced_staged_attachment_takes_only_its_own_upload_row(
     assert (report.fenced, report.errors) == (1, 0), report
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_rolled_forward_creation_closes_only_its_own_upload_row(
+        ledger: Ledger) -> None:
+    """A creation whose writer stopped after C3 is rolled forward while a resumable upload
+    is open: the roll-forward closes the creation's upload rows and no other, so the upload
+    in flight stays open."""
+    await seed_intent(ledger, tag="committed")
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
