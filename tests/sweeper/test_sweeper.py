@@ -10,9 +10,17 @@ import pytest
 from sqlalchemy import update
 
 from blobledger import IdempotencyInProgress, Ledger, failpoints
+from blobledger._base.names import new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
-from blobledger.protocol.models import BlobKind, BlobRow, BlobState, utcnow
+from blobledger.protocol.models import (
+    BlobKind,
+    BlobRow,
+    BlobState,
+    UploadMode,
+    UploadRow,
+    utcnow,
+)
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
@@ -285,5 +293,30 @@ async def test_a_rolled_forward_creation_closes_only_its_own_upload_row(
     upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
     report = await Sweeper(ledger).run_once()
     assert (report.rolled_forward, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_discarded_self_tagged_upload_takes_only_its_own_rows(ledger: Ledger) -> None:
+    """A direct upload expired with its blob tagged committed by the client itself (never
+    verified by the service) is discarded while a resumable upload is open: the discard
+    drops its own pending document and upload row and no other, so the upload in flight
+    keeps its document and goes on."""
+    doc_id = new_document_id()
+    name = await seed_intent(ledger, tag="committed", doc_id=doc_id)
+    then = await ledger.now() - timedelta(seconds=HOUR)
+    async with ledger.db.session() as session:
+        session.add(UploadRow(
+            id=new_document_id(), mode=UploadMode.DIRECT, blob_name=name, document_id=doc_id,
+            attempt="unverified", state="open", length=12, offset=0, handle="", parts="[]",
+            meta="{}", sha256=None, created_at=then, changed_at=then,
+            expires_at=then + timedelta(seconds=HOUR / 2)))
+        await session.commit()
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.moved_to_deleting, report.errors) == (0, 1, 0), \
+        report
+    assert doc_id not in await documents(ledger)
+    assert (await documents(ledger))[upload.document_id] == ("pending", upload.blob_name)
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
