@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from blobledger import IdempotencyInProgress, Ledger, failpoints
 from blobledger._base.names import new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
+from blobledger.protocol.documents import Document
 from blobledger.protocol.models import (
     BlobKind,
     BlobRow,
@@ -23,6 +25,7 @@ from blobledger.protocol.models import (
 )
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
+from tests.ledger.test_guards import SMALL_PARTS
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}
@@ -320,3 +323,24 @@ async def test_a_discarded_self_tagged_upload_takes_only_its_own_rows(ledger: Le
     assert (await documents(ledger))[upload.document_id] == ("pending", upload.blob_name)
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_fenced_staged_attachment_aborts_only_its_own_parts(ledger: Ledger) -> None:
+    """A stale staged attachment is fenced while a resumable upload holds stored parts: the
+    sweep aborts the attachment's staged parts and no other upload's, so the upload in
+    flight completes with its bytes."""
+    await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    resumable = Resumable(ledger, segment=8)
+    data = b"parts of an upload in flight"
+    upload = await resumable.create(len(data), {"name": "in-flight.txt"})
+
+    async def body() -> AsyncIterator[bytes]:
+        yield data
+
+    assert await resumable.append(upload, 0, body()) == len(data)
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.errors) == (1, 0), report
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document) and doc.name == "in-flight.txt"
+    assert b"".join([chunk async for chunk in ledger.read(doc.id)]) == data
