@@ -20,6 +20,7 @@ from blobledger.protocol.models import BlobKind, BlobRow, BlobState, DocumentRow
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
 from blobledger.stores.s3 import S3Store
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.reconciler import Finding, reconcile
 from tests.conftest import new_container
 from tests.stores.contract import read_all
@@ -213,3 +214,28 @@ async def test_leftover_bytes_beside_a_finished_blob_are_cleared(ledger: Ledger)
         assert report.fixed == 0 and len(left) == 1
     else:
         assert report.fixed == 1 and left == []
+
+
+async def test_an_open_upload_keeps_only_its_own_blob_in_flight(ledger: Ledger) -> None:
+    """A resumable upload is open while a stale intent's blob is missing and a dead staged
+    upload left uncommitted bytes: the open upload keeps its own blob in flight, not the
+    others, which are found."""
+    await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    missing = await seed_intent(ledger, tag=None)
+    uncommitted = f"{ledger.settings.blob_prefix}/uncommitted-blocks"
+    await leave_uncommitted(ledger, uncommitted)
+    ledger.clock_offset = 3 * HOUR  # past every cutoff, before the upload's expiry
+    seen: list[Finding] = []
+    await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
+    found = {(f.category, f.name) for f in seen}
+    assert {("missing", missing), ("uncommitted", uncommitted)} <= found, found
+
+
+async def test_an_expired_upload_is_no_longer_in_flight(ledger: Ledger) -> None:
+    """A resumable upload past its expiry, not swept yet, whose blob was never stored: its
+    row is found missing (the sweeper's to remove), no longer counted in flight."""
+    upload = await Resumable(ledger).create(5, {"name": "expired.txt"})
+    ledger.clock_offset = ledger.settings.resumable_expiry + 3 * HOUR
+    seen: list[Finding] = []
+    await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
+    assert ("missing", upload.blob_name) in {(f.category, f.name) for f in seen}, seen
