@@ -285,6 +285,22 @@ async def test_read_follows_a_replace_that_moved_the_blob(ledger: Ledger) -> Non
         assert (await session.execute(select(func.count()).select_from(DocumentRow))).scalar() == 1
 
 
+async def test_a_name_given_after_the_upload_renames_only_its_own_key(
+        ledger: Ledger) -> None:
+    """A creation named after its upload, under a key, while another creation under a key
+    of its own is in flight: the rename records the name on its own key only."""
+    fresh = await ledger.begin_create("fresh.txt", "text/plain", "k-fresh")
+
+    async def late() -> str:
+        return "renamed.txt"
+
+    doc = await ledger.create(None, b"named late", name_after_upload=late,
+                              idempotency_key="k-renamed")
+    assert doc.name == "renamed.txt"
+    kept = await ledger.transitions.find_key("k-fresh")
+    assert kept is not None and (kept.name, kept.blob_name) == ("fresh.txt", fresh.blob_name)
+
+
 async def test_name_known_only_after_the_upload(ledger: Ledger) -> None:
     def later(name: str) -> Callable[[], Awaitable[str]]:
         async def resolve() -> str:
