@@ -250,6 +250,17 @@ ARGUED: dict[str, str] = {
     "where:transitions:_give_up:sub.uploads.sha256": "_drop_unverified_upload re-checks "
         "the upload unverified in the same transaction and undoes the give-up otherwise "
         "(see _give_up:exists)",
+    "where:transitions:discard_unverified:documents.status": "these blobs were pending "
+        "until this transaction: a document is ready on a blob, or repointed to one, only "
+        "after that blob's row was committed (as _drop_intents:documents.status)",
+    "read:transitions:unverified:uploads.blob_name": "the sweeper looks up only the names "
+        "it passed; other uploads' entries are never read",
+    "where:transitions:purge_keys:keys.state": "a pending key has no expires_at (NULL "
+        "compares false), so only done keys can match",
+    "where:transitions:confirm:keys.state": "runs after _confirm matched the intent's row "
+        "pending under the attempt's token in the same transaction; a key is made done only "
+        "by C4 or a roll-forward after committing its blob row, so the keys on this blob "
+        "are pending (see _drop_pending_key:keys.state)",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
