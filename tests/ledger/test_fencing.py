@@ -213,6 +213,24 @@ async def test_a_creation_rolled_forward_meanwhile_is_returned(
     assert await read(ledger, doc.id) == b"rolled bytes"
 
 
+async def test_a_creation_rolled_forward_meanwhile_is_returned_beside_other_documents(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """As above with another document ready beside it: the writer gets its own document,
+    the one the sweeper made ready, not the other."""
+    other = await ledger.create("other.txt", b"other bytes")
+    holds.at("create.after_tag")
+    writer = started(lambda: ledger.create("rolled.txt", b"rolled bytes"))
+    await holds.wait("create.after_tag")
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    assert (await Sweeper(ledger).run_once()).rolled_forward == 1
+    holds.go("create.after_tag")
+    doc = await outcome(writer)
+    assert not isinstance(doc, BaseException), doc
+    assert doc.name == "rolled.txt" and doc.id != other.id
+    assert await read(ledger, doc.id) == b"rolled bytes"
+
+
 async def test_held_after_confirm_the_sweeper_still_wins_cleanly(
     ledger: Ledger, holds: Holds
 ) -> None:
