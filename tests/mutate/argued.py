@@ -261,6 +261,17 @@ ARGUED: dict[str, str] = {
         "pending under the attempt's token in the same transaction; a key is made done only "
         "by C4 or a roll-forward after committing its blob row, so the keys on this blob "
         "are pending (see _drop_pending_key:keys.state)",
+    "read:transitions:owns:blobs.state": "a writer's token is on its row only while it is "
+        "pending (see _confirm:blobs.state)",
+    "read:transitions:take_over:blobs.state": "the takeover's update (_take_over) re-checks "
+        "the row pending by compare-and-set in the same transaction and answers None when "
+        "it does not match, as when this read finds nothing",
+    "read:transitions:staged_blob:blobs.kind": "staged_upload reads the row of an "
+        "attachment upload's own blob (it checked the upload first), inserted with kind "
+        "attachment by begin_staged_upload; a row's kind never changes",
+    "read:transitions:commit_replace:documents.status": "begin_replace read the document "
+        "ready, and a document never returns to pending (see _point_document:documents."
+        "status): the row with this id is ready whenever it still exists",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
