@@ -284,6 +284,11 @@ ARGUED: dict[str, str] = {
         "deleting rows, and the sweeper passes only names fence_swept moved to deleting "
         "under that token; nothing leaves deleting but removal, and a later claim replaces "
         "the token, which then matches nothing",
+    "where:transitions:remove_deleted:blobs.attempt": "callers pass only names whose blob "
+        "they have just deleted or found absent, and a deleting row is final with a name "
+        "never reused (a new uuid4 per intent), so the row goes only once its blob is gone, "
+        "whoever holds the claim now; a sweeper that claimed it past this one's lease "
+        "deletes an absent blob and removes nothing (as _drop_abandoned:blobs.attempt)",
     # stores
     "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
