@@ -200,3 +200,26 @@ async def test_replacing_an_attachment_leaves_another_tables_owner_alone(
     await settle(ledger)
     assert await read(ledger, receipt_pdf) == b"receipt"
     assert (await check(ledger, settled=True)).ok
+
+
+async def test_deleting_one_owner_leaves_the_other_owners_attachments_alone(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """Two invoices and a receipt with the first invoice's key, each with a PDF: deleting
+    the first invoice sends only its PDF to the deletion path; the other invoice's (another
+    key) and the receipt's (another owner table, the same key) stay attached and readable
+    after the sweep."""
+    gone, kept = await ledger.stage(b"deleted invoice"), await ledger.stage(b"kept invoice")
+    receipt_pdf = await ledger.stage(b"receipt of the same key")
+    with sessions.begin() as session:
+        session.add_all([Invoice(id=8, number="INV-8", pdf=gone),
+                         Invoice(id=9, number="INV-9", pdf=kept),
+                         Receipt(id=8, pdf=receipt_pdf)])
+    with sessions.begin() as session:
+        session.delete(session.get_one(Invoice, 8))
+    assert await states(ledger) == {gone.name: "deleting", kept.name: "attached",
+                                    receipt_pdf.name: "attached"}
+    await settle(ledger)
+    assert await states(ledger) == {kept.name: "attached", receipt_pdf.name: "attached"}
+    assert await read(ledger, kept) == b"kept invoice"
+    assert await read(ledger, receipt_pdf) == b"receipt of the same key"
+    assert (await check(ledger, settled=True)).ok

@@ -360,3 +360,21 @@ def test_tuspy_uploads_an_attachment_that_a_synchronous_app_attaches(azurite: Az
             assert pdf is not None
             assert b"".join(ledger.read_attachment(pdf)) == data
         engine.dispose()
+
+
+async def test_each_completed_attachment_upload_answers_its_own_blob(ledger: Ledger) -> None:
+    """Two attachment uploads completed side by side: each one's staged blob is its own."""
+    resumable = Resumable(ledger)
+    uploads = []
+    for data in (b"first attachment", b"second attachment"):
+        upload = await resumable.create(len(data), {"attachment": "1", "filename": "a.bin"})
+
+        async def body(data: bytes = data) -> AsyncIterator[bytes]:
+            yield data
+
+        assert await resumable.append(upload, 0, body()) == len(data)
+        await resumable.complete(await resumable.find(upload.id))
+        uploads.append((upload, data))
+    for upload, data in uploads:
+        staged = await ledger.staged_upload(upload.id)
+        assert (staged.name, staged.size) == (upload.blob_name, len(data))

@@ -21,6 +21,7 @@ from blobledger.errors import (
     IdempotencyConflict,
     IdempotencyInProgress,
     IntentLost,
+    NotFound,
     PreconditionFailed,
 )
 from blobledger.protocol.ledger import Ledger
@@ -211,6 +212,41 @@ async def test_a_creation_rolled_forward_meanwhile_is_returned(
     assert not isinstance(doc, BaseException), doc
     assert doc.sha256 == hashlib.sha256(b"rolled bytes").hexdigest()
     assert await read(ledger, doc.id) == b"rolled bytes"
+
+
+async def test_a_creation_rolled_forward_meanwhile_is_returned_beside_other_documents(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """As above with another document ready beside it: the writer gets its own document,
+    the one the sweeper made ready, not the other."""
+    other = await ledger.create("other.txt", b"other bytes")
+    holds.at("create.after_tag")
+    writer = started(lambda: ledger.create("rolled.txt", b"rolled bytes"))
+    await holds.wait("create.after_tag")
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    assert (await Sweeper(ledger).run_once()).rolled_forward == 1
+    holds.go("create.after_tag")
+    doc = await outcome(writer)
+    assert not isinstance(doc, BaseException), doc
+    assert doc.name == "rolled.txt" and doc.id != other.id
+    assert await read(ledger, doc.id) == b"rolled bytes"
+
+
+async def test_a_replace_whose_document_was_deleted_meanwhile_finds_it_gone(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A replace held before R4 while its document is deleted, beside another document:
+    R4 loses and the replace answers that its document is gone (not another's version)."""
+    await ledger.create("other.txt", b"other bytes")
+    doc = await ledger.create("deleted.txt", b"v1")
+    holds.at("replace.after_tag")
+    writer = started(lambda: ledger.replace(doc.id, b"v2", expected_version=1))
+    await holds.wait("replace.after_tag")
+    await ledger.delete(doc.id, expected_version=1)
+    holds.go("replace.after_tag")
+    refused = await outcome(writer)
+    assert isinstance(refused, NotFound) and not isinstance(refused, PreconditionFailed), \
+        refused
 
 
 async def test_held_after_confirm_the_sweeper_still_wins_cleanly(

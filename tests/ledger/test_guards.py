@@ -680,3 +680,18 @@ async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
     report = await outcome(sweeper)
     assert not isinstance(report, BaseException), report
     assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+async def test_a_failed_creation_takes_only_its_own_upload_row(ledger: Ledger) -> None:
+    """A creation's body breaks off while a resumable upload is open: the failure path
+    drops the creation's rows and no other upload's, so the upload in flight goes on."""
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield b"the start of a body"
+        raise ConnectionResetError("the client went away")
+
+    with pytest.raises(ConnectionResetError):
+        await ledger.create("failed.txt", broken())
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name

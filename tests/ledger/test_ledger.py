@@ -227,6 +227,19 @@ async def test_replace_race_has_one_winner(ledger: Ledger) -> None:
     assert "pending" not in (await stored(ledger)).values()
 
 
+async def test_a_replace_moves_only_its_own_document(ledger: Ledger) -> None:
+    """Two documents at the same version: replacing one points it at the new bytes and
+    leaves the other (same version, another id) on its own."""
+    doc = await ledger.create("replaced", b"old bytes")
+    other = await ledger.create("untouched", b"other bytes")
+    new = await ledger.replace(doc.id, b"new bytes", expected_version=1)
+    assert (new.id, new.version) == (doc.id, 2)
+    assert await read(ledger, doc.id) == b"new bytes"
+    kept = await ledger.get(other.id)
+    assert (kept.version, kept.blob) == (1, other.blob)
+    assert await read(ledger, other.id) == b"other bytes"
+
+
 async def test_readers_never_see_pending(ledger: Ledger) -> None:
     gate = asyncio.Event()
 
@@ -270,6 +283,22 @@ async def test_read_follows_a_replace_that_moved_the_blob(ledger: Ledger) -> Non
     assert await read(ledger, new.id) == b"new"
     async with ledger.db.session() as session:
         assert (await session.execute(select(func.count()).select_from(DocumentRow))).scalar() == 1
+
+
+async def test_a_name_given_after_the_upload_renames_only_its_own_key(
+        ledger: Ledger) -> None:
+    """A creation named after its upload, under a key, while another creation under a key
+    of its own is in flight: the rename records the name on its own key only."""
+    fresh = await ledger.begin_create("fresh.txt", "text/plain", "k-fresh")
+
+    async def late() -> str:
+        return "renamed.txt"
+
+    doc = await ledger.create(None, b"named late", name_after_upload=late,
+                              idempotency_key="k-renamed")
+    assert doc.name == "renamed.txt"
+    kept = await ledger.transitions.find_key("k-fresh")
+    assert kept is not None and (kept.name, kept.blob_name) == ("fresh.txt", fresh.blob_name)
 
 
 async def test_name_known_only_after_the_upload(ledger: Ledger) -> None:

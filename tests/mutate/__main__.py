@@ -52,6 +52,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":stores/s3/", ["tests/stores/test_s3.py", *GUARDS, "tests/ledger/test_fencing.py",
                       "tests/sweeper/test_sweeper.py"]),
     (r":reconciler:", [*GUARDS, "tests/sweeper/test_reconciler.py"]),
+    (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
     (r"upload|record_|handle|verified|_finish", [*GUARDS, *UPLOADS, *SWEEP]),
     (r"attach|stage|owned|detach", [*GUARDS, *ATTACH]),
     (r"claim|swept|roll_forward|hand_to|pointed|remove_deleted|purge|to_deleting",

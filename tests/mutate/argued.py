@@ -159,6 +159,15 @@ ARGUED: dict[str, str] = {
         "start, so a claim committed between this transaction's BEGIN and its UPDATE can "
         "slip past: the part is then acknowledged on an upload at its expiry, as one just "
         "before it would be, and the sweeper drops all its parts by the handle",
+    "where:transitions:_record_parts:sub.blobs.name": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists); besides, the upload's token is on its own "
+        "intent's row only (see _confirm:blobs.name)",
+    "where:transitions:_record_parts:sub.blobs.state": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists); besides, a writer's token is on its row only "
+        "while it is pending (see _confirm:blobs.state)",
+    "where:transitions:_record_parts:sub.blobs.attempt": "weaker than dropping the whole "
+        "subquery (see _record_parts:exists: a claim, which replaces the token, comes only "
+        "after the upload's expiry, which the expires_at term refuses)",
     "where:transitions:_confirm_received:uploads.id": "the upload's token names one "
         "upload row by itself (see _record_parts:uploads.id)",
     "where:transitions:_confirm_received:uploads.attempt": "uploads.attempt is never "
@@ -182,13 +191,104 @@ ARGUED: dict[str, str] = {
     "where:transitions:_close_settled_upload:uploads.state": "an upload is open or done; "
         "setting a done one done again writes only changed_at, and the caller, told it won, "
         "reads the upload again and answers the document it finds done",
+    "where:transitions:_close_settled_upload:sub.documents.id": "only the upload's own "
+        "document ever points at its blob: a new uuid4 name inserted with that document in "
+        "C1, and R4 repoints documents only to a replacement's own new blob",
+    "where:transitions:_close_settled_upload:sub.documents.blob_name": "the upload's "
+        "document is made ready only by C4 or a roll-forward on the upload's own blob (a "
+        "pending document's blob_name is set once at C1); ready on another blob, it was "
+        "repointed by R4 after that, so the upload's creation is settled either way",
     "read:transitions:_upload_mine:blobs.name": "the upload's token names one blob row by "
         "itself (see _confirm:blobs.name)",
     "read:transitions:_upload_mine:blobs.state": "a writer's token is on its row only while "
         "it is pending (see _confirm:blobs.state)",
+    # C4's document and R4's: after the blob row's compare-and-set won in the same
+    # transaction
+    "where:transitions:_ready_document:documents.id": "runs after _commit_blob or "
+        "_commit_claimed committed b_name in this transaction; a pending document's "
+        "blob_name is its own creation's blob, a new uuid4 name inserted in the same C1 as "
+        "the blob row, so only that intent's document is pending on it (see "
+        "_drop_pending_document:documents.id)",
+    "where:transitions:_ready_document:documents.status": "the blob row this transaction "
+        "just committed was pending: a document is made ready on a blob (C4, a "
+        "roll-forward) or repointed to one (R4) only after that blob's row was committed, "
+        "and a committed row never returns to pending, so no ready document points at it "
+        "(and a document has no third status)",
+    "where:transitions:_ready_document:documents.blob_name": "d_id is the creation's own "
+        "document (the intent's, or in a roll-forward the blob row's document_id, set at C1), "
+        "and a pending document's blob_name is set once at C1 (a takeover keeps id and blob "
+        "together; only a ready document is repointed, by R4)",
+    "where:transitions:_point_document:documents.status": "begin_replace read the document "
+        "ready (PreconditionFailed otherwise); a document goes only pending -> ready, never "
+        "back, and a deleted one's row is removed (ids are new per C1), so the row with "
+        "this id is ready whenever it still exists",
+    # what goes with swept intents (_drop_intents): the names are rows this transaction
+    # just took out of pending under the claim's token (removed or fenced, holding them)
+    "where:transitions:_drop_intents:keys.state": "a key is made done only by C4 or a "
+        "roll-forward (_key_done), in the transaction that commits its blob row, and a "
+        "committed row never returns to pending: every key on these names is pending",
+    "where:transitions:_drop_intents:documents.id": "only a creation's own document is "
+        "pending on its blob (a new uuid4 name inserted in the same C1 as the blob row; "
+        "see _drop_pending_document:documents.id)",
+    "where:transitions:_drop_intents:documents.blob_name": "the ids are the creations' own "
+        "documents (the blob rows' document_id, set at C1), and a pending document's "
+        "blob_name is set once at C1 (a takeover keeps id and blob together; only a ready "
+        "document is repointed, by R4)",
+    "where:transitions:_drop_intents:documents.status": "these blobs were pending until "
+        "this transaction: a document is ready on a blob, or repointed to one, only after "
+        "that blob's row was committed, and a committed row never returns to pending",
+    # the give-up's upload subquery, each term of it: weaker than dropping it whole
+    "where:transitions:_give_up:sub.uploads.id": "weaker than dropping the whole "
+        "subquery (see _give_up:exists: _drop_unverified_upload re-checks this upload, "
+        "open and unverified, in the same transaction and undoes the give-up otherwise)",
+    "where:transitions:_give_up:sub.uploads.blob_name": "the upload given up is the "
+        "intent's own (give_up passes an upload and the intent made from it); see "
+        "_give_up:exists",
+    "where:transitions:_give_up:sub.uploads.state": "_drop_unverified_upload re-checks "
+        "the upload open in the same transaction and undoes the give-up otherwise (see "
+        "_give_up:exists)",
+    "where:transitions:_give_up:sub.uploads.sha256": "_drop_unverified_upload re-checks "
+        "the upload unverified in the same transaction and undoes the give-up otherwise "
+        "(see _give_up:exists)",
+    "where:transitions:discard_unverified:documents.status": "these blobs were pending "
+        "until this transaction: a document is ready on a blob, or repointed to one, only "
+        "after that blob's row was committed (as _drop_intents:documents.status)",
+    "read:transitions:unverified:uploads.blob_name": "the sweeper looks up only the names "
+        "it passed; other uploads' entries are never read",
+    "where:transitions:purge_keys:keys.state": "a pending key has no expires_at (NULL "
+        "compares false), so only done keys can match",
+    "where:transitions:confirm:keys.state": "runs after _confirm matched the intent's row "
+        "pending under the attempt's token in the same transaction; a key is made done only "
+        "by C4 or a roll-forward after committing its blob row, so the keys on this blob "
+        "are pending (see _drop_pending_key:keys.state)",
+    "read:transitions:owns:blobs.state": "a writer's token is on its row only while it is "
+        "pending (see _confirm:blobs.state)",
+    "read:transitions:take_over:blobs.state": "the takeover's update (_take_over) re-checks "
+        "the row pending by compare-and-set in the same transaction and answers None when "
+        "it does not match, as when this read finds nothing",
+    "read:transitions:staged_blob:blobs.kind": "staged_upload reads the row of an "
+        "attachment upload's own blob (it checked the upload first), inserted with kind "
+        "attachment by begin_staged_upload; a row's kind never changes",
+    "read:transitions:commit_replace:documents.status": "begin_replace read the document "
+        "ready, and a document never returns to pending (see _point_document:documents."
+        "status): the row with this id is ready whenever it still exists",
+    # a token's share of uploads
+    "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
     "where:transitions:detach_replaced:blobs.state": "an owner's rows are attached or deleting; "
         "marking a deleting one again only restarts its grace",
+    "where:transitions:detach_owner:blobs.state": "an owner's rows are attached or deleting; "
+        "marking a deleting one again only restarts its grace (as detach_replaced:blobs.state)",
+    "where:transitions:remove_deleted:blobs.state": "the claim's token (new per claim) "
+        "is on deleting rows only when passed here: the deletion path's claim takes "
+        "deleting rows, and the sweeper passes only names fence_swept moved to deleting "
+        "under that token; nothing leaves deleting but removal, and a later claim replaces "
+        "the token, which then matches nothing",
+    "where:transitions:remove_deleted:blobs.attempt": "callers pass only names whose blob "
+        "they have just deleted or found absent, and a deleting row is final with a name "
+        "never reused (a new uuid4 per intent), so the row goes only once its blob is gone, "
+        "whoever holds the claim now; a sweeper that claimed it past this one's lease "
+        "deletes an absent blob and removes nothing (as _drop_abandoned:blobs.attempt)",
     # stores
     "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
         "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "

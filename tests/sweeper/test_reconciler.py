@@ -16,10 +16,12 @@ from blobledger import Ledger
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import ConfigError
+from blobledger.protocol.documents import Document
 from blobledger.protocol.models import BlobKind, BlobRow, BlobState, DocumentRow, utcnow
 from blobledger.stores.azure import AzureStore
 from blobledger.stores.local import LocalStore
 from blobledger.stores.s3 import S3Store
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.reconciler import Finding, reconcile
 from tests.conftest import new_container
 from tests.stores.contract import read_all
@@ -213,3 +215,53 @@ async def test_leftover_bytes_beside_a_finished_blob_are_cleared(ledger: Ledger)
         assert report.fixed == 0 and len(left) == 1
     else:
         assert report.fixed == 1 and left == []
+
+
+async def test_an_open_upload_keeps_only_its_own_blob_in_flight(ledger: Ledger) -> None:
+    """A resumable upload is open while a stale intent's blob is missing and a dead staged
+    upload left uncommitted bytes: the open upload keeps its own blob in flight, not the
+    others, which are found."""
+    await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    missing = await seed_intent(ledger, tag=None)
+    uncommitted = f"{ledger.settings.blob_prefix}/uncommitted-blocks"
+    await leave_uncommitted(ledger, uncommitted)
+    ledger.clock_offset = 3 * HOUR  # past every cutoff, before the upload's expiry
+    seen: list[Finding] = []
+    await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
+    found = {(f.category, f.name) for f in seen}
+    assert {("missing", missing), ("uncommitted", uncommitted)} <= found, found
+
+
+async def test_an_expired_upload_is_no_longer_in_flight(ledger: Ledger) -> None:
+    """A resumable upload past its expiry, not swept yet, whose blob was never stored: its
+    row is found missing (the sweeper's to remove), no longer counted in flight."""
+    upload = await Resumable(ledger).create(5, {"name": "expired.txt"})
+    ledger.clock_offset = ledger.settings.resumable_expiry + 3 * HOUR
+    seen: list[Finding] = []
+    await reconcile(ledger, fix=False, older_than=2 * HOUR, on_finding=seen.append)
+    assert ("missing", upload.blob_name) in {(f.category, f.name) for f in seen}, seen
+
+
+async def test_a_completed_upload_no_longer_keeps_its_blob_in_flight(ledger: Ledger) -> None:
+    """A resumable upload completed (done, before its expiry) and a dead attempt's bytes
+    were left under its committed blob: the done upload holds nothing in flight, so the
+    leftovers are cleared as beside any finished blob."""
+    resumable = Resumable(ledger)
+    upload = await resumable.create(5, {"name": "completed.txt"})
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"bytes"
+
+    assert await resumable.append(upload, 0, body()) == 5
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document) and doc.name == "completed.txt"
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "done"
+    await leave_uncommitted(ledger, upload.blob_name)
+    ledger.clock_offset = 3 * HOUR  # before the upload's expiry
+    report = await reconcile(ledger, fix=True, older_than=2 * HOUR)
+    left = [u async for u in ledger.store.list_uncommitted(upload.blob_name)]
+    if isinstance(ledger.store, AzureStore):  # blocks beside a committed blob: service's job
+        assert report.fixed == 0 and len(left) == 1
+    else:
+        assert report.fixed == 1 and left == [], report

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import update
 
 from blobledger import IdempotencyInProgress, Ledger, failpoints
+from blobledger._base.names import new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
-from blobledger.protocol.models import BlobKind, BlobRow, BlobState, utcnow
+from blobledger.protocol.documents import Document
+from blobledger.protocol.models import (
+    BlobKind,
+    BlobRow,
+    BlobState,
+    UploadMode,
+    UploadRow,
+    utcnow,
+)
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
+from tests.ledger.test_guards import SMALL_PARTS
 from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}
@@ -249,3 +261,86 @@ async def test_a_swept_intent_takes_only_its_own_pending_key(ledger: Ledger) -> 
     assert await ledger.transitions.find_key("k-stale") is None
     kept = await ledger.transitions.find_key("k-fresh")
     assert kept is not None and kept.blob_name == fresh.blob_name
+
+
+async def test_a_swept_intent_takes_only_its_own_upload_row(ledger: Ledger) -> None:
+    """A stale intent is swept while a resumable upload is open: the sweep drops the stale
+    intent's rows and no other upload's, so the upload in flight goes on."""
+    await seed_intent(ledger, tag=None)
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_fenced_staged_attachment_takes_only_its_own_upload_row(
+        ledger: Ledger) -> None:
+    """A stale staged attachment is fenced to the deletion path while a resumable upload is
+    open: the fence drops the attachment's upload rows and no other, so the upload in flight
+    goes on."""
+    await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_rolled_forward_creation_closes_only_its_own_upload_row(
+        ledger: Ledger) -> None:
+    """A creation whose writer stopped after C3 is rolled forward while a resumable upload
+    is open: the roll-forward closes the creation's upload rows and no other, so the upload
+    in flight stays open."""
+    await seed_intent(ledger, tag="committed")
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.errors) == (1, 0), report
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_discarded_self_tagged_upload_takes_only_its_own_rows(ledger: Ledger) -> None:
+    """A direct upload expired with its blob tagged committed by the client itself (never
+    verified by the service) is discarded while a resumable upload is open: the discard
+    drops its own pending document and upload row and no other, so the upload in flight
+    keeps its document and goes on."""
+    doc_id = new_document_id()
+    name = await seed_intent(ledger, tag="committed", doc_id=doc_id)
+    then = await ledger.now() - timedelta(seconds=HOUR)
+    async with ledger.db.session() as session:
+        session.add(UploadRow(
+            id=new_document_id(), mode=UploadMode.DIRECT, blob_name=name, document_id=doc_id,
+            attempt="unverified", state="open", length=12, offset=0, handle="", parts="[]",
+            meta="{}", sha256=None, created_at=then, changed_at=then,
+            expires_at=then + timedelta(seconds=HOUR / 2)))
+        await session.commit()
+    upload = await Resumable(ledger).create(5, {"name": "in-flight.txt"})
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.moved_to_deleting, report.errors) == (0, 1, 0), \
+        report
+    assert doc_id not in await documents(ledger)
+    assert (await documents(ledger))[upload.document_id] == ("pending", upload.blob_name)
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_fenced_staged_attachment_aborts_only_its_own_parts(ledger: Ledger) -> None:
+    """A stale staged attachment is fenced while a resumable upload holds stored parts: the
+    sweep aborts the attachment's staged parts and no other upload's, so the upload in
+    flight completes with its bytes."""
+    await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    resumable = Resumable(ledger, segment=8)
+    data = b"parts of an upload in flight"
+    upload = await resumable.create(len(data), {"name": "in-flight.txt"})
+
+    async def body() -> AsyncIterator[bytes]:
+        yield data
+
+    assert await resumable.append(upload, 0, body()) == len(data)
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.errors) == (1, 0), report
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document) and doc.name == "in-flight.txt"
+    assert b"".join([chunk async for chunk in ledger.read(doc.id)]) == data
