@@ -188,6 +188,28 @@ async def _body(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
+async def _completed_past_a_sweepers_claim(
+    ledger: Ledger, holds: Holds, data: bytes, meta: dict[str, str]
+) -> tuple[Any, object, asyncio.Task[Any]]:
+    """A tus upload of ``data`` whose completion published its parts and was held there
+    past the upload's expiry, while a sweeper claimed its intent and is held before
+    deciding; the completion then woke. The upload, the completion's outcome and the held
+    sweeper (``sweep.after_claim`` still held)."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    upload = await resumable.create(len(data), meta)
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_publish")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_publish")
+    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
+    holds.at("sweep.after_claim")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_claim")
+    holds.go("tus.after_publish")
+    return upload, await outcome(completion), sweeper
+
+
 @pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
 async def test_of_two_requests_at_one_offset_one_wins_and_the_other_stores_nothing(
     ledger: Ledger, holds: Holds
@@ -574,20 +596,9 @@ async def test_a_give_up_woken_after_the_sweeper_claimed_the_upload_loses(
     before deciding. The completion wakes, finds the mismatch and gives the upload up: the
     give-up must lose (the intent is the sweeper's now), so the sweeper's claim stands and
     the sweeper sweeps the intent itself."""
-    resumable = Resumable(ledger, segment=SEGMENT)
-    data = b"bytes that do not match the declared digest"
-    upload = await resumable.create(len(data), {"filename": "liar.bin", "sha256": "0" * 64})
-    assert await resumable.append(upload, 0, _body(data)) == len(data)
-    upload = await resumable.find(upload.id)
-    holds.at("tus.after_publish")
-    completion = started(lambda: resumable.complete(upload))
-    await holds.wait("tus.after_publish")
-    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
-    holds.at("sweep.after_claim")
-    sweeper = started(lambda: Sweeper(ledger).run_once())
-    await holds.wait("sweep.after_claim")
-    holds.go("tus.after_publish")
-    refused = await outcome(completion)
+    upload, refused, sweeper = await _completed_past_a_sweepers_claim(
+        ledger, holds, b"bytes that do not match the declared digest",
+        {"filename": "liar.bin", "sha256": "0" * 64})
     assert isinstance(refused, IntegrityError), refused
     assert await rows(ledger) == {upload.blob_name: BlobState.PENDING}
     holds.go("sweep.after_claim")
@@ -659,20 +670,9 @@ async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
     and loses its confirm (IntentLost); it must not close the upload on its way out (there
     is no ready document beside it), or a HEAD would show the upload complete while the
     sweeper deletes its bytes."""
-    resumable = Resumable(ledger, segment=SEGMENT)
-    data = b"bytes of an upload claimed before its confirm"
-    upload = await resumable.create(len(data), {"filename": "claimed.bin"})
-    assert await resumable.append(upload, 0, _body(data)) == len(data)
-    upload = await resumable.find(upload.id)
-    holds.at("tus.after_publish")
-    completion = started(lambda: resumable.complete(upload))
-    await holds.wait("tus.after_publish")
-    ledger.clock_offset = ledger.settings.resumable_expiry + ledger.settings.sweep_after + 1
-    holds.at("sweep.after_claim")
-    sweeper = started(lambda: Sweeper(ledger).run_once())
-    await holds.wait("sweep.after_claim")
-    holds.go("tus.after_publish")
-    lost = await outcome(completion)
+    upload, lost, sweeper = await _completed_past_a_sweepers_claim(
+        ledger, holds, b"bytes of an upload claimed before its confirm",
+        {"filename": "claimed.bin"})
     assert isinstance(lost, IntentLost), lost
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open"
