@@ -249,6 +249,21 @@ def direct_put_after_its_intent_was_swept(r: Replay) -> None:
     r.finish(r.upload_request(of=upload, request="put"))
 
 
+def upload_lands_after_the_sweepers_delete(r: Replay) -> None:
+    """A create sleeps inside its upload; a sweeper claims its stale intent, deletes the
+    blob (not there yet) and sleeps before removing the row; the create's upload lands, its
+    confirm loses with the row still there, so it leaves the blob to the sweeper, which
+    wakes and removes the row. The sweeper deletes once more after removing the row: the
+    sweeper alone must leave nothing behind."""
+    op = r.create(keyed=True)
+    r.machine.run_to(op, "put.mid_stream")
+    r.jump_clock(seconds=PAST_SWEEP_AFTER)
+    sweeper: Op = r.start_sweeper()
+    r.machine.run_to(sweeper, "sweep.after_delete")
+    r.finish(op)
+    r.finish(sweeper)
+
+
 #: interleavings that broke the writers added after the documents', with the backends whose
 #: semantics they exercise (S3: unconditional tag writes, ETag-only deletes)
 WRITERS: list[tuple[Scenario, str]] = [
@@ -261,6 +276,9 @@ WRITERS: list[tuple[Scenario, str]] = [
     (direct_put_to_serve_paused_while_swept, "sqlite-local"),
     (direct_put_after_its_intent_was_swept, "postgresql-azure"),
     (direct_put_after_its_intent_was_swept, "postgresql-s3"),
+    (upload_lands_after_the_sweepers_delete, "sqlite-local"),
+    (upload_lands_after_the_sweepers_delete, "postgresql-azure"),
+    (upload_lands_after_the_sweepers_delete, "postgresql-s3"),
 ]
 
 SCENARIOS: list[Scenario] = [

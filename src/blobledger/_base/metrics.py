@@ -36,7 +36,7 @@ class ReconcileReport(Protocol):
     def as_dict(self) -> dict[str, Any]: ...
 
 SWEEP_OUTCOMES = ("swept", "rolled_forward", "moved_to_deleting", "fenced", "deleted", "absent",
-                  "refused", "errors")
+                  "late", "refused", "errors")
 RECONCILE_CATEGORIES = ("orphan", "missing", "missing_ready", "mismatch", "uncommitted")
 
 SWEEP_RUNS = Counter("blobledger_sweep_runs", "Sweeper runs completed")

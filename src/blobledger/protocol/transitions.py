@@ -802,9 +802,9 @@ class Transitions:
         order = {name: i for i, name in enumerate(names)}
         return token, sorted(won, key=lambda r: order[r.name])
 
-    async def remove_swept(self, token: str, names: Sequence[str]) -> int:
+    async def remove_swept(self, token: str, names: Sequence[str]) -> list[str]:
         """Stale intents whose blob is gone: their rows (a creation's pending document and
-        key too), only while the claim is still ``token``'s."""
+        key too), only while the claim is still ``token``'s. The names removed."""
         async with self.db.transaction() as conn:
             removed = (await conn.execute(
                 delete(blobs)
@@ -812,7 +812,7 @@ class Transitions:
                        blobs.c.attempt == token)
                 .returning(blobs.c.name, blobs.c.document_id, blobs.c.kind))).all()
             await _drop_intents(conn, removed)
-        return len(removed)
+        return [row.name for row in removed]
 
     async def fence_swept(self, token: str, names: Sequence[str], *,
                           keep_claim: bool = True) -> list[str]:
@@ -908,12 +908,14 @@ class Transitions:
                     found.add(row.name)
         return found
 
-    async def remove_deleted(self, token: str, names: Sequence[str]) -> int:
-        """The deletion path's last step: rows whose blob is gone, while still claimed."""
+    async def remove_deleted(self, token: str, names: Sequence[str]) -> list[str]:
+        """The deletion path's last step: rows whose blob is gone, while still claimed.
+        The names removed."""
         async with self.db.transaction() as conn:
-            removed = await conn.execute(delete(blobs).where(
-                blobs.c.name.in_(names), blobs.c.state == DELETING, blobs.c.attempt == token))
-        return _count(removed)
+            removed = (await conn.execute(delete(blobs).where(
+                blobs.c.name.in_(names), blobs.c.state == DELETING, blobs.c.attempt == token)
+                .returning(blobs.c.name))).all()
+        return [row.name for row in removed]
 
     async def purge_keys(self) -> int:
         """Idempotency keys past their retention."""

@@ -105,6 +105,7 @@ class SweepReport:
     fenced: int = 0  # stale staged attachments fenced and handed to the deletion path
     deleted: int = 0  # deletion-path rows done (blob deleted or already absent)
     absent: int = 0  # blobs already gone when their delete was due
+    late: int = 0  # blobs a paused writer made after its row was due to go, deleted after
     refused: int = 0  # the guard said no (logged); the row is left alone
     errors: int = 0  # steps that failed; the rows are retried after the lease
     keys_expired: int = 0  # idempotency keys past their retention, forgotten
@@ -281,10 +282,11 @@ class Sweeper:
             await self._drop_staged([r.name for r in gone], report)
             removed = await self.ledger.transitions.remove_swept(
                 claim.token, [r.name for r in gone])
-            if removed != len(gone):
+            if len(removed) != len(gone):
                 log.warning("sweep: %d intents changed owner before their rows were removed",
-                            len(gone) - removed)
-            report.swept += removed  # not `+= await`: the load would precede the await
+                            len(gone) - len(removed))
+            report.swept += len(removed)
+            await self._delete_late(removed, report)
         if refused:
             await failpoints.hit("sweep.before_resolve")
             await self._resolve_refused(refused, claim.token, report)
@@ -327,14 +329,34 @@ class Sweeper:
                         log.warning("sweep: delete of %s failed: %s", outcome.name,
                                     outcome.error)
             await failpoints.hit("sweep.after_delete")
-            removed = await self.ledger.transitions.remove_deleted(token, done) if done else 0
-            report.swept += removed
+            removed = await self.ledger.transitions.remove_deleted(token, done) if done else []
+            report.swept += len(removed)
             # fenced but not deleted (retagged since, or failed): the deletion path's now
-            report.moved_to_deleting += len(fenced) - removed
+            report.moved_to_deleting += len(fenced) - len(removed)
+            await self._delete_late(removed, report)
         if others:
             await failpoints.hit("sweep.before_resolve")
             await self._resolve_refused([r for r, _ in others], token, report,
                                         tags=[tag for _, tag in others])
+
+    async def _delete_late(self, names: Sequence[str], report: SweepReport) -> None:
+        """Delete once more, conditioned on ``pending``, the blobs of rows just removed: a
+        writer paused inside its upload may have created the blob after this sweeper's
+        delete, and found the row still there when its confirm lost (so it left the blob to
+        this sweeper). A writer that finds the row gone deletes its own blob, so one of the
+        two always sees the other. Names are never reused; best effort (what a failure
+        leaves, ``reconcile --fix`` removes)."""
+        if not names:
+            return
+        await failpoints.hit("sweep.after_remove")
+        for outcome in await self.ledger.store.delete_many([(n, PENDING) for n in names]):
+            if outcome.deleted:
+                report.late += 1
+                log.info("sweep: deleted %s, uploaded by a paused writer after its intent "
+                         "was swept", outcome.name)
+            elif outcome.error is not None and not isinstance(outcome.error, ConditionNotMet):
+                report.errors += 1
+                log.warning("sweep: delete of %s failed: %s", outcome.name, outcome.error)
 
     async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
         """The uncommitted parts of swept resumable uploads (best effort: what a failure
@@ -461,7 +483,8 @@ class Sweeper:
         await failpoints.hit("deletion.after_delete")
         if done:
             removed = await self.ledger.transitions.remove_deleted(claim.token, done)
-            report.deleted += removed  # not `+= await`: batches in flight would lose counts
+            report.deleted += len(removed)
+            await self._delete_late(removed, report)
 
     async def _tag_deleting(self, name: str) -> str:
         """Tag ``deleting`` conditioned on ``committed``: tagged, absent, pending (an
