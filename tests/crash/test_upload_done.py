@@ -6,6 +6,7 @@ steps it then had) is closed by its next completion, which answers the document.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,7 @@ from tests.api.test_direct import begin, put
 from tests.crash.child import Job, Target, payload
 from tests.crash.conftest import make_target
 from tests.crash.harness import kill_at, read_all, resolve, settle
+from tests.support.holds import Holds
 
 TUS = {"Tus-Resumable": "1.0.0"}
 SEED = 5
@@ -89,3 +91,30 @@ async def test_an_upload_left_open_beside_its_ready_document_is_closed(
         assert await completed_again(client, via, upload_id) == doc_id
     assert await upload_rows(ledger) == [(upload_id, UploadState.DONE)]
     assert await read_all(ledger, doc_id) == data
+
+
+async def test_two_completions_closing_an_upload_left_open_both_answer_its_document(
+        ledger: Ledger, holds: Holds) -> None:
+    """Two completions of a direct upload an older release left open beside its ready
+    document: the first is held right before it closes the upload, the second closes it
+    and answers; the first, whose close then matches nothing, reads the upload again and
+    answers the same document (not 503 \"retry\", which would never change)."""
+    data = b"closed by a twin"
+    async with client_for(ledger) as client:
+        target = await begin(client, "twin.bin", data)
+        assert await put(target, data, client) == 201
+        done = await client.post(f"/uploads/{target['id']}/complete")
+        assert done.status_code == 201, done.text
+        doc_id = done.json()["id"]
+        async with ledger.db.transaction() as conn:
+            await conn.execute(update(UploadRow).where(UploadRow.id == target["id"])
+                               .values(state=UploadState.OPEN.value))
+        holds.at("upload.before_close_settled")
+        first = asyncio.create_task(client.post(f"/uploads/{target['id']}/complete"))
+        await holds.wait("upload.before_close_settled")
+        assert await completed_again(client, "direct", target["id"]) == doc_id
+        holds.go("upload.before_close_settled")
+        answer = await first
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["id"] == doc_id
+    assert await upload_rows(ledger) == [(target["id"], UploadState.DONE)]

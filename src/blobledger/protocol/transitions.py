@@ -578,14 +578,14 @@ class Transitions:
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
         return _count(won) == 1
 
-    async def close_settled_upload(self, upload: UploadRecord) -> bool:
+    async def close_settled_upload(self, upload: UploadRecord) -> None:
         """A document's upload still open although its document is ready (an older release
         made C4 and the upload's end two transactions, and died between them): done, by
-        compare-and-set on the upload's token and the document ready with its blob."""
+        compare-and-set on the upload's token and the document ready with its blob. The
+        caller reads the upload again: a twin may have closed it at the same moment."""
         async with self.db.transaction() as conn:
-            won = await conn.execute(_close_settled_upload, dict(
+            await conn.execute(_close_settled_upload, dict(
                 u_id=upload.id, b_attempt=upload.attempt, **self.times()))
-        return _count(won) == 1
 
     async def upload_live(self, blob_name: str) -> bool:
         """Whether an open, unexpired upload owns the blob name (its parts are in flight)."""

@@ -373,8 +373,10 @@ async def _made_by_another(owner: Resumable, upload_id: str) -> Document | Stage
     its ready document (an older release died between C4 and closing it) is closed here."""
     transitions = owner.ledger.transitions
     found = await transitions.find_upload(upload_id)
-    if found is not None and found.state == UploadState.OPEN and not found.attachment \
-            and await transitions.close_settled_upload(found):
+    if found is not None and found.state == UploadState.OPEN and not found.attachment:
+        # won or lost to a twin closing it at the same moment: either way read it again
+        await failpoints.hit("upload.before_close_settled")
+        await transitions.close_settled_upload(found)
         found = await transitions.find_upload(upload_id)
     if found is None or found.state != UploadState.DONE:
         return None
