@@ -46,6 +46,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import httpx
@@ -564,6 +565,14 @@ class Explorer(RuleBasedStateMachine):
         comes before the sweep of its intent)."""
         return self.offset - up.began_at >= EXPIRY
 
+    @staticmethod
+    def _url_expired(up: Upload) -> bool:
+        """Whether the store's own URL has expired on the storage's clock, which is the real
+        one (the explorer moves only the ledger's): a slow machine gets there within a run.
+        A few seconds' margin for the emulator's and this process's clocks."""
+        return up.target is not None and \
+            datetime.now(UTC) >= up.target.expires_at - timedelta(seconds=5)
+
     def _recreatable(self, up: Upload) -> bool:
         """Whether the store's own URL may create the upload's blob again: it stays valid
         on the storage's clock, which the explorer never moves, after the blob was deleted
@@ -610,6 +619,9 @@ class Explorer(RuleBasedStateMachine):
                 up.put_acked = True
                 if up.target is None:
                     await self._put_still_fenced(op, up)
+            elif result == 403 and self._url_expired(up):
+                self._event(f"op{op.n}", "direct_put", f"u{up.n}",
+                            "refused: the URL expired on the storage's (real) clock")
             elif result not in (409, 412):
                 self._fail(f"{op.label()}: the store answered {result} to the client's put")
             return
