@@ -9,6 +9,7 @@ is complete. Afterwards the store holds exactly the blobs of ready documents.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from blobledger.protocol.models import UploadRow, UploadState
 from blobledger.uploads.resumable import Resumable
 from tests.conftest import BACKENDS as ALL_BACKENDS
 from tests.crash.child import CHUNK, Job, Target, chunks, direct_upload, payload
-from tests.crash.conftest import make_target
+from tests.crash.conftest import DOC_ENV, make_target
 from tests.crash.harness import (
     LEASE_EXPIRED,
     PAST_CUTOFFS,
@@ -137,7 +138,27 @@ def runs_on(case: Case, backend: str) -> bool:
     return not (case.op == "tus" and backend.endswith("-s3"))
 
 
-MATRIX = [(c, b) for c in CASES for b in BACKENDS if runs_on(c, b)]
+#: every case on every backend it runs on: ``scripts/crash-matrix`` (which writes
+#: docs/crash-matrix.md from the run) or ``BLOBLEDGER_CRASH_MATRIX=all``
+FULL = bool(os.environ.get(DOC_ENV)) or os.environ.get("BLOBLEDGER_CRASH_MATRIX") == "all"
+
+
+def in_suite(cases: list[Case], turn: int = 0) -> list[tuple[Case, str]]:
+    """The suite's short form of a matrix of real processes: every case on SQLite with the
+    local disk, and on one more backend it runs on, taken in turn (``turn`` shifts the
+    rotation, so that the kill and the pause of one point land on different backends);
+    every backend thus meets every kind of operation. The whole matrix is ``FULL``."""
+    chosen = []
+    for i, case in enumerate(cases):
+        backends = [b for b in BACKENDS if runs_on(case, b)]
+        others = [b for b in backends if b != "sqlite-local"]
+        for backend in backends:
+            if FULL or backend == "sqlite-local" or backend == others[(i + turn) % len(others)]:
+                chosen.append((case, backend))
+    return chosen
+
+
+MATRIX = in_suite(CASES)
 
 
 async def prepare(case: Case, target: Target) -> tuple[dict[str, object], float]:

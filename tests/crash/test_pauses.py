@@ -32,7 +32,6 @@ from tests.crash.pause import (
 from tests.crash.test_matrix import (
     ABSENT,
     AFTER_SWEEP,
-    BACKENDS,
     CASES,
     CONTINUE,
     CREATED,
@@ -43,12 +42,13 @@ from tests.crash.test_matrix import (
     Case,
     Doc,
     _outcome,
+    in_suite,
     prepare,
-    runs_on,
 )
 
-#: every case of the matrix, on the backends it runs on there (tus: not on S3)
-PAUSED = [(c, b) for c in CASES for b in BACKENDS if runs_on(c, b)]
+#: every case of the matrix, on the backends it runs on there (tus: not on S3); in the
+#: suite, the second backend of each case is not the one its kill runs on
+PAUSED = in_suite(CASES, turn=1)
 #: a retry under the key while the first attempt sleeps: past its lease and the sweeper's
 #: margin, before the resolvers run
 RETRY_AT = PAST_CUTOFFS
