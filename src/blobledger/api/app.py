@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from fastapi import FastAPI
 
 from blobledger import __version__, web
-from blobledger.api import browser, problems
+from blobledger.api import browser, openapi, problems
 from blobledger.api.guard import Guard
 from blobledger.api.routes import content, direct, documents, ops, service, tus
 from blobledger.config import Settings
@@ -84,6 +84,7 @@ def create_app(
     app.state.settings = settings
     app.state.body_timeout = settings.body_timeout if body_timeout is None else body_timeout
     problems.install(app)
+    openapi.install(app)
     app.include_router(documents.router)
     app.include_router(content.router)
     app.include_router(service.router)
