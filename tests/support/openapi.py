@@ -3,6 +3,8 @@ media type sent as raw bytes, and the checks that hold answers to the document."
 
 from __future__ import annotations
 
+from typing import Any
+
 import schemathesis
 from schemathesis.checks import (
     content_type_conformance,
@@ -24,7 +26,7 @@ CONFORMANCE = [not_a_server_error, status_code_conformance, content_type_conform
 schemathesis.serializer.alias(OFFSET_TYPE, "application/octet-stream")
 
 
-def operations(base_url: str) -> list[APIOperation]:
+def operations(base_url: str) -> list[APIOperation[Any, Any, Any, Any]]:
     """The operations of the document the service at ``base_url`` serves (all valid)."""
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
     results = list(schema.get_all_operations())

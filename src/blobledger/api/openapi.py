@@ -6,7 +6,8 @@ route of a kind answers is added by :func:`complete`, from the route itself:
 
 - every operation: 400 (a malformed request, its framing, or a ``Host`` the service does not
   answer to; a parameter that does not parse) and 431 (headers too large);
-- a route that needs a token scope (:func:`blobledger.api.auth.declared_scope`): 401 and 403;
+- a route that needs a token scope (:func:`blobledger.api.auth.declared_scope`): 401 and 403,
+  and its ``security`` requirement names that scope (``{"HTTPBearer": ["write"]}``);
 - a method other than GET and HEAD: 403 (a page on another site sent it);
 - POST, PUT and PATCH: 503 (every upload slot taken, ``Retry-After``);
 - a route that reads a body: 408 (the body arrived too slowly); a JSON body: 413 (too large).
@@ -192,17 +193,22 @@ def complete(document: dict[str, Any], routes: Iterable[Any]) -> dict[str, Any]:
     for route in routes:
         if not isinstance(route, APIRoute) or not route.include_in_schema:
             continue
-        for method in sorted(route.methods):
+        for method in sorted(route.methods or ()):
             operation = document["paths"][route.path_format].get(method.lower())
             if operation is None:
                 continue
+            scope = declared_scope(route)
+            if scope is not None and operation.get("security"):
+                # OpenAPI 3.1: a scheme other than OAuth2 may list the roles it needs
+                operation["security"] = [{name: [scope] for requirement in
+                                          operation["security"] for name in requirement}]
             answers: dict[str, Any] = operation["responses"]
             if _is_validation_error(answers.get("422", {})):
                 del answers["422"]
-            for status in common_statuses(route, method, operation):
-                answers.setdefault(str(status), problem_response(status))
-            for status, answer in answers.items():
-                if status.isdigit() and int(status) >= 400:
+            for common in common_statuses(route, method, operation):
+                answers.setdefault(str(common), problem_response(common))
+            for key, answer in answers.items():
+                if key.isdigit() and int(key) >= 400:
                     answer["content"] = {MEDIA_TYPE: {"schema": PROBLEM_REF}}
             operation["responses"] = dict(sorted(answers.items()))
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
