@@ -19,10 +19,11 @@ from tests.support.server import Server, live_server
 
 __all__ = ["live_server"]
 EXAMPLES = 12  # per operation: 25 operations
-#: Left out, as they judge nothing here: ``negative_data_rejection`` (for invalid data, which
-#: these cases are not), ``positive_data_acceptance`` (valid data
-#: naming no document is rightly a 404), ``ignored_auth`` (this server has no tokens:
-#: tests/api/test_auth.py holds 401/403), the stateful ones (``use_after_free``,
+#: Schemathesis' other checks are left out, as they judge nothing here:
+#: ``negative_data_rejection`` (for invalid data, which these cases are not),
+#: ``positive_data_acceptance`` (valid data naming no document is rightly a 404),
+#: ``ignored_auth`` (this server has no tokens: tests/api/test_openapi.py holds the 401 and
+#: 403 answers to the document), the stateful ones (``use_after_free``,
 #: ``ensure_resource_availability``) and those of the coverage phase
 #: (``missing_required_header``, ``unsupported_method``), which these cases never trigger.
 
