@@ -1,36 +1,123 @@
-"""Schemathesis against ``/openapi.json`` of a real server: no input makes it answer 5xx."""
+"""Schemathesis against ``/openapi.json`` of a real server: what the service answers is what
+its document says (each status declared, each content type declared, each body and declared
+header as the schema has it), and no input makes it answer 5xx."""
 
 from __future__ import annotations
 
+import base64
+import json
+from collections import Counter
 from typing import Any
 
+import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import not_a_server_error
-from schemathesis.core.result import Ok
+from schemathesis import Response
 
+from tests.support.openapi import CONFORMANCE, OFFSET_TYPE, operations
 from tests.support.server import Server, live_server
 
 __all__ = ["live_server"]
-EXAMPLES = 25  # per operation: 11 operations, well under a minute
-CALLS: list[int] = []  # statuses seen
+EXAMPLES = 12  # per operation: 25 operations
+#: Schemathesis' other checks are left out, as they judge nothing here:
+#: ``negative_data_rejection`` (for invalid data, which these cases are not),
+#: ``positive_data_acceptance`` (valid data naming no document is rightly a 404),
+#: ``ignored_auth`` (this server has no tokens: tests/api/test_openapi.py holds the 401 and
+#: 403 answers to the document), the stateful ones (``use_after_free``,
+#: ``ensure_resource_availability``) and those of the coverage phase
+#: (``missing_required_header``, ``unsupported_method``), which these cases never trigger.
 
 
-def test_no_input_causes_a_server_error(live_server: Server) -> None:
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/openapi.json")
-    results = list(schema.get_all_operations())
-    assert all(isinstance(r, Ok) for r in results), results  # every operation is valid
-    operations = [r.ok() for r in results if isinstance(r, Ok)]
-    assert len(operations) >= 10
-    for operation in operations:
+def test_the_answers_are_those_the_document_declares(live_server: Server) -> None:
+    found = operations(live_server.url)
+    assert len(found) >= 20
+    statuses: Counter[int] = Counter()
+    for operation in found:
 
         @given(case=operation.as_strategy())
         @settings(max_examples=EXAMPLES, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
         def check(case: schemathesis.Case[Any]) -> None:
             response = case.call(timeout=30)
-            CALLS.append(response.status_code)
-            case.validate_response(response, checks=[not_a_server_error])
+            statuses[response.status_code] += 1
+            case.validate_response(response, checks=CONFORMANCE)
 
         check()
-    assert len(CALLS) >= 100 and any(s < 300 for s in CALLS)  # the run was not vacuous
+    # the run was not vacuous: many answers, successes and refusals among them
+    assert statuses.total() >= 150 and any(s < 300 for s in statuses), statuses
+    assert any(400 <= s < 500 for s in statuses), statuses
+
+
+def test_each_answer_of_a_lifetime_is_the_declared_one(live_server: Server) -> None:
+    """The successes and refusals generated data seldom reaches (a created document, a
+    range, a stale If-Match, a tus upload to its end, a direct upload), each checked."""
+    schema = schemathesis.openapi.from_url(f"{live_server.url}/openapi.json")
+
+    def call(method: str, path: str, status: int, **parts: Any) -> Response:
+        case = schema[path][method].Case(**parts)
+        response = case.call(timeout=30)
+        case.validate_response(response, checks=CONFORMANCE)
+        assert response.status_code == status, (method, path, response.content[:300])
+        return response
+
+    raw = {"media_type": "application/octet-stream"}
+    created = call("POST", "/documents", 201, query={"name": "life.txt"},
+                   body=b"0123456789", **raw)
+    doc = json.loads(created.content)
+    one = {"doc_id": doc["id"]}
+    etag = header(created, "etag")
+    call("POST", "/documents", 409, query={"name": "life.txt"}, body=b"x", **raw)
+    call("GET", "/documents", 200, query={"prefix": "life"})
+    call("GET", "/documents/{doc_id}", 200, path_parameters=one)
+    call("HEAD", "/documents/{doc_id}", 200, path_parameters=one)
+    call("GET", "/documents/{doc_id}", 304, path_parameters=one,
+         headers={"If-None-Match": etag})
+    content = "/documents/{doc_id}/content"
+    assert call("GET", content, 200, path_parameters=one).content == b"0123456789"
+    part = call("GET", content, 206, path_parameters=one, headers={"Range": "bytes=2-4"})
+    assert part.content == b"234" and header(part, "content-range") == "bytes 2-4/10"
+    call("HEAD", content, 206, path_parameters=one, headers={"Range": "bytes=2-4"})
+    call("GET", content, 416, path_parameters=one, headers={"Range": "bytes=50-60"})
+    call("PUT", content, 428, path_parameters=one, body=b"new", **raw)
+    call("PUT", content, 200, path_parameters=one, headers={"If-Match": etag},
+         body=b"new", **raw)
+    call("PUT", content, 412, path_parameters=one, headers={"If-Match": etag},
+         body=b"newer", **raw)
+    call("DELETE", "/documents/{doc_id}", 412, path_parameters=one,
+         headers={"If-Match": etag})
+
+    tus = {"Tus-Resumable": "1.0.0"}
+    began = call("POST", "/files/", 201, headers={
+        **tus, "Upload-Length": "6",
+        "Upload-Metadata": "name " + base64.b64encode(b"tus.txt").decode()})
+    upload = {"upload_id": header(began, "location").rsplit("/", 1)[1]}
+    call("HEAD", "/files/{upload_id}", 200, path_parameters=upload, headers=tus)
+    call("PATCH", "/files/{upload_id}", 409, path_parameters=upload,
+         headers={**tus, "Upload-Offset": "3"}, body=b"abc", media_type=OFFSET_TYPE)
+    done = call("PATCH", "/files/{upload_id}", 204, path_parameters=upload,
+                headers={**tus, "Upload-Offset": "0"}, body=b"abcdef", media_type=OFFSET_TYPE)
+    assert header(done, "blobledger-document")
+    call("DELETE", "/files/{upload_id}", 204, path_parameters=upload, headers=tus)
+    call("HEAD", "/files/{upload_id}", 412, path_parameters=upload)
+
+    direct = json.loads(call("POST", "/uploads", 201, body={"name": "direct.txt", "size": 3},
+                             media_type="application/json").content)
+    stored = httpx.request(direct["method"], direct["url"], headers=direct["headers"],
+                           content=b"xyz")
+    assert stored.status_code < 300, stored.text
+    mine = {"upload_id": direct["id"]}
+    call("POST", "/uploads/{upload_id}/complete", 201, path_parameters=mine)
+    call("DELETE", "/uploads/{upload_id}", 409, path_parameters=mine)
+    call("DELETE", "/documents/{doc_id}", 204, path_parameters=one)
+    call("GET", "/documents/{doc_id}", 404, path_parameters=one)
+
+    for path in ("/ops/whoami", "/ops/overview", "/ops/metrics", "/healthz", "/readyz",
+                 "/metrics"):
+        call("GET", path, 200)
+    for path in ("/ops/check", "/ops/reconcile"):
+        call("POST", path, 200)
+
+
+def header(response: Response, name: str) -> str:
+    values = {key.lower(): value for key, value in response.headers.items()}[name]
+    return values[0]

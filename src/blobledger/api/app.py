@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from fastapi import FastAPI
 
 from blobledger import __version__, web
-from blobledger.api import browser, problems
+from blobledger.api import browser, docs, openapi, problems
 from blobledger.api.guard import Guard
 from blobledger.api.routes import content, direct, documents, ops, service, tus
 from blobledger.config import Settings
@@ -79,11 +79,14 @@ def create_app(
         "documents.",
         lifespan=lifespan,
         redirect_slashes=False,  # a redirect would be built from the client's Host header
+        # the docs page is served from a package's files (api/docs.py), never from a CDN
+        docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,
     )
     app.state.ledger = ledger
     app.state.settings = settings
     app.state.body_timeout = settings.body_timeout if body_timeout is None else body_timeout
     problems.install(app)
+    openapi.install(app)
     app.include_router(documents.router)
     app.include_router(content.router)
     app.include_router(service.router)
@@ -91,6 +94,7 @@ def create_app(
     app.include_router(direct.router)
     app.include_router(ops.router)
     app.include_router(web.router)
+    app.include_router(docs.router)
     app.state.metrics_history = ops.MetricsHistory()
     app.add_middleware(Guard, max_uploads=settings.max_uploads,
                        min_body_rate=settings.min_body_rate,

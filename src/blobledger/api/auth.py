@@ -94,13 +94,13 @@ def scopes_presented(request: Request) -> frozenset[str]:
 
 
 # -- on the request head (the Guard) ------------------------------------------------------
-def _routes(router: Any) -> Iterator[Any]:
+def routes_of(router: Any) -> Iterator[Any]:
     """The routes of a router, those of the routers it includes among them (``create_app``
     includes its routers without a prefix: their routes carry their whole paths)."""
     for route in getattr(router, "routes", ()):
         included = getattr(route, "original_router", None)
         if included is not None:
-            yield from _routes(included)
+            yield from routes_of(included)
         else:
             yield route
 
@@ -108,14 +108,19 @@ def _routes(router: Any) -> Iterator[Any]:
 def route_scope(app: Any, scope: Scope) -> str | None:
     """The scope the route that will serve this request requires; None for a public route,
     and for a request no route serves (404, 405: nothing is read for them)."""
-    for route in _routes(getattr(app, "router", None)):
+    for route in routes_of(getattr(app, "router", None)):
         match, _ = route.matches(scope)
         if match is Match.FULL:
-            for dependency in getattr(route, "dependencies", ()):
-                needed = getattr(dependency.dependency, SCOPE_ATTRIBUTE, None)
-                if isinstance(needed, str):
-                    return needed
-            return None
+            return declared_scope(route)
+    return None
+
+
+def declared_scope(route: Any) -> str | None:
+    """The scope a route declares with :func:`require` (None: a public route)."""
+    for dependency in getattr(route, "dependencies", ()):
+        needed = getattr(dependency.dependency, SCOPE_ATTRIBUTE, None)
+        if isinstance(needed, str):
+            return needed
     return None
 
 

@@ -50,8 +50,6 @@ MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:blobledger:problem:"
 RETRY_AFTER_UNAVAILABLE = 5
 RETRY_AFTER_IN_PROGRESS = 1
-#: how an error response is declared in the OpenAPI document
-PROBLEM_RESPONSE: dict[str, Any] = {"content": {MEDIA_TYPE: {}}}
 
 
 class Problem(Exception):

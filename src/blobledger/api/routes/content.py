@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.background import BackgroundTask
@@ -22,7 +22,7 @@ from blobledger.api.headers import (
     parse_range,
     repr_digest,
 )
-from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.openapi import empty, headers, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
     document_response,
@@ -40,18 +40,19 @@ from blobledger.stores.base import BlobReader
 router = APIRouter(tags=["content"])
 
 ATTEMPTS = 3
-REPLACE_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "description": "The new bytes, raw (with their Content-Type) or as a form `file` field.",
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "multipart/form-data": {"schema": {
-                "type": "object", "required": ["file"],
-                "properties": {"file": {"type": "string", "format": "binary"}}}},
-        },
-    },
-}
+REPLACE_BODY = raw_request(
+    "The new bytes, raw (their Content-Type, any media type, is the document's) or as a "
+    "form `file` field.",
+    ("application/octet-stream",),
+    form={"type": "object", "required": ["file"],
+          "properties": {"file": {"type": "string", "format": "binary"}}})
+BYTES = {
+    "ETag": "the document's version, quoted", "Last_Modified": "when it last changed",
+    "Accept_Ranges": "`bytes`", "Content_Disposition": "`attachment` with its name",
+    "Repr_Digest": "`sha-256=:<base64>:` of all its bytes (RFC 9530)"}
+WHOLE = "The document's bytes, of its own media type."
+PART = "The range asked for (Content-Range names it)."
+NOT_MODIFIED = "If-None-Match matched."
 
 
 def _headers(doc: Document) -> dict[str, str]:
@@ -91,11 +92,16 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
 
 
 @router.get("/documents/{doc_id}/content", operation_id="download",
-            responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {},
-                       404: PROBLEM, 416: PROBLEM},
+            responses={200: raw_response(WHOLE, **BYTES),
+                       206: raw_response(PART, **BYTES, Content_Range="the range sent"),
+                       304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                       **problems(404, 416, 502, 503)},
             response_class=StreamingResponse, dependencies=[Depends(require("read"))])
 @router.head("/documents/{doc_id}/content", operation_id="head_content",
-             responses={206: {}, 304: {}, 404: PROBLEM, 416: PROBLEM},
+             responses={200: empty(WHOLE, **BYTES, Content_Length="its size"),
+                        206: empty(PART, **BYTES, Content_Range="the range"),
+                        304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                        **problems(404, 416, 503)},
              response_class=Response, dependencies=[Depends(require("read"))])
 async def download(
     request: Request,
@@ -135,8 +141,9 @@ async def download(
 
 @router.put(
     "/documents/{doc_id}/content", openapi_extra=REPLACE_BODY,
-    responses={200: {"model": Document}, 404: PROBLEM, 412: PROBLEM, 413: PROBLEM,
-               428: PROBLEM},
+    responses={200: {"model": Document, "description": "The document, at its new version.",
+                     "headers": headers(ETag=BYTES["ETag"])},
+               **problems(404, 412, 413, 428, 502, 503)},
     dependencies=[Depends(require("write"))],
 )
 async def replace(

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse
 
 from blobledger.api.auth import require
-from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.openapi import empty, json_body, problems, raw_request
 from blobledger.api.routes import (
     absolute_url_for,
     document_response,
@@ -32,7 +32,6 @@ from blobledger.api.routes import (
 )
 from blobledger.api.uploads import body_stream, check_declared_size
 from blobledger.protocol.attachments import StagedUpload
-from blobledger.protocol.documents import Document
 from blobledger.uploads.direct import DirectUploads
 
 router = APIRouter(tags=["direct uploads"])
@@ -51,6 +50,23 @@ class UploadRequest(BaseModel):
         "what an attachment is uploaded for (opaque, at most 256 characters)"))
 
 
+TARGET = {"type": "object",
+          "required": ["id", "method", "url", "headers", "via", "size", "expires_at",
+                       "complete_url"],
+          "properties": {
+              "id": {"type": "string"}, "method": {"type": "string"},
+              "url": {"type": "string", "description": "where to send the bytes"},
+              "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+              "via": {"type": "string", "enum": ["store", "service"]},
+              "size": {"type": "integer"}, "expires_at": {"type": "string"},
+              "complete_url": {"type": "string"}}}
+STAGED = {"type": "object", "description": "An attachment upload's staged blob.",
+          "required": ["id", "blob", "size", "state"],
+          "properties": {"id": {"type": "string"}, "blob": {"type": "string"},
+                         "size": {"type": "integer"}, "state": {"const": "staged"}}}
+MADE = {"anyOf": [{"$ref": "#/components/schemas/Document"}, STAGED]}
+
+
 def _direct(request: Request) -> DirectUploads:
     existing = getattr(request.app.state, "direct", None)
     ledger = ledger_of(request)
@@ -61,7 +77,9 @@ def _direct(request: Request) -> DirectUploads:
 
 
 @router.post("/uploads", status_code=201, dependencies=[Depends(require("write"))],
-             responses={400: PROBLEM, 409: PROBLEM, 413: PROBLEM})
+             responses={201: json_body("Where to send the bytes, until when.", TARGET,
+                                       Location="the upload's URL"),
+                        **problems(409, 413, 429, 502, 503)})
 async def begin_upload(request: Request, body: UploadRequest) -> Response:
     """Record the intent (C1); the answer says where to PUT the bytes, until when."""
     began = await _direct(request).begin(
@@ -84,7 +102,11 @@ async def begin_upload(request: Request, body: UploadRequest) -> Response:
 
 
 @router.put("/uploads/{upload_id}/content", name="put_upload_content", status_code=201,
-            responses={400: PROBLEM, 409: PROBLEM, 410: PROBLEM, 413: PROBLEM})
+            response_class=Response,
+            openapi_extra=raw_request("The upload's bytes, all of them, with the Content-Type "
+                                      "the upload named.", ("application/octet-stream",)),
+            responses={201: empty("The bytes, stored."),
+                       **problems(409, 410, 413, 502, 503)})
 async def put_upload_content(
     request: Request, upload_id: str,
     token: Annotated[str, Query(max_length=256)],
@@ -99,8 +121,9 @@ async def put_upload_content(
 
 @router.post("/uploads/{upload_id}/complete", name="complete_upload", status_code=201,
              dependencies=[Depends(require("write"))],
-             responses={201: {"model": Document}, 400: PROBLEM, 409: PROBLEM, 410: PROBLEM,
-                        503: PROBLEM})
+             responses={201: json_body("The document (or the staged blob), ready.", MADE,
+                                       ETag="a document's version, quoted"),
+                        **problems(409, 410, 502, 503)})
 async def complete_upload(request: Request, upload_id: str) -> Response:
     """Check size and SHA-256 against what the store holds, then C3/C4: the document (an
     attachment upload: A3, and the staged blob)."""
@@ -111,7 +134,8 @@ async def complete_upload(request: Request, upload_id: str) -> Response:
 
 
 @router.delete("/uploads/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
-               responses={409: PROBLEM, 410: PROBLEM})
+               response_class=Response,
+               responses={204: empty("Abandoned."), **problems(409, 410, 503)})
 async def cancel_upload(request: Request, upload_id: str) -> Response:
     """Abandon a direct upload (its intent goes to the deletion path)."""
     await _direct(request).cancel(upload_id)

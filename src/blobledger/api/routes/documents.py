@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from blobledger._base.names import check_document_name
 from blobledger.api.auth import require
 from blobledger.api.headers import etag, expected_digests, matches
-from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.openapi import empty, headers, json_body, problems, raw_request
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
     document_response,
@@ -26,20 +26,20 @@ from blobledger.protocol.documents import Document
 
 router = APIRouter(tags=["documents"])
 
-CREATE_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "description": "A form with a `file` field and a `name` field (send `name` first, "
-        "or let it equal the file's filename), or the raw bytes with `?name=`.",
-        "content": {
-            "multipart/form-data": {"schema": {
-                "type": "object", "required": ["file", "name"],
-                "properties": {"name": {"type": "string"},
-                               "file": {"type": "string", "format": "binary"}}}},
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-        },
-    },
-}
+CREATE_BODY = raw_request(
+    "A form with a `file` field and a `name` field (send `name` first, or let it equal the "
+    "file's filename), or the raw bytes with `?name=` (their Content-Type, any media type, "
+    "is the document's).",
+    ("application/octet-stream",),
+    form={"type": "object", "required": ["file", "name"],
+          "properties": {"name": {"type": "string"}, "file": {"type": "string",
+                                                               "format": "binary"}}})
+DOCUMENT_REF = {"$ref": "#/components/schemas/Document"}
+PAGE = {"type": "object", "required": ["items", "next_cursor"], "properties": {
+    "items": {"type": "array", "items": DOCUMENT_REF},
+    "next_cursor": {"type": ["string", "null"],
+                    "description": "the `cursor` of the next page; null on the last"}}}
+ETAG = "the document's version, quoted"
 
 
 def _cursor(name: str) -> str:
@@ -57,8 +57,9 @@ def _after(cursor: str) -> str:
 
 @router.post(
     "/documents", status_code=201, openapi_extra=CREATE_BODY,
-    responses={201: {"model": Document}, 400: PROBLEM, 409: PROBLEM, 413: PROBLEM,
-               422: PROBLEM, 503: PROBLEM},
+    responses={201: {"model": Document, "description": "The document, ready.",
+                     "headers": headers(ETag=ETAG, Location="the document's URL")},
+               **problems(409, 413, 422, 429, 502, 503)},
     dependencies=[Depends(require("write"))],
 )
 async def create_document(
@@ -79,7 +80,8 @@ async def create_document(
     return document_response(doc, 201)
 
 
-@router.get("/documents", responses={400: PROBLEM},
+@router.get("/documents", responses={200: json_body("A page of documents.", PAGE),
+                                     **problems(503)},
             dependencies=[Depends(require("read"))])
 @router.head("/documents", include_in_schema=False, dependencies=[Depends(require("read"))])
 async def list_documents(
@@ -97,10 +99,16 @@ async def list_documents(
 
 
 @router.get("/documents/{doc_id}", operation_id="show_document",
-            responses={200: {"model": Document}, 304: {}, 404: PROBLEM},
+            responses={200: {"model": Document, "headers": headers(ETag=ETAG)},
+                       304: empty("If-None-Match matched.", ETag=ETAG),
+                       **problems(404, 503)},
             dependencies=[Depends(require("read"))])
 @router.head("/documents/{doc_id}", operation_id="head_document",
-             responses={304: {}, 404: PROBLEM}, dependencies=[Depends(require("read"))])
+             response_class=Response,
+             responses={200: empty("The document exists (its JSON is not sent).", ETag=ETAG),
+                        304: empty("If-None-Match matched.", ETag=ETAG),
+                        **problems(404, 503)},
+             dependencies=[Depends(require("read"))])
 async def show_document(
     request: Request,
     doc_id: str,
@@ -117,7 +125,8 @@ async def show_document(
 
 
 @router.delete(
-    "/documents/{doc_id}", status_code=204, responses={404: PROBLEM, 412: PROBLEM},
+    "/documents/{doc_id}", status_code=204,
+    responses={204: empty("Deleted."), **problems(404, 412, 503)},
     dependencies=[Depends(require("write"))],
 )
 async def delete_document(

@@ -31,7 +31,7 @@ from sqlalchemy import func, select
 
 from blobledger._base import metrics
 from blobledger.api.auth import _bearer, require, scopes_of, scopes_presented
-from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.openapi import problems
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
 from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
@@ -112,7 +112,7 @@ async def _exclusive(request: Request, what: str, run: Callable[[], Awaitable[T]
         return await run()
 
 
-@router.get("/whoami", dependencies=[Depends(require("read"))], responses={401: PROBLEM})
+@router.get("/whoami", dependencies=[Depends(require("read"))])
 async def whoami(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
@@ -156,7 +156,7 @@ async def _rows(request: Request, state: BlobState, limit: int,
 
 
 @router.get("/overview", dependencies=[Depends(require("read"))],
-            responses={401: PROBLEM, 403: PROBLEM, 503: PROBLEM})
+            responses=problems(503))
 async def overview(
     request: Request, limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> dict[str, Any]:
@@ -190,7 +190,7 @@ async def overview(
     }
 
 
-@router.get("/metrics", dependencies=[Depends(require("read"))], responses={401: PROBLEM})
+@router.get("/metrics", dependencies=[Depends(require("read"))])
 async def metrics_history(request: Request) -> dict[str, Any]:
     """The charted counters over time: ``{"series": [...], "points": [{"t": ...}, ...]}``."""
     history = history_of(request)
@@ -199,7 +199,7 @@ async def metrics_history(request: Request) -> dict[str, Any]:
 
 
 @router.post("/check", dependencies=[Depends(require("read"))],
-             responses={401: PROBLEM, 403: PROBLEM, 409: PROBLEM, 503: PROBLEM})
+             responses=problems(409, 503))
 async def run_check(
     request: Request, settled: Annotated[bool, Query()] = False,
 ) -> dict[str, Any]:
@@ -210,7 +210,7 @@ async def run_check(
 
 
 @router.post("/reconcile", dependencies=[Depends(require("read"))],
-             responses={401: PROBLEM, 403: PROBLEM, 409: PROBLEM, 503: PROBLEM})
+             responses=problems(409, 502, 503))
 async def run_reconcile(request: Request) -> dict[str, Any]:
     """A report-only reconcile (no fix, no block lists); it changes nothing."""
     ledger = ledger_of(request)
@@ -221,7 +221,7 @@ async def run_reconcile(request: Request) -> dict[str, Any]:
 
 
 @router.post("/doctor", dependencies=[Depends(require("write"))],
-             responses={401: PROBLEM, 403: PROBLEM, 409: PROBLEM, 503: PROBLEM})
+             responses=problems(409, 503))
 async def run_store_doctor(request: Request) -> dict[str, Any]:
     """The store doctor's table (``blobledger doctor``); writes and deletes probe blobs."""
     settings = settings_of(request)

@@ -7,7 +7,8 @@ import logging
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from blobledger.api.problems import PROBLEM_RESPONSE, Problem
+from blobledger.api.openapi import json_body, problems
+from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of
 from blobledger.errors import BlobLedgerError
 
@@ -15,14 +16,18 @@ router = APIRouter(tags=["service"])
 log = logging.getLogger("blobledger.api")
 
 
-@router.get("/healthz")
+STATUS = {"type": "object", "required": ["status"],
+          "properties": {"status": {"type": "string"}}}
+
+
+@router.get("/healthz", responses={200: json_body("The process answers.", STATUS)})
 @router.head("/healthz", include_in_schema=False)
 async def healthz() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: PROBLEM_RESPONSE})
+@router.get("/readyz", responses={200: json_body("Ready.", STATUS), **problems(503)})
 @router.head("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> dict[str, str]:
     """The database and the store are both reachable. The answer says which is not, never
@@ -40,7 +45,8 @@ async def readyz(request: Request) -> dict[str, str]:
 
 
 @router.get("/metrics", response_class=Response,
-            responses={200: {"content": {"text/plain": {}}}})
+            responses={200: {"description": "The Prometheus text format.",
+                             "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def metrics() -> Response:
     """Prometheus metrics of the default registry."""
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

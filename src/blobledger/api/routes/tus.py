@@ -27,7 +27,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request, Response
 
 from blobledger.api.auth import require, scopes_presented
-from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
+from blobledger.api.openapi import empty, header_parameter, problems, raw_request
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, location_for, settings_of, upload_owner
 from blobledger.api.uploads import body_stream, declared_length
@@ -49,6 +49,27 @@ ATTACHMENT_HEADER = "Blobledger-Attachment"
 EXPOSED = ("Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Location, "
            "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Blobledger-Document, "
            "Blobledger-Attachment")
+
+
+# -- the OpenAPI document -----------------------------------------------------------------
+NUMBER = {"type": "string", "pattern": "^[0-9]{1,19}$"}
+TUS_RESUMABLE = header_parameter("Tus-Resumable", f"`{TUS_VERSION}` (412 otherwise)",
+                                 required=True, schema={"type": "string", "enum": [TUS_VERSION]})
+CHUNK = "the next bytes of the upload, from Upload-Offset"
+CREATE_EXTRA = raw_request(
+    f"Optionally the upload's first bytes (creation-with-upload, `{OFFSET_TYPE}`).",
+    (OFFSET_TYPE,), required=False,
+    parameters=[TUS_RESUMABLE, header_parameter("Upload-Length", "the upload's size in bytes",
+                                                required=True, schema=NUMBER)])
+PATCH_EXTRA = raw_request(
+    CHUNK, (OFFSET_TYPE,),
+    parameters=[TUS_RESUMABLE, header_parameter("Upload-Offset", "where the bytes go",
+                                                required=True, schema=NUMBER)])
+TUS_EXTRA: dict[str, object] = {"parameters": [TUS_RESUMABLE]}
+WHERE = {"Upload_Offset": "the bytes received", "Upload_Expires": "when an unfinished upload "
+         "is swept", "Tus_Resumable": TUS_VERSION}
+DONE = {DOCUMENT_HEADER.replace("-", "_"): "the document's id, once complete",
+        ATTACHMENT_HEADER.replace("-", "_"): "the staged blob, for an attachment upload"}
 
 
 def _resumable(request: Request) -> Resumable:
@@ -152,7 +173,10 @@ async def tus_options(request: Request) -> Response:
 
 
 @router.post("/files/", status_code=201, dependencies=[Depends(require("write"))],
-             responses={400: PROBLEM, 409: PROBLEM, 412: PROBLEM, 413: PROBLEM})
+             response_class=Response, openapi_extra=CREATE_EXTRA,
+             responses={201: empty("The upload, created.", Location="the upload's URL",
+                                   **WHERE, **DONE),
+                        **problems(409, 412, 413, 429, 460, 502, 503)})
 async def tus_create(
     request: Request,
     upload_metadata: Annotated[str | None, Header(alias="Upload-Metadata")] = None,
@@ -182,7 +206,11 @@ async def tus_create(
 
 
 @router.head("/files/{upload_id}", name="tus_head", dependencies=[Depends(require("read"))],
-             responses={404: PROBLEM, 410: PROBLEM})
+             response_class=Response, openapi_extra=TUS_EXTRA,
+             responses={200: empty("The upload's state.", **WHERE, **DONE,
+                                   Upload_Length="its size",
+                                   Upload_Metadata="its metadata"),
+                        **problems(404, 410, 412, 502, 503)})
 async def tus_head(request: Request, upload_id: str) -> Response:
     """The durable offset. A complete upload whose completion was interrupted (a killed
     server) is completed here, for a caller that may write: a read token changes nothing
@@ -206,8 +234,9 @@ async def tus_head(request: Request, upload_id: str) -> Response:
 
 
 @router.patch("/files/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
-              responses={404: PROBLEM, 409: PROBLEM, 410: PROBLEM, 413: PROBLEM,
-                         415: PROBLEM, 460: PROBLEM})
+              response_class=Response, openapi_extra=PATCH_EXTRA,
+              responses={204: empty("The bytes, recorded.", **WHERE, **DONE),
+                         **problems(404, 409, 410, 412, 413, 415, 460, 502, 503)})
 async def tus_patch(
     request: Request,
     upload_id: str,
@@ -233,7 +262,10 @@ async def tus_patch(
 
 
 @router.delete("/files/{upload_id}", status_code=204, dependencies=[Depends(require("write"))],
-               responses={404: PROBLEM, 409: PROBLEM, 410: PROBLEM})
+               response_class=Response, openapi_extra=TUS_EXTRA,
+               responses={204: empty("Terminated (or finished already).",
+                                     Tus_Resumable=TUS_VERSION),
+                          **problems(404, 409, 410, 412, 503)})
 async def tus_delete(request: Request, upload_id: str) -> Response:
     """Terminate an upload: its intent and parts are dropped. A finished upload has nothing
     left to terminate: 204, and nothing is deleted (its document, or staged blob, stays;
