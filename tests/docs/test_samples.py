@@ -2,7 +2,8 @@
 
 A block runs in a folder that stands for the user's checkout: it holds ``.venv`` (this
 virtualenv), whose ``bin`` is also first on the PATH (as after ``. .venv/bin/activate``), and
-no ``BLOBLEDGER_*`` variable is set. ``sh`` blocks run in bash with ``-e -o pipefail`` (a
+no ``BLOBLEDGER_*`` variable is set. ``python`` blocks are saved as ``sample.py`` and run
+with this virtualenv's python; ``sh`` blocks run in bash with ``-e -o pipefail`` (a
 failing line fails the block); ``python`` blocks run twice in the same folder (a second run
 must work too: fresh keys, nothing fixed that the first run used up). Blocks of one
 document that talk to a service share one, started as ``scripts/serve`` (or
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,7 +60,7 @@ def checkout(folder: Path) -> Path:
 
 def user_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("BLOBLEDGER_", "AWS_")) and k != "VIRTUAL_ENV"}
+           if not k.startswith(("BLOBLEDGER_", "AWS_", "PYTEST_")) and k != "VIRTUAL_ENV"}
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
@@ -77,13 +79,16 @@ def run(block: Block, folder: Path, env: Mapping[str, str],
         (folder / block.filename).write_text(text)
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "--asyncio-mode=auto", block.filename]
-    else:
-        command = [sys.executable, "-c", text]
+    else:  # saved as a file and run, as a user would
+        (folder / "sample.py").write_text(text)
+        command = [sys.executable, "sample.py"]
     done = subprocess.run(command, cwd=folder, env=dict(env), capture_output=True, text=True,
                           timeout=TIMEOUT)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{block.where} failed ({done.returncode}):\n{output[-4000:]}"
     assert "urn:blobledger:problem:" not in output, f"{block.where} was refused:\n{output}"
+    if "pytest" in block.needs:  # every case ran, none was skipped
+        assert re.search(r"\b\d+ passed\b", output) and "skipped" not in output, output
     return output
 
 
