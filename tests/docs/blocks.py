@@ -99,7 +99,8 @@ def read_blocks(path: Path) -> list[Block]:
         while before >= 0 and not lines[before].strip():
             before -= 1
         marker = MARKER.match(lines[before]) if before >= 0 else None
-        found.append(Block(str(path.relative_to(ROOT)), index + 1, opening["info"],
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        found.append(Block(name, index + 1, opening["info"],
                            "\n".join(body) + "\n",
                            marker["kind"] if marker else "",
                            marker["value"].strip() if marker else ""))
