@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from blobledger.cli.serve import banner
+from blobledger.config import Settings
 from tests.support.server import BLOBLEDGER
 from tests.support.services import terminate
 
@@ -169,3 +171,18 @@ def test_serve_elsewhere_names_its_program_by_path_or_name(tmp_path: Path) -> No
     on_path = {**clean_env(), "PATH": f"{BLOBLEDGER.parent}{os.pathsep}{os.environ['PATH']}"}
     with serve_banner(tmp_path, BLOBLEDGER, on_path) as (banner, _):
         assert banner.splitlines()[-1] == "    blobledger ls"
+
+
+@pytest.mark.parametrize(("host", "url"), [
+    ("0.0.0.0", "http://127.0.0.1:8500"), ("::", "http://[::1]:8500"),
+    ("::1", "http://[::1]:8500"), ("localhost", "http://localhost:8500")])
+def test_the_banner_names_an_address_a_client_can_use(host: str, url: str) -> None:
+    text, fields = banner(host, 8500, Settings())
+    assert f"export BLOBLEDGER_URL={url}\n" in text
+    assert fields["url"] == url and fields["docs"] == f"{url}/docs"
+
+
+def test_with_tokens_the_banner_asks_for_one_and_shows_none() -> None:
+    text, fields = banner("127.0.0.1", 8500, Settings(api_tokens="s3cret:write"))
+    assert "    export BLOBLEDGER_TOKEN=<a token of BLOBLEDGER_API_TOKENS>\n" in text
+    assert "s3cret" not in text + str(fields)
