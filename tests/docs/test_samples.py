@@ -2,11 +2,13 @@
 
 A block runs in a folder that stands for the user's checkout: it holds ``.venv`` (this
 virtualenv), whose ``bin`` is also first on the PATH (as after ``. .venv/bin/activate``), and
-no ``BLOBLEDGER_*`` variable is set. ``python`` blocks are saved as ``sample.py`` and run
-with this virtualenv's python; ``sh`` blocks run in bash with ``-e -o pipefail`` (a
-failing line fails the block); ``python`` blocks run twice in the same folder (a second run
-must work too: fresh keys, nothing fixed that the first run used up). Blocks of one
-document that talk to a service share one, started as ``scripts/serve`` (or
+no ``BLOBLEDGER_*`` variable is set. ``sh`` blocks run in bash with ``-e -o pipefail`` (a
+failing line fails the block). ``python`` blocks are saved as ``sample.py`` and run twice
+in the same fresh folder (a second run must work too: fresh keys, nothing fixed that the
+first run used up); ``pytest`` blocks are saved under their own name and run by pytest. No
+block may print a problem document (a refusal by the service).
+
+Blocks of one document that talk to a service share one, started as ``scripts/serve`` (or
 ``scripts/example``) starts it, on a free port: they run in its folder, one after the other
 in the document's order, with the documents' ``http://127.0.0.1:8000`` (``:8001``) read as
 its URL and ``BLOBLEDGER_URL`` exported, as the README's first block tells a user to.
