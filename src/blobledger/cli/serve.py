@@ -14,8 +14,14 @@ last, only the loopback names and the address connected to are answered (said at
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import os
+import shutil
+import socket
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import click
 
@@ -42,6 +48,63 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def client_url(host: str, port: int) -> str:
+    """The URL a client on this machine uses: a wildcard address becomes loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the current folder when it is under it, else absolute."""
+    try:
+        return os.path.join(".", path.relative_to(Path.cwd())).removeprefix("./")
+    except ValueError:
+        return str(path)
+
+
+def cli_lines() -> list[str]:
+    """How to run this installation's ``blobledger`` from another terminal: the bare name
+    when it is on the PATH, else its path, and the virtualenv's activation line."""
+    program = Path(sys.argv[0]).absolute()
+    on_path = shutil.which("blobledger")
+    if program.name != "blobledger" or (on_path and Path(on_path).absolute() == program):
+        return ["blobledger ls"]
+    activate = program.parent / "activate"  # a virtualenv's, beside its programs
+    lines = [f"{shown_path(program)} ls"]
+    if activate.is_file():
+        lines.append(f"(or `. {shown_path(activate)}` once, then `blobledger ls`)")
+    return lines
+
+
+def banner(host: str, port: int, settings: Settings) -> tuple[str, dict[str, str]]:
+    """What ``serve`` says once it listens: the URL, the web page, the API docs and the
+    commands that point the CLI at this port."""
+    url = client_url(host, port)
+    commands = [f"export BLOBLEDGER_URL={url}"]
+    if settings.api_tokens:
+        commands.append("export BLOBLEDGER_TOKEN=<a token of BLOBLEDGER_API_TOKENS>")
+    commands += cli_lines()
+    here = " in this folder" if any(c.startswith(".") for c in commands) else ""
+    text = "\n".join([f"blobledger: listening on {url}",
+                       f"  web page:  {url}/",
+                       f"  API docs:  {url}/docs",
+                       f"  the CLI against this service, from another terminal{here}:",
+                       *(f"    {line}" for line in commands)])
+    return text, {"url": url, "web": f"{url}/", "docs": f"{url}/docs",
+                  "cli": "\n".join(commands)}
+
+
+async def announce_when_listening(sock: socket.socket, host: str, port: int,
+                                  settings: Settings) -> None:
+    """The banner, once the server has put the socket in the listening state (after the
+    application's start-up)."""
+    # the listening state is the kernel's: there is no event to wait on, only a flag to read
+    while not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    text, fields = banner(host, port, settings)
+    announce(text, "serve.ready", **fields)
 
 
 EXAMPLES = """\b
@@ -94,6 +157,11 @@ async def command(host: str, port: int, body_timeout: float | None,
                 announce("blobledger: a Host other than localhost, 127.0.0.1, [::1] or the "
                          "address connected to gets a 400: set BLOBLEDGER_PUBLIC_URL or "
                          "BLOBLEDGER_ALLOWED_HOSTS to the names clients use", "serve.hosts")
-            if not await serve(app, sock, settings):
+            ready = asyncio.create_task(announce_when_listening(sock, host, port, settings))
+            try:
+                started = await serve(app, sock, settings)
+            finally:
+                ready.cancel()
+            if not started:
                 return fail(f"the server on {host}:{port} did not start")
     return 0
