@@ -1,7 +1,9 @@
-"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement."""
+"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement;
+``/documents/{id}/link``: a download link a browser follows by itself."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -9,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
-from blobledger.api.auth import require
+from blobledger.api.auth import owner_of, presented_token, require
 from blobledger.api.headers import (
     ByteRange,
     Unsatisfiable,
@@ -22,6 +24,7 @@ from blobledger.api.headers import (
     parse_range,
     repr_digest,
 )
+from blobledger.api.links import LIFETIME, link_query
 from blobledger.api.problems import PROBLEM_RESPONSE as PROBLEM
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
@@ -93,10 +96,11 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
 @router.get("/documents/{doc_id}/content", operation_id="download",
             responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {},
                        404: PROBLEM, 416: PROBLEM},
-            response_class=StreamingResponse, dependencies=[Depends(require("read"))])
+            response_class=StreamingResponse,
+            dependencies=[Depends(require("read", links=True))])
 @router.head("/documents/{doc_id}/content", operation_id="head_content",
              responses={206: {}, 304: {}, 404: PROBLEM, 416: PROBLEM},
-             response_class=Response, dependencies=[Depends(require("read"))])
+             response_class=Response, dependencies=[Depends(require("read", links=True))])
 async def download(
     request: Request,
     doc_id: str,
@@ -131,6 +135,28 @@ async def download(
                                  background=BackgroundTask(reader.aclose))
     raise Problem(503, "busy", "the document kept changing while being read; retry",
                   headers={"Retry-After": "1"})
+
+
+@router.get("/documents/{doc_id}/link", operation_id="download_link",
+            responses={200: {"content": {"application/json": {"schema": {
+                "type": "object", "required": ["url", "expires_in"],
+                "properties": {"url": {"type": "string"},
+                               "expires_in": {"type": ["integer", "null"]}}}}}},
+                       404: PROBLEM},
+            dependencies=[Depends(require("read"))])
+async def download_link(request: Request, doc_id: str) -> dict[str, Any]:
+    """A URL to the document's content that needs no ``Authorization`` header, for a
+    browser's plain download link (``<a href download>``): it opens this document alone,
+    for ``expires_in`` seconds (see :mod:`blobledger.api.links`). With no tokens configured
+    it is the content's plain URL."""
+    known_id(doc_id)
+    await ledger_of(request).get(doc_id)  # 404 for a document that is not there
+    path = request.url_for("download", doc_id=doc_id).path
+    token = presented_token(request.scope)
+    if not settings_of(request).api_tokens or token is None:
+        return {"url": path, "expires_in": None}
+    return {"url": f"{path}?{link_query(token, owner_of(token), doc_id, time.time())}",
+            "expires_in": LIFETIME}
 
 
 @router.put(
