@@ -399,15 +399,20 @@ function retryAfter(value) {
 }
 
 // A failed request: retried later when the network failed or the service answered 5xx (while
-// attempts remain), else the upload fails. A 4xx is a refusal: it is never retried.
+// attempts remain), else the upload fails. A 4xx is a refusal: it is never retried. One 409
+// is not a refusal: tus's offset mismatch on a part (the service got more of an interrupted
+// part than the page knew); the page then asks the offset and goes on from there.
 function answerFailed(item, status, problem, wait, message) {
   clearTimeout(item.timer);
-  const retryable = (status === 0 || status >= 500) && navigator.onLine
+  const mismatch = status === 409 && Boolean(item.upload && item.upload.url)
+    && String((problem && problem.type) || "").endsWith(":offset-mismatch");
+  const retryable = (status === 0 || status >= 500 || mismatch) && navigator.onLine
     && item.attempts < RETRY_DELAYS.length && item.status === "uploading";
   if (retryable) {
     const delay = Math.max(RETRY_DELAYS[item.attempts], retryAfter(wait));
     item.attempts += 1;
     const why = status === 0 ? `Connection lost at ${bytes(item.sent || 0)}`
+      : mismatch ? "The service holds more of this upload than the page knew"
       : `The service answered ${status}${problem && problem.detail ? ` (${problem.detail})` : ""}`;
     item.statusLine.textContent = `${why}; resuming in ${Math.ceil(delay / 1000)} s `
       + `(attempt ${item.attempts + 1})…`;
