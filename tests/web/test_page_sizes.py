@@ -16,14 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
 
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.server import Server
 from tests.web.conftest import WRITE_TOKEN
 from tests.web.support import api, by_name, create, row, sign_in
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 375, "height": 667}}
+SIZES: dict[str, ViewportSize] = {"desktop": {"width": 1280, "height": 800},
+                                  "phone": {"width": 375, "height": 667}}
 SEPARATORS = "/-_.+;,:=@ "
 LONG_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
@@ -313,6 +314,9 @@ def test_a_download_is_a_plain_link_streamed_to_disk(
     doc = create(web_server, name, data, "application/octet-stream")
     urls: list[str] = []
     page.on("request", lambda r: urls.append(r.url))
+    page.goto(f"{base}/")
+    expect(page.locator("#token-view")).to_be_visible()
+    no_sideways_scroll(page)
     sign_in(page, base, WRITE_TOKEN)
     page.fill("#prefix", f"download-{size}/")
     page.click("#search-form button[type=submit]")
