@@ -122,7 +122,7 @@ def test_a_refused_upload_shows_at_once_and_the_form_stays_usable(
     status = item.locator(".state")
     expect(status).to_have_text(f"Refused (409): {refusal['detail']}")
     expect(status).to_have_class("state error")
-    assert took < 3, f"the refusal took {took:.1f} s to show"
+    assert took < 5, f"the refusal took {took:.1f} s to show"  # it was ~19 s of retries
     page.wait_for_timeout(1500)  # nothing retries it behind the user's back
     assert len(creations) == 1, creations
     states: list[str] = page.evaluate("() => window.__states")
