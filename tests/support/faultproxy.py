@@ -2,7 +2,8 @@
 (point the connection string's ``BlobEndpoint`` at it) and, per request, either forwards it
 faithfully or injects one fault:
 
-- ``status:<code>``: answer ``<code>`` (500, 503, ...) without forwarding;
+- ``status:<code>``: answer ``<code>`` (500, 503, ...) without forwarding
+  (``status:<code>:<seconds>`` adds ``Retry-After: <seconds>``);
 - ``reset_request``: read half of the request body, then drop the connection (not forwarded);
 - ``reset_response``: forward, then send the head and half of the body, then drop;
 - ``slow:<seconds>``: forward after a delay;
@@ -152,7 +153,8 @@ class FaultProxy(ThreadedServer):
                 if action == "hang":
                     await asyncio.Event().wait()  # until the client gives up
                 if action is not None and action.startswith("status:"):
-                    writer.write(_error_response(int(action.split(":", 1)[1])))
+                    _, code, *after = action.split(":")
+                    writer.write(_error_response(int(code), after[0] if after else None))
                     await writer.drain()
                     continue
                 if action is not None and action.startswith("slow:"):
@@ -230,10 +232,11 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-def _error_response(status: int) -> bytes:
+def _error_response(status: int, retry_after: str | None = None) -> bytes:
     reason = {500: "Internal Server Error", 503: "Server Busy"}.get(status, "Error")
     code = {500: "InternalError", 503: "ServerBusy"}.get(status, "Error")
     body = (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code>'
             f"<Message>injected by the fault proxy</Message></Error>").encode()
-    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n"
+    extra = f"Retry-After: {retry_after}\r\n" if retry_after is not None else ""
+    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n{extra}"
             f"x-ms-error-code: {code}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Error, Page, Playwright, sync_playwright
 
+from tests.support.faultproxy import FaultProxy
 from tests.support.server import Server, fresh_database, running_server
 from tests.support.services import Azurite
 
@@ -85,3 +86,17 @@ def page(context: BrowserContext) -> Page:
     found = context.new_page()
     found.set_default_timeout(30_000)
     return found
+
+
+@pytest.fixture(scope="module")
+def proxy(web_server: Server) -> Iterator[FaultProxy]:
+    """The browser talks to the server through this proxy, which can drop a connection."""
+    with FaultProxy(web_server.port) as instance:
+        yield instance
+
+
+@pytest.fixture
+def base(proxy: FaultProxy) -> Iterator[str]:
+    proxy.clear()
+    yield f"http://127.0.0.1:{proxy.port}"
+    proxy.clear()

@@ -8,12 +8,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-import pytest
-from playwright.sync_api import BrowserContext, Locator, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from blobledger.api.routes.ops import SERIES
 from blobledger.db import Database
@@ -23,68 +20,10 @@ from tests.conftest import run_sync
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.server import Server
 from tests.web.conftest import READ_TOKEN, WRITE_TOKEN
+from tests.web.support import api, by_name, create, row, sign_in, watch
 
 BIG = 64 * 1024 * 1024
 HOSTILE = '<img src=x onerror="window.__pwned=1">.txt'
-
-
-@pytest.fixture(scope="module")
-def proxy(web_server: Server) -> Iterator[FaultProxy]:
-    """The browser talks to the server through this proxy, which can drop a connection."""
-    with FaultProxy(web_server.port) as instance:
-        yield instance
-
-
-@pytest.fixture
-def base(proxy: FaultProxy) -> Iterator[str]:
-    proxy.clear()
-    yield f"http://127.0.0.1:{proxy.port}"
-    proxy.clear()
-
-
-def api(server: Server, token: str = WRITE_TOKEN) -> httpx.Client:
-    return httpx.Client(base_url=server.url, timeout=60,
-                        headers={"Authorization": f"Bearer {token}"})
-
-
-def create(server: Server, name: str, data: bytes, content_type: str = "text/plain") -> dict[
-        str, object]:
-    with api(server) as client:
-        response = client.post("/documents", params={"name": name}, content=data,
-                               headers={"Content-Type": content_type})
-    assert response.status_code == 201, response.text
-    return dict(response.json())
-
-
-def by_name(server: Server, prefix: str) -> list[dict[str, object]]:
-    with api(server) as client:
-        response = client.get("/documents", params={"prefix": prefix, "limit": 1000})
-    assert response.status_code == 200, response.text
-    return list(response.json()["items"])
-
-
-def sign_in(page: Page, base: str, token: str, view: str = "documents") -> None:
-    page.goto(f"{base}/#{view}")
-    expect(page.locator("#token-view")).to_be_visible()
-    page.fill("#token-input", token)
-    page.click("#token-form button[type=submit]")
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
-
-
-def watch(page: Page, context: BrowserContext) -> tuple[list[str], list[str]]:
-    """Every URL the page requests, and any Content Security Policy complaint or page error."""
-    urls: list[str] = []
-    complaints: list[str] = []
-    context.on("request", lambda request: urls.append(request.url))
-    page.on("console", lambda message: complaints.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    page.on("pageerror", lambda error: complaints.append(str(error)))
-    return urls, complaints
-
-
-def row(page: Page, name: str) -> Locator:
-    return page.locator("#doc-rows tr").filter(
-        has=page.locator("td.name", has_text=re.compile("^" + re.escape(name) + "$")))
 
 
 def test_documents_upload_list_download_replace_delete(
@@ -159,7 +98,7 @@ def test_documents_upload_list_download_replace_delete(
 
     # download
     with page.expect_download() as caught:
-        notes.locator("button", has_text="Download").click()
+        notes.locator("a[download]", has_text="Download").click()
     saved = tmp_path / "downloaded.txt"
     caught.value.save_as(saved)
     assert saved.read_bytes() == one.read_bytes()
@@ -171,7 +110,7 @@ def test_documents_upload_list_download_replace_delete(
     with page.expect_file_chooser() as chooser:
         notes.locator("button", has_text="Replace").click()
     chooser.value.set_files(str(new))
-    expect(page.locator("#message")).to_have_text(re.compile("now version 2"))
+    expect(page.locator("#documents-message")).to_have_text(re.compile("now version 2"))
     expect(notes.locator("td").nth(3)).to_have_text("2")
 
     # a replace from a stale list is refused with a clear message
@@ -183,9 +122,9 @@ def test_documents_upload_list_download_replace_delete(
     with page.expect_file_chooser() as chooser:
         notes.locator("button", has_text="Replace").click()
     chooser.value.set_files(str(one))
-    expect(page.locator("#message")).to_have_text(re.compile(
+    expect(page.locator("#documents-message")).to_have_text(re.compile(
         "Not replaced: .*changed by someone else.*now at version 3"))
-    expect(page.locator("#message")).to_have_class(re.compile("error"))
+    expect(page.locator("#documents-message")).to_have_class(re.compile("error"))
     expect(notes.locator("td").nth(3)).to_have_text("3")
 
     # delete, after a confirmation (cancel first)
@@ -198,7 +137,7 @@ def test_documents_upload_list_download_replace_delete(
     dropped.locator("button", has_text="Delete").click()
     page.screenshot(path=str(screenshots / "delete-confirmation.png"))
     page.click("#delete-confirm")
-    expect(page.locator("#message")).to_have_text("Deleted ui-dropped.txt.")
+    expect(page.locator("#documents-message")).to_have_text("Deleted ui-dropped.txt.")
     expect(dropped).to_have_count(0)
     assert [d["name"] for d in by_name(web_server, "ui-dropped")] == []
 
@@ -261,7 +200,7 @@ def test_a_read_token_cannot_change_anything(
     page.click("#search-form button[type=submit]")
     kept = row(page, "readonly/kept.txt")
     expect(kept).to_have_count(1)
-    expect(kept.locator("button", has_text="Download")).to_have_count(1)
+    expect(kept.locator("a[download]", has_text="Download")).to_have_count(1)
     expect(kept.locator("button", has_text="Replace")).to_have_count(0)
     expect(kept.locator("button", has_text="Delete")).to_have_count(0)
     expect(page.locator("nav a[data-view=upload]")).to_be_hidden()

@@ -7,27 +7,34 @@ A route states the scope it needs with ``dependencies=[Depends(require("write"))
 scope is checked on the request head, before any body byte is read, by
 :class:`blobledger.api.guard.Guard` (:func:`admit`), which finds the route the request goes
 to (:func:`route_scope`); the dependency checks again inside the route. A token is named in
-the database only by :func:`owner_of`, a short digest.
+the database only by :func:`owner_of`, a short digest. A route made with
+``require("read", links=True)`` also admits a download link (:mod:`blobledger.api.links`)
+in place of a token; the route alone checks it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import Match
 from starlette.types import Scope
 
+from blobledger.api.links import carries_link, link_admits
 from blobledger.api.problems import Problem
 
 _bearer = HTTPBearer(auto_error=False, description="a token from BLOBLEDGER_API_TOKENS")
 #: the attribute of a :func:`require` check that names its scope (read by route_scope)
 SCOPE_ATTRIBUTE = "blobledger_scope"
+#: the attribute of a :func:`require` check that also admits download links
+LINKS_ATTRIBUTE = "blobledger_links"
 #: the owner of what is created when no tokens are configured (one population)
 ANONYMOUS = "anonymous"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="blobledger"'}
@@ -60,19 +67,29 @@ def _refusal(tokens: Mapping[str, frozenset[str]], presented: str | None,
     return None
 
 
-def require(scope: str) -> Callable[..., Awaitable[None]]:
-    """A dependency that admits the request only with a token holding ``scope``."""
+def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
+    """A dependency that admits the request only with a token holding ``scope`` (or, with
+    ``links``, a valid download link to the route's ``doc_id``)."""
 
     async def check(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
     ) -> None:
         tokens: Mapping[str, frozenset[str]] = request.app.state.settings.api_tokens
-        if tokens and (problem := _refusal(
-                tokens, credentials.credentials if credentials else None, scope)):
+        if not tokens:
+            return
+        if links and carries_link(request.query_params):
+            if not link_admits(tokens, owner_of, request.path_params.get("doc_id", ""),
+                               request.query_params, time.time()):
+                raise Problem(401, "unauthorized", "the download link is not valid or has "
+                              "expired: ask for a new one", headers=CHALLENGE)
+            return
+        if problem := _refusal(tokens, credentials.credentials if credentials else None,
+                               scope):
             raise problem
 
     setattr(check, SCOPE_ATTRIBUTE, scope)
+    setattr(check, LINKS_ATTRIBUTE, links)
     return check
 
 
@@ -107,10 +124,13 @@ def routes_of(router: Any) -> Iterator[Any]:
 
 def route_scope(app: Any, scope: Scope) -> str | None:
     """The scope the route that will serve this request requires; None for a public route,
-    and for a request no route serves (404, 405: nothing is read for them)."""
+    for a request no route serves (404, 405: nothing is read for them), and for a download
+    link to a route that admits them (it has no body; the route checks the link)."""
     for route in routes_of(getattr(app, "router", None)):
         match, _ = route.matches(scope)
         if match is Match.FULL:
+            if admits_links(route) and _presents_link(scope):
+                return None
             return declared_scope(route)
     return None
 
@@ -122,6 +142,17 @@ def declared_scope(route: Any) -> str | None:
         if isinstance(needed, str):
             return needed
     return None
+
+
+def admits_links(route: Any) -> bool:
+    """Whether a route's :func:`require` admits download links in place of a token."""
+    return any(getattr(dependency.dependency, LINKS_ATTRIBUTE, False)
+               for dependency in getattr(route, "dependencies", ()))
+
+
+def _presents_link(scope: Scope) -> bool:
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    return carries_link(dict(parse_qsl(query)))
 
 
 def presented_token(scope: Scope) -> str | None:

@@ -1,15 +1,17 @@
-"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement."""
+"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement;
+``/documents/{id}/link``: a download link a browser follows by itself."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
-from blobledger.api.auth import require
+from blobledger.api.auth import owner_of, presented_token, require
 from blobledger.api.headers import (
     ByteRange,
     Unsatisfiable,
@@ -22,7 +24,8 @@ from blobledger.api.headers import (
     parse_range,
     repr_digest,
 )
-from blobledger.api.openapi import empty, headers, problems, raw_request, raw_response
+from blobledger.api.links import LIFETIME, link_query
+from blobledger.api.openapi import empty, headers, json_body, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
     document_response,
@@ -96,13 +99,14 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
                        206: raw_response(PART, **BYTES, Content_Range="the range sent"),
                        304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
                        **problems(404, 416, 502, 503)},
-            response_class=StreamingResponse, dependencies=[Depends(require("read"))])
+            response_class=StreamingResponse,
+            dependencies=[Depends(require("read", links=True))])
 @router.head("/documents/{doc_id}/content", operation_id="head_content",
              responses={200: empty(WHOLE, **BYTES, Content_Length="its size"),
                         206: empty(PART, **BYTES, Content_Range="the range"),
                         304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
                         **problems(404, 416, 503)},
-             response_class=Response, dependencies=[Depends(require("read"))])
+             response_class=Response, dependencies=[Depends(require("read", links=True))])
 async def download(
     request: Request,
     doc_id: str,
@@ -137,6 +141,29 @@ async def download(
                                  background=BackgroundTask(reader.aclose))
     raise Problem(503, "busy", "the document kept changing while being read; retry",
                   headers={"Retry-After": "1"})
+
+
+@router.get("/documents/{doc_id}/link", operation_id="download_link",
+            responses={200: json_body("A URL to the content that needs no Authorization "
+                                      "header, and for how many seconds it opens it.", {
+                "type": "object", "required": ["url", "expires_in"],
+                "properties": {"url": {"type": "string"},
+                               "expires_in": {"type": ["integer", "null"]}}}),
+                       **problems(404, 503)},
+            dependencies=[Depends(require("read"))])
+async def download_link(request: Request, doc_id: str) -> dict[str, Any]:
+    """A URL to the document's content that needs no ``Authorization`` header, for a
+    browser's plain download link (``<a href download>``): it opens this document alone,
+    for ``expires_in`` seconds (see :mod:`blobledger.api.links`). With no tokens configured
+    it is the content's plain URL."""
+    known_id(doc_id)
+    await ledger_of(request).get(doc_id)  # 404 for a document that is not there
+    path = request.url_for("download", doc_id=doc_id).path
+    token = presented_token(request.scope)
+    if not settings_of(request).api_tokens or token is None:
+        return {"url": path, "expires_in": None}
+    return {"url": f"{path}?{link_query(token, owner_of(token), doc_id, time.time())}",
+            "expires_in": LIFETIME}
 
 
 @router.put(

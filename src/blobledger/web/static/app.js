@@ -1,15 +1,20 @@
 // The blobledger page: documents, uploads and operations over the service's own API.
 // Every name and value from the service is set with textContent (never parsed as HTML); the
-// token lives in sessionStorage and travels only in the Authorization header.
+// token lives in sessionStorage and travels only in the Authorization header (a download
+// follows a short-lived link the service signs, which never holds the token).
 
 const TOKEN_KEY = "blobledger.token";
 const CHUNK = 8 * 1024 * 1024;
+// uploads retry network errors and 5xx answers only (waiting at least their Retry-After);
+// any 4xx is a refusal, shown at once with the service's problem detail
 const RETRY_DELAYS = [0, 1000, 3000, 5000, 10000];
+// where a long name or content type may wrap (it never breaks inside a word)
+const SEPARATORS = /([/\-_.+;,:=@ ]+)/;
 const SVG = "http://www.w3.org/2000/svg";
 
 const $ = (id) => document.getElementById(id);
 const state = { scopes: [], tokens: false, cursors: [null], page: 0, next: null, tus: null,
-                opsTimer: null, replacing: null };
+                opsTimer: null, replacing: null, listFailed: false, opsFailed: false };
 
 // -- helpers ---------------------------------------------------------------------------------
 
@@ -40,6 +45,13 @@ function when(iso) {
   return iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC");
 }
 
+// a cell with a time: the list's columns say UTC, the tooltip has it whole
+function whenCell(iso, label) {
+  const cell = labelled(el("td", when(iso).replace(" UTC", ""), "when"), label);
+  cell.title = when(iso);
+  return cell;
+}
+
 function age(seconds) {
   if (seconds < 60) return `${Math.round(seconds)} s`;
   if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
@@ -58,11 +70,34 @@ function authHeaders(extra) {
 
 function can(scope) { return state.scopes.includes(scope); }
 
-function say(text, isError) {
-  const box = $("message");
+// Each view has its own banner (inside its section: it is seen with its view only); the one
+// outside the views (#message) speaks of the token and the service as a whole.
+function say(view, text, isError) {
+  const box = $(view ? `${view}-message` : "message");
   box.textContent = text;
   box.classList.toggle("error", Boolean(isError));
   box.hidden = !text;
+}
+
+// A name (or content type) that wraps only after a separator, whole in its tooltip; a part
+// too long for its column is cut with an ellipsis.
+function wrapping(tag, text, cls) {
+  const node = el(tag, null, cls);
+  const value = text === null || text === undefined ? "" : String(text);
+  const inner = el("span", null, "wrap");
+  for (const part of value.split(SEPARATORS)) {
+    if (!part) continue;
+    inner.append(document.createTextNode(part));
+    if (SEPARATORS.test(part)) inner.append(document.createElement("wbr"));
+  }
+  node.title = value;
+  node.append(inner);
+  return node;
+}
+
+function labelled(node, label) {
+  node.dataset.label = label;
+  return node;
 }
 
 class ApiError extends Error {
@@ -94,7 +129,7 @@ async function api(method, path, { body, headers, raw } = {}) {
 function askForToken(reason) {
   $("token-view").hidden = false;
   document.querySelectorAll(".view").forEach((v) => { v.hidden = true; });
-  if (reason) say(reason, true);
+  if (reason) say(null, reason, true);
   $("token-input").focus();
 }
 
@@ -126,6 +161,8 @@ function show(view) {
   document.querySelectorAll("nav a").forEach((a) => {
     a.classList.toggle("active", a.dataset.view === target);
   });
+  say(null, "");
+  say(target, "");  // what a view said last time is stale now
   clearInterval(state.opsTimer);
   if (target === "documents") loadPage();
   if (target === "operations") {
@@ -149,10 +186,14 @@ async function loadPage() {
   try {
     page = await api("GET", `/documents?${params}`);
   } catch (err) {
-    if (err.status !== 401 && ticket === loads) say(`Could not list documents: ${err.message}`, true);
+    if (err.status !== 401 && ticket === loads) {
+      say("documents", `Could not list documents: ${err.message}`, true);
+      state.listFailed = true;
+    }
     return;
   }
   if (ticket !== loads) return;
+  if (state.listFailed) { say("documents", ""); state.listFailed = false; }
   state.next = page.next_cursor;
   const rows = $("doc-rows");
   rows.replaceChildren(...page.items.map(docRow));
@@ -166,16 +207,16 @@ async function loadPage() {
 function docRow(doc) {
   const tr = el("tr");
   tr.dataset.id = doc.id;
-  tr.append(el("td", doc.name, "name"), el("td", bytes(doc.size), "num"),
-            el("td", doc.content_type, "mono"), el("td", doc.version, "num"));
-  const sum = el("td", doc.sha256 ? doc.sha256.slice(0, 12) + "…" : "", "mono");
+  tr.append(wrapping("td", doc.name, "name"),
+            labelled(el("td", bytes(doc.size), "num size"), "Size"),
+            labelled(wrapping("td", doc.content_type, "mono type"), "Type"),
+            labelled(el("td", doc.version, "num version"), "Version"));
+  const sum = labelled(el("td", doc.sha256 ? doc.sha256.slice(0, 12) + "…" : "", "mono sha"),
+                       "SHA-256");
   if (doc.sha256) sum.title = doc.sha256;
-  tr.append(sum, el("td", when(doc.created_at)), el("td", when(doc.updated_at)));
+  tr.append(sum, whenCell(doc.created_at, "Created"), whenCell(doc.updated_at, "Updated"));
   const actions = el("td", null, "actions");
-  const download = el("button", "Download");
-  download.type = "button";
-  download.addEventListener("click", () => downloadDoc(doc));
-  actions.append(download);
+  actions.append(downloadLink(doc));
   if (can("write")) {
     const replace = el("button", "Replace");
     replace.type = "button";
@@ -189,42 +230,50 @@ function docRow(doc) {
   return tr;
 }
 
-async function downloadDoc(doc) {
-  try {
-    const response = await api("GET", `/documents/${encodeURIComponent(doc.id)}/content`,
-                               { raw: true });
-    const blob = await response.blob();
-    const url = URL.createObjectURL(blob);
-    const a = el("a");
-    a.href = url;
-    a.download = doc.name.split("/").pop() || "download";
-    document.body.append(a);
+// A plain link to the content: the browser streams it to disk with its own progress (the
+// file's name comes from the service's Content-Disposition). With tokens, a click first asks
+// the service for a short-lived link to this document (GET /documents/{id}/link), then
+// follows it.
+function downloadLink(doc) {
+  const a = el("a", "Download", "button");
+  a.href = `/documents/${encodeURIComponent(doc.id)}/content`;
+  a.download = "";
+  a.addEventListener("click", async (e) => {
+    if (!state.tokens || Number(a.dataset.until || 0) > Date.now()) {
+      say("documents", `Downloading ${doc.name}: the browser shows its progress.`);
+      return;
+    }
+    e.preventDefault();
+    try {
+      const link = await api("GET", `/documents/${encodeURIComponent(doc.id)}/link`);
+      a.href = link.url;
+      a.dataset.until = String(Date.now() + Math.max(0, (link.expires_in || 0) - 10) * 1000);
+    } catch (err) {
+      say("documents", `Could not download ${doc.name}: ${err.message}`, true);
+      return;
+    }
     a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60000);
-    say(`Downloaded ${doc.name} (${bytes(blob.size)}).`);
-  } catch (err) {
-    say(`Could not download ${doc.name}: ${err.message}`, true);
-  }
+  });
+  return a;
 }
 
 async function replaceDoc(doc, file) {
-  say(`Replacing ${doc.name}…`);
+  say("documents", `Replacing ${doc.name}…`);
   try {
     const updated = await api("PUT", `/documents/${encodeURIComponent(doc.id)}/content`, {
       body: file,
       headers: { "If-Match": `"${doc.version}"`,
                  "Content-Type": file.type || "application/octet-stream" },
     });
-    say(`Replaced ${updated.name}: now version ${updated.version}.`);
+    say("documents", `Replaced ${updated.name}: now version ${updated.version}.`);
   } catch (err) {
     if (err.status === 412) {
       const now = err.problem.current_version;
-      say(`Not replaced: ${doc.name} was changed by someone else since this list was loaded `
+      say("documents", `Not replaced: ${doc.name} was changed by someone else since this list was loaded `
           + `(you had version ${doc.version}${now ? `, it is now at version ${now}` : ""}). `
           + "The list is refreshed; replace it again if you still want to.", true);
     } else {
-      say(`Could not replace ${doc.name}: ${err.message}`, true);
+      say("documents", `Could not replace ${doc.name}: ${err.message}`, true);
     }
   }
   loadPage();
@@ -232,7 +281,7 @@ async function replaceDoc(doc, file) {
 
 function confirmDelete(doc) {
   const dialog = $("confirm-delete");
-  $("delete-name").textContent = doc.name;
+  $("delete-name").replaceChildren(wrapping("span", doc.name));
   $("delete-version").textContent = String(doc.version);
   dialog.returnValue = "";
   dialog.onclose = async () => {
@@ -240,12 +289,12 @@ function confirmDelete(doc) {
     try {
       await api("DELETE", `/documents/${encodeURIComponent(doc.id)}`,
                 { headers: { "If-Match": `"${doc.version}"` } });
-      say(`Deleted ${doc.name}.`);
+      say("documents", `Deleted ${doc.name}.`);
     } catch (err) {
       const why = err.status === 412
         ? "it was changed by someone else since this list was loaded; look again"
         : err.message;
-      say(`Not deleted: ${doc.name}: ${why}`, true);
+      say("documents", `Not deleted: ${doc.name}: ${why}`, true);
     }
     loadPage();
   };
@@ -273,7 +322,8 @@ const items = [];
 function addFiles(files) {
   for (const file of files) {
     const item = { file, upload: null, xhr: null, status: "queued", documentId: null,
-                   key: crypto.randomUUID() };
+                   key: crypto.randomUUID(), keyName: null, attempts: 0, timer: null,
+                   network: false };
     const li = el("li");
     li.dataset.file = file.name;
     const name = el("input");
@@ -319,7 +369,9 @@ function setStatus(item, status, text, cls) {
   b.resume.hidden = status !== "paused";
   b.retry.hidden = status !== "failed";
   b.remove.hidden = status === "uploading";
-  item.name.disabled = status !== "queued";
+  // the name can change until the service holds an upload under it
+  item.name.disabled = status === "uploading" || status === "done"
+    || Boolean(item.upload && item.upload.url);
 }
 
 function progressed(item, sent, total) {
@@ -337,20 +389,73 @@ function finished(item, id) {
   if (!$("documents").hidden) loadPage();
 }
 
-function failed(item, err) {
-  const offline = !navigator.onLine;
-  const problem = err && err.problem && err.problem.detail;
-  let text = problem || (err && err.message) || "the upload failed";
-  if (offline || (err && err.network)) text = "Connection lost; it resumes when the network is back (or press Retry).";
-  setStatus(item, "failed", text, "error");
+// The Retry-After of an answer, in milliseconds (seconds or an HTTP date), or 0.
+function retryAfter(value) {
+  if (!value) return 0;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(value);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : 0;
+}
+
+// A failed request: retried later when the network failed or the service answered 5xx (while
+// attempts remain), else the upload fails. A 4xx is a refusal: it is never retried. One 409
+// is not a refusal: tus's offset mismatch on a part (the service got more of an interrupted
+// part than the page knew); the page then asks the offset and goes on from there.
+function answerFailed(item, status, problem, wait, message) {
+  clearTimeout(item.timer);
+  const mismatch = status === 409 && Boolean(item.upload && item.upload.url)
+    && String((problem && problem.type) || "").endsWith(":offset-mismatch");
+  const retryable = (status === 0 || status >= 500 || mismatch) && navigator.onLine
+    && item.attempts < RETRY_DELAYS.length && item.status === "uploading";
+  if (retryable) {
+    const delay = Math.max(RETRY_DELAYS[item.attempts], retryAfter(wait));
+    item.attempts += 1;
+    const why = status === 0 ? `Connection lost at ${bytes(item.sent || 0)}`
+      : mismatch ? "The service holds more of this upload than the page knew"
+      : `The service answered ${status}${problem && problem.detail ? ` (${problem.detail})` : ""}`;
+    item.statusLine.textContent = `${why}; resuming in ${Math.ceil(delay / 1000)} s `
+      + `(attempt ${item.attempts + 1})…`;
+    item.timer = setTimeout(() => {
+      if (item.status === "uploading") { if (state.tus) item.upload.start(); else sendXhr(item); }
+    }, delay);
+    return;
+  }
+  failed(item, { status, problem, message });
+}
+
+function failed(item, { status, problem, message }) {
+  item.network = status === 0;
+  if (status === 0 || status >= 500) {
+    const text = !navigator.onLine || status === 0
+      ? "Connection lost; it resumes when the network is back (or press Retry)."
+      : `The service could not take the upload (${status}): `
+        + `${(problem && problem.detail) || message || "it failed"}. Press Retry to resume.`;
+    setStatus(item, "failed", text, "error");
+    return;
+  }
+  // a refusal (a taken name, a file too large, a part that does not match): never retried by
+  // itself. Before the service opened an upload, Retry starts anew under the name in the
+  // field, which can be changed now; an opened upload is kept, and Retry resumes it from the
+  // offset the service holds (Remove ends it).
+  const opened = Boolean(item.upload && item.upload.url);
+  if (!opened) {
+    item.upload = null;
+    item.key = crypto.randomUUID();
+  }
+  const detail = (problem && problem.detail) || message || `HTTP ${status}`;
+  setStatus(item, "failed", `Refused (${status}): ${detail}`
+    + (opened ? " Retry resumes the upload; Remove ends it." : ""), "error");
 }
 
 function start(item) {
   if (item.status === "uploading" || item.status === "done") return;
+  item.attempts = 0;
   if (state.tus) startTus(item); else startXhr(item);
 }
 
 function pause(item) {
+  clearTimeout(item.timer);
   if (item.upload) item.upload.abort(false);
   if (item.xhr) { item.xhr.abort(); item.xhr = null; }
   setStatus(item, "paused", state.tus
@@ -359,51 +464,57 @@ function pause(item) {
 }
 
 function removeItem(item) {
+  clearTimeout(item.timer);
   if (item.upload && item.status !== "done") item.upload.abort(true).catch(() => {});
   item.li.remove();
   items.splice(items.indexOf(item), 1);
 }
 
 function startTus(item) {
-  setStatus(item, "uploading", "Starting…");
+  // an upload the service has not opened yet is made again if its name was changed
+  if (item.upload && !item.upload.url && item.upload.options.metadata.name !== item.name.value) {
+    item.upload = null;
+  }
   if (!item.upload) {
     item.upload = new window.tus.Upload(item.file, {
       endpoint: "/files/",
       chunkSize: CHUNK,
-      retryDelays: RETRY_DELAYS,
+      retryDelays: null,  // answerFailed decides, and waits
       metadata: { name: item.name.value, filetype: item.file.type || "application/octet-stream" },
       headers: token() ? { Authorization: `Bearer ${token()}` } : {},
       storeFingerprintForResuming: false,
       onProgress: (sent, total) => progressed(item, sent, total),
-      onShouldRetry: (err, attempt) => {
-        const status = err.originalResponse ? err.originalResponse.getStatus() : 0;
-        const retry = (!status || status >= 500 || status === 409 || status === 423)
-          && navigator.onLine;
-        if (retry) item.statusLine.textContent = `Connection lost at ${bytes(item.sent || 0)}; `
-          + `resuming (attempt ${attempt + 1})…`;
-        return retry;
-      },
+      onChunkComplete: () => { item.attempts = 0; },
       onAfterResponse: (_req, res) => {
         const id = res.getHeader("Blobledger-Document");
         if (id) item.documentId = id;
       },
       onSuccess: () => finished(item, item.documentId),
       onError: (err) => {
-        const status = err.originalResponse ? err.originalResponse.getStatus() : 0;
+        const res = err.originalResponse;
         let problem = null;
-        if (err.originalResponse) {
-          try { problem = JSON.parse(err.originalResponse.getBody()); } catch (_) { problem = null; }
+        if (res) {
+          try { problem = JSON.parse(res.getBody()); } catch (_) { problem = null; }
         }
-        failed(item, { network: status === 0, message: problem ? problem.detail : err.message,
-                       problem });
+        answerFailed(item, res ? res.getStatus() : 0, problem,
+                     res ? res.getHeader("Retry-After") : null, err.message);
       },
     });
   }
+  setStatus(item, "uploading", "Starting…");
   item.upload.start();
 }
 
 function startXhr(item) {
   setStatus(item, "uploading", "Starting…");
+  sendXhr(item);
+}
+
+function sendXhr(item) {
+  if (item.keyName !== item.name.value) {  // a key names one request: a new name, a new key
+    item.key = crypto.randomUUID();
+    item.keyName = item.name.value;
+  }
   const xhr = new XMLHttpRequest();
   item.xhr = xhr;
   const query = new URLSearchParams({ name: item.name.value });
@@ -418,14 +529,14 @@ function startXhr(item) {
     let body = null;
     try { body = JSON.parse(xhr.responseText); } catch (_) { body = null; }
     if (xhr.status === 201 && body) finished(item, body.id);
-    else failed(item, { message: body && body.detail ? body.detail : `HTTP ${xhr.status}`, problem: body });
+    else answerFailed(item, xhr.status, body, xhr.getResponseHeader("Retry-After"), null);
   };
-  xhr.onerror = () => { item.xhr = null; failed(item, { network: true }); };
+  xhr.onerror = () => { item.xhr = null; answerFailed(item, 0, null, null, null); };
   xhr.send(item.file);
 }
 
 window.addEventListener("online", () => {
-  for (const item of items) if (item.status === "failed") start(item);
+  for (const item of items) if (item.status === "failed" && item.network) start(item);
 });
 
 // -- operations ------------------------------------------------------------------------------
@@ -487,22 +598,27 @@ async function loadOps() {
   try {
     [ops, history] = await Promise.all([api("GET", "/ops/overview"), api("GET", "/ops/metrics")]);
   } catch (err) {
-    if (err.status !== 401) say(`Could not load the operations view: ${err.message}`, true);
+    if (err.status !== 401) {
+      say("operations", `Could not load the operations view: ${err.message}`, true);
+      state.opsFailed = true;
+    }
     return;
   }
+  if (state.opsFailed) { say("operations", ""); state.opsFailed = false; }
   $("ops-time").textContent = `as of ${when(ops.now)}`;
   $("pending-count").textContent = `(${ops.pending.count})`;
   $("deleting-count").textContent = `(${ops.deleting.count})`;
   barChart("pending-chart", ops.pending.by_age);
   $("pending-rows").replaceChildren(...ops.pending.oldest.map((r) => {
     const tr = el("tr");
-    tr.append(el("td", r.document_name || r.document_id, "name"), el("td", r.kind),
+    tr.append(wrapping("td", r.document_name || r.document_id, "name"), el("td", r.kind),
               el("td", age(r.age_seconds)), el("td", r.lease_expired ? "expired" : "held"));
     return tr;
   }));
   $("deleting-rows").replaceChildren(...ops.deleting.oldest.map((r) => {
     const tr = el("tr");
-    tr.append(el("td", r.blob, "name mono"), el("td", r.document_name || r.document_id, "name"),
+    tr.append(wrapping("td", r.blob, "name mono"),
+              wrapping("td", r.document_name || r.document_id, "name"),
               el("td", age(r.age_seconds)));
     return tr;
   }));
@@ -541,7 +657,7 @@ async function runReconcile() {
     await api("POST", "/ops/reconcile");
     await loadOps();
   } catch (err) {
-    say(`Reconcile could not run: ${err.message}`, true);
+    say("operations", `Reconcile could not run: ${err.message}`, true);
   }
 }
 
@@ -571,7 +687,7 @@ function wire() {
     e.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $("token-input").value.trim());
     $("token-input").value = "";
-    say("");
+    say(null, "");
     await boot();
   });
   $("sign-out").addEventListener("click", () => {
@@ -621,7 +737,7 @@ async function boot() {
   try {
     if (!(await whoami())) return;
   } catch (err) {
-    say(`The service did not answer: ${err.message}`, true);
+    say(null, `The service did not answer: ${err.message}`, true);
     return;
   }
   await detectTus();
