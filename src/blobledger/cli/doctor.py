@@ -11,6 +11,7 @@ import click
 
 from blobledger.cli import fail, run_async, settings
 from blobledger.cli._output import is_terminal, plain, table
+from blobledger.cli._worker import nothing_created
 from blobledger.workers.doctor import run_doctor
 
 
@@ -21,7 +22,8 @@ async def command(as_json: bool) -> int:
     """Probe the configured store (BLOBLEDGER_STORE_URL) for create-only writes, index
     tags, tag-guarded deletes and tag updates, soft delete and the lifecycle rule. Every
     probe blob is deleted again."""
-    report = await run_doctor(settings())
+    with nothing_created("doctor"):
+        report = await run_doctor(settings(), create=False)
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     elif is_terminal(sys.stdout):
