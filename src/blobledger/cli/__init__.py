@@ -57,9 +57,10 @@ EXIT_INTERRUPTED = 130
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "run the HTTP service"),
     "migrate": ("migrate", "apply database migrations"),
-    "put": ("put", "upload a file"),
+    "put": ("put", "upload a file (--replace: new bytes for a document)"),
     "get": ("get", "download a document"),
     "ls": ("ls", "list documents"),
+    "show": ("show", "show one document, by name or id"),
     "rm": ("rm", "delete a document"),
     "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
     "reconcile": ("reconcile", "compare the container with the database"),
@@ -162,7 +163,7 @@ Examples:
 
 \b
 Exit codes: 0 ok, 1 findings or failure, 2 usage or configuration,
-3 the database or the store unreachable (see the README).
+3 the database, the store or the service unreachable (see the README).
 """
 
 
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatabaseUnavailable, StoreUnavailable) as exc:
         return fail(_one_line(str(exc)), EXIT_UNAVAILABLE)
     except BlobLedgerError as exc:
-        return fail(str(exc))
+        return fail(str(exc), getattr(exc, "exit_code", EXIT_ERROR))
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:

@@ -53,6 +53,10 @@ class DocumentAnswer(_Strict):
     name: str = Field(max_length=4096)
     version: int
     size: int | None = None
+    sha256: str | None = None
+    content_type: str | None = None
+    status: str | None = None
+    created_at: str | None = None
     updated_at: str | None = None
 
 

@@ -136,7 +136,7 @@ class Ledger:
             db.version_table = self.settings.version_table
         _check_layout(self.settings)
         self._migrate = migrate
-        self._create = create
+        self._creates = create
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -205,7 +205,7 @@ class Ledger:
             await migrate_database(self.db)
         else:
             await self.db.ping()
-        if self._create:
+        if self._creates:
             await self.store.prepare()
         else:
             await self.store.ping()
