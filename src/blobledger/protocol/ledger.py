@@ -87,7 +87,7 @@ from blobledger.protocol.models import (
     utcnow,
 )
 from blobledger.protocol.transitions import PLACEHOLDER, Intent, Transitions, new_token
-from blobledger.stores import Store, open_store
+from blobledger.stores import Store, check_store_url, open_store
 from blobledger.stores.base import BlobReader, Hasher, verify
 
 log = logging.getLogger("blobledger.ledger")
@@ -192,6 +192,7 @@ class Ledger:
             failpoints.configure(settings.failpoints)
         if settings.otel and not telemetry.enabled():
             telemetry.enable()  # on the process's tracer provider
+        check_store_url(settings.store_url)  # a mistaken URL before a missing database
         db = Database(settings.database_url, create=create)
         if settings.otel:
             telemetry.instrument_engine(db.engine)
