@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the settings import the backends' settings models from this
 
 __all__ = [
     "BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store", "UncommittedInfo",
-    "check_store_url", "open_store",
+    "open_store",
 ]
 
 
