@@ -77,7 +77,7 @@ def test_put_replace_with_the_version_read(live_server: Server, tmp_path: Path) 
     stale = cli("put", "final.txt", "--replace", "--name", "replace/report.txt",
                 "--if-version", "2", url=live_server.url, cwd=tmp_path)
     line = one_error(stale)
-    assert "'replace/report.txt' is no longer at version 2" in line and "HTTP 412" in line
+    assert "'replace/report.txt' is at version 3, not 2" in line and "HTTP 412" in line
     assert httpx.get(f"{live_server.url}/documents/{doc['id']}/content").content == b"third\n"
     # what does not go with --replace is a usage error
     for extra in (["--direct"], ["--retries", "3"], ["--idempotency-key", "k"]):

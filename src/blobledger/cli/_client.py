@@ -12,7 +12,9 @@ Retries are stamina's (:func:`retrying`: bounded attempts and total time, expone
 backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
 (500, 502, 503, 504), or a response that carries ``Retry-After`` (a 429, a 503, the 409 of an
 attempt under the same idempotency key still running), whose wait it honours, given in
-seconds or as an HTTP date. Any other 4xx is final.
+seconds or as an HTTP date. Any other 4xx is final. A connection that cannot be made at all
+is :class:`Unreachable` (exit 3), told with the URL tried and ``BLOBLEDGER_URL``; its
+retries are each told on stderr as they happen.
 """
 
 from __future__ import annotations

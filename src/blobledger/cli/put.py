@@ -12,6 +12,14 @@ bytes are PUT to the URL the server answered (never with this client's token), a
 server completes the upload after checking what the store holds. The URL, method and
 headers the server answers are checked first (:mod:`blobledger.cli._direct`): a target the
 CLI does not expect is refused and nothing is sent.
+
+With ``--replace`` the file becomes the new bytes of an existing document, found by its name
+or id (:mod:`blobledger.cli._lookup`): ``PUT /documents/{id}/content`` with ``If-Match`` set
+to the version just read (or ``--if-version``) and the file's ``Repr-Digest``, sent once. A
+document changed meanwhile is refused by the service (412) and told in one line.
+
+A connection that cannot be made at all is retried twice (each retry told on stderr, with
+the URL tried), unless ``--retries`` is given: a service that is not there is not waited for.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from pathlib import Path
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer, read
+from blobledger.cli._answers import DocumentAnswer, current_version, read
 from blobledger.cli._client import (
     CONNECT_RETRIES,
     ClientError,
@@ -176,9 +184,12 @@ def replace_content(path: Path, *, key: str | None, content_type: str | None,
         except httpx.TransportError as exc:
             raise unreachable(connection.url, exc, f"replace of {key!r}: ") from None
         if response.status_code == 412:
-            raise ClientError(f"{doc.name!r} is no longer at version {expected}: it changed "
-                              "meanwhile, nothing was replaced (HTTP 412); see its version "
-                              "with blobledger show, then replace again")
+            now = current_version(response)
+            where = (f"is at version {now}, not {expected}" if now is not None
+                     else f"is no longer at version {expected}")
+            raise ClientError(f"{doc.name!r} {where}: it changed meanwhile, nothing was "
+                              "replaced (HTTP 412); see it with blobledger show, then "
+                              "replace again")
         print_json(read(DocumentAnswer, check(response), "a document")[1])
     return 0
 
