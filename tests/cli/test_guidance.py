@@ -73,6 +73,8 @@ def test_check_and_doctor_create_nothing_in_an_empty_folder(tmp_path: Path) -> N
     (tmp_path / "var" / "blobs" / "blobs").mkdir(parents=True)
     done = run("check", cwd=tmp_path)
     assert done.returncode == 0 and "no violations" in done.stdout, done.stderr
+    assert done.stdout.splitlines()[:2] == ["database: sqlite:///./var/blobledger.db",
+                                            f"store: file://{tmp_path}/var/blobs"]
     done = run("doctor", cwd=tmp_path)
     assert done.returncode == 0 and f"store: file://{tmp_path}/var/blobs" in done.stdout
 

@@ -1,6 +1,9 @@
 """``blobledger check``: the protocol's invariants on the configured database and store.
 
 Exit 0 when nothing is violated, 1 when something is; configuration errors end as one line.
+It creates nothing: a database or a store that does not exist is a configuration error
+naming it (:func:`blobledger.cli._worker.nothing_created`). The report begins with the
+database and the store it looked at.
 """
 
 from __future__ import annotations
@@ -44,10 +47,14 @@ async def command(as_json: bool, settled: bool) -> int:
                                          on_progress=progress.scanned)
                 finally:
                     progress.finish()
+                looked_at = (f"database: {redacted(ledger.db.url)}\n"
+                             f"store: {ledger.store.url}")
     except SQLAlchemyError as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return fail(f"database error on {redacted(settings().database_url)} (is it migrated? "
                     f"run blobledger migrate): {reason[:200]}", EXIT_USAGE)
+    if not as_json:
+        print(plain(looked_at))
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     elif is_terminal(sys.stdout):

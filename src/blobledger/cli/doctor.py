@@ -1,6 +1,7 @@
 """``blobledger doctor``: check that the configured store has what the protocol relies on,
 as a pass/fail table (drawn with rich on a terminal); a failed must-have exits non-zero with
-one line naming it."""
+one line naming it. It creates no store: a local store's folder that does not exist is a
+configuration error naming it."""
 
 from __future__ import annotations
 
