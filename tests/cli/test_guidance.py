@@ -14,11 +14,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from sqlalchemy.engine import make_url
 
 from blobledger import Ledger
 from tests.support.server import blobledger_command
-from tests.support.services import free_port, postgres_admin_url
+from tests.support.services import Azurite, MotoS3, free_port, postgres_admin_url
 
 
 def run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -77,6 +78,25 @@ def test_check_and_doctor_create_nothing_in_an_empty_folder(tmp_path: Path) -> N
                                             f"store: file://{tmp_path}/var/blobs"]
     done = run("doctor", cwd=tmp_path)
     assert done.returncode == 0 and f"store: file://{tmp_path}/var/blobs" in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["azure", "s3"])
+def test_check_creates_no_container_nor_bucket(kind: str, tmp_path: Path,
+                                               request: pytest.FixtureRequest) -> None:
+    name = f"absent{uuid.uuid4().hex[:12]}"
+    if kind == "azure":
+        azurite: Azurite = request.getfixturevalue("azurite")
+        env = {"BLOBLEDGER_STORE_URL": f"azure://{name}",
+               "BLOBLEDGER_AZURE_CONNECTION_STRING": azurite.connection_string}
+    else:
+        moto: MotoS3 = request.getfixturevalue("moto")
+        env = {"BLOBLEDGER_STORE_URL": f"s3://{name}", **moto.environment()}
+    env["BLOBLEDGER_DATABASE_URL"] = f"sqlite:///{tmp_path}/db.sqlite"
+    assert run("migrate", cwd=tmp_path, **env).returncode == 0
+    for _ in range(2):  # the second run finds it missing still: the first created nothing
+        line = one_error(run("check", cwd=tmp_path, **env), 2)
+        assert name in line and "does not exist" in line, line
+        assert "BLOBLEDGER_STORE_URL" in line and "check creates nothing" in line, line
 
 
 def test_serve_still_creates_its_database_and_store(tmp_path: Path) -> None:
