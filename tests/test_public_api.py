@@ -43,7 +43,8 @@ EXACT: dict[str, list[str]] = {
 
 #: modules without ``__all__``: at least these names (the documented ones)
 AT_LEAST: dict[str, list[str]] = {
-    "blobledger.errors": [*ERRORS, "AttachLost", "Digests", "SweeperBusy"],
+    "blobledger.errors": [*ERRORS, "AttachLost", "DatabaseMissing", "Digests", "StoreMissing",
+                          "SweeperBusy"],
     "blobledger.config": ["Settings", "load_settings", "from_env"],
     "blobledger.blocking": ["BlockingLedger"],
     "blobledger.stores.base": ["BlobInfo", "BlobReader", "Capabilities", "Condition",

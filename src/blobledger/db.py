@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from blobledger.errors import ConfigError, DatabaseUnavailable
+from blobledger.errors import ConfigError, DatabaseMissing, DatabaseUnavailable
 
 #: the version table of a ledger whose tables live in an application's database
 EMBEDDED_VERSION_TABLE = "blobledger_version"
@@ -34,6 +34,8 @@ EMBEDDED_VERSION_TABLE = "blobledger_version"
 #: transactions that only read (an application may set it on its own read-only engine:
 #: ``engine.execution_options(blobledger_read_only=True)``)
 READ_ONLY = "blobledger_read_only"
+#: SQLSTATE invalid_catalog_name: the server answers, the database does not exist
+MISSING_DATABASE = "3D000"
 T = TypeVar("T")
 
 _DRIVERS = {
@@ -66,14 +68,20 @@ def is_sqlite(engine: AsyncEngine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """An engine for the URL; for SQLite the file's folder is created."""
+def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
+    """An engine for the URL; for SQLite the file's folder is created (``create`` False:
+    a SQLite file that does not exist is a ConfigError naming it, and nothing is made)."""
     parsed = normalise_url(url)
     kwargs: dict[str, Any] = {}
     if parsed.drivername.startswith("sqlite"):
         database = parsed.database
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if database and database != ":memory:" and not database.startswith("file:"):
+            path = Path(database).expanduser()
+            if not create and not path.is_file():
+                raise DatabaseMissing(f"database {redacted(url)} does not exist (no file "
+                                      f"{path.absolute()}); set BLOBLEDGER_DATABASE_URL to "
+                                      "the database in use")
+            path.parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": 30}
     else:
         kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
@@ -112,9 +120,12 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 class Database:
     """The engine and the one way to open a session (``async with db.session() as s``)."""
 
-    def __init__(self, url: str, *, engine: AsyncEngine | None = None) -> None:
+    def __init__(self, url: str, *, engine: AsyncEngine | None = None,
+                 create: bool = True) -> None:
+        """``create`` False: a SQLite database that does not exist is a ConfigError (for
+        commands that only inspect a database), not a new empty file."""
         self.url = url
-        self.engine = engine if engine is not None else create_engine(url)
+        self.engine = engine if engine is not None else create_engine(url, create=create)
         self._owns_engine = engine is None
         #: Alembic's version table: the ledger's own on the application's engine
         self.version_table = "alembic_version" if engine is None else EMBEDDED_VERSION_TABLE
@@ -161,9 +172,15 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
+            if _sqlstate(exc) == MISSING_DATABASE:
+                name = self.engine.url.database or ""
+                raise DatabaseMissing(
+                    f"database {name!r} does not exist on the server of "
+                    f"{redacted(self.url)}: create it (createdb {name}, or CREATE DATABASE "
+                    f"\"{name}\") or set BLOBLEDGER_DATABASE_URL to an existing one") from exc
             reason = _first_line(exc)
             raise DatabaseUnavailable(
-                f"database unreachable ({_redact(self.url)}): {reason}") from exc
+                f"database unreachable ({redacted(self.url)}): {reason}") from exc
 
     async def dispose(self) -> None:
         if self._owns_engine:
@@ -195,12 +212,22 @@ async def once_more_if_lost(step: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
     return await step(), True
 
 
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver's error (asyncpg's ``sqlstate``), if it has one."""
+    original = getattr(exc, "orig", None) or exc
+    for candidate in (original, getattr(original, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if isinstance(code, str):
+            return code
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     text_ = str(exc).strip().splitlines()
     return text_[0] if text_ else type(exc).__name__
 
 
-def _redact(url: str) -> str:
+def redacted(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:

@@ -2,6 +2,8 @@
 
     BlobLedgerError
     ├── ConfigError            configuration is missing, malformed or unsafe
+    │   ├── DatabaseMissing    the database named does not exist (also DatabaseUnavailable)
+    │   └── StoreMissing       the store named does not exist (also StoreUnavailable)
     ├── DatabaseUnavailable    the database could not be reached or timed out (retry later)
     ├── InvalidInput           an argument is not acceptable (a ValueError)
     │   └── InvalidName        a document name (or blob name) is not acceptable
@@ -45,6 +47,12 @@ class ConfigError(BlobLedgerError):
 
 class DatabaseUnavailable(BlobLedgerError):
     """Raised when the database cannot be reached, refuses connections or times out."""
+
+
+class DatabaseMissing(ConfigError, DatabaseUnavailable):
+    """Raised when the database named does not exist: a PostgreSQL server that answers but
+    has no such database, or a SQLite file that was not to be created. A configuration
+    mistake, not an outage (it is a DatabaseUnavailable too, for code that waits on one)."""
 
 
 class InvalidInput(BlobLedgerError, ValueError):
@@ -130,6 +138,12 @@ class AttachLost(IntentLost):
 
 class StoreUnavailable(BlobLedgerError):
     """Raised when the store is unreachable, timed out or answered 5xx; safe to retry."""
+
+
+class StoreMissing(ConfigError, StoreUnavailable):
+    """Raised when the store named does not exist: a container or a bucket, or a local
+    store's folder that was not to be created. A configuration mistake, not an outage (it
+    is a StoreUnavailable too, for code that waits on one)."""
 
 
 class SweeperBusy(BlobLedgerError):

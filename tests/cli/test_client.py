@@ -89,11 +89,14 @@ def test_errors_are_one_line(live_server: Server, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     assert "cannot read" in one_error_line(cli("put", str(tmp_path / "missing"),
                                                url=live_server.url, check=False))
-    assert "cannot reach" in one_error_line(cli("ls", url=dead, check=False))
+    assert f"cannot connect to {dead}" in one_error_line(cli("ls", url=dead, check=False))
     assert "--url" in one_error_line(cli("ls", "--url", "ftp://x", check=False))
     (tmp_path / "f").write_bytes(b"x")
     failed = cli("put", str(tmp_path / "f"), "--retries", "1", url=dead, check=False)
-    assert "failed after 2 attempts" in one_error_line(failed)
+    told, error = failed.stderr.decode().splitlines()  # the retry, told; the error
+    assert told.startswith(f"blobledger: cannot connect to {dead}") and "retry 1 of 1" in told
+    assert failed.returncode == 3 and error.startswith("blobledger: error: ")
+    assert "failed after 2 attempts" in error
     bad_name = cli("put", str(tmp_path / "f"), "--name", "../escape", url=live_server.url,
                    check=False)
     assert "(HTTP 400)" in one_error_line(bad_name)

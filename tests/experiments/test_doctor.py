@@ -124,4 +124,4 @@ def test_doctor_on_an_unusable_local_store_is_one_line(tmp_path: Path) -> None:
     result = cli(["doctor"], {"BLOBLEDGER_STORE_URL": f"file://{blocker}/store"})
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "is not usable" in lines[0]
+    assert len(lines) == 1 and f"no folder {blocker}/store" in lines[0]

@@ -90,9 +90,11 @@ def test_cli_check_exit_status_and_json(tmp_path: Path) -> None:
         return subprocess.run([*cli, *args], env=env, capture_output=True, text=True,
                               timeout=60, check=False)
 
+    (tmp_path / "db.sqlite").touch()  # a database file with no tables
+    (tmp_path / "store" / "blobs").mkdir(parents=True)
     unmigrated = run("check")
     assert unmigrated.returncode == 2
-    assert unmigrated.stderr.startswith("blobledger: error: database error")
+    assert unmigrated.stderr.startswith("blobledger: error: database error on sqlite:///")
     assert len(unmigrated.stderr.strip().splitlines()) == 1
     assert run("migrate").returncode == 0
     clean = run("check")

@@ -25,6 +25,7 @@ direction-changing characters escaped (:func:`fail`).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import importlib
 import sys
@@ -56,9 +57,10 @@ EXIT_INTERRUPTED = 130
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "run the HTTP service"),
     "migrate": ("migrate", "apply database migrations"),
-    "put": ("put", "upload a file"),
+    "put": ("put", "upload a file (--replace: new bytes for a document)"),
     "get": ("get", "download a document"),
     "ls": ("ls", "list documents"),
+    "show": ("show", "show one document, by name or id"),
     "rm": ("rm", "delete a document"),
     "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
     "reconcile": ("reconcile", "compare the container with the database"),
@@ -69,6 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("config", "print the effective settings, secrets masked"),
     "completion": ("completion", "print the shell completion script"),
 }
+#: other names of commands: alias → the command's name in :data:`COMMANDS`
+ALIASES: dict[str, str] = {"list": "ls", "delete": "rm"}
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -112,17 +116,41 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
+        entry = COMMANDS.get(ALIASES.get(cmd_name, cmd_name))
         if entry is None:
             return None
         module = importlib.import_module(f"{__name__}.{entry[0]}")
         command: click.Command = module.command
         return command
 
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command is a usage error that suggests the closest ones (as Click
+        does for options): ``No such command 'lst'. Did you mean 'ls'?``."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            raise click.UsageError(f"No such command {name!r}.{suggestion(name)}", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # the table's one-liners: listing the commands imports none of them
+        also = {command: alias for alias, command in ALIASES.items()}
         with formatter.section("Commands"):
-            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+            formatter.write_dl([(name, f"{text} (also: {also[name]})" if name in also else text)
+                                for name, (_, text) in COMMANDS.items()])
+
+
+def suggestion(name: str) -> str:
+    """`` Did you mean 'ls'?`` for a mistyped command (an alias counts as its command);
+    empty when nothing is close."""
+    candidates = {**{command: command for command in COMMANDS}, **ALIASES}
+    close = list(dict.fromkeys(
+        candidates[match] for match in difflib.get_close_matches(name, list(candidates))))
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f" Did you mean {close[0]!r}?"
+    return f" Did you mean one of: {', '.join(repr(c) for c in close)}?"
 
 
 EPILOG = """\b
@@ -135,7 +163,7 @@ Examples:
 
 \b
 Exit codes: 0 ok, 1 findings or failure, 2 usage or configuration,
-3 the database or the store unreachable (see the README).
+3 the database, the store or the service unreachable (see the README).
 """
 
 
@@ -211,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatabaseUnavailable, StoreUnavailable) as exc:
         return fail(_one_line(str(exc)), EXIT_UNAVAILABLE)
     except BlobLedgerError as exc:
-        return fail(str(exc))
+        return fail(str(exc), getattr(exc, "exit_code", EXIT_ERROR))
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:

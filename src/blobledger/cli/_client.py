@@ -12,12 +12,15 @@ Retries are stamina's (:func:`retrying`: bounded attempts and total time, expone
 backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
 (500, 502, 503, 504), or a response that carries ``Retry-After`` (a 429, a 503, the 409 of an
 attempt under the same idempotency key still running), whose wait it honours, given in
-seconds or as an HTTP date. Any other 4xx is final.
+seconds or as an HTTP date. Any other 4xx is final. A connection that cannot be made at all
+is :class:`Unreachable` (exit 3), told with the URL tried and ``BLOBLEDGER_URL``; its
+retries are each told on stderr as they happen.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,12 +34,12 @@ import stamina
 
 from blobledger import __version__
 from blobledger.cli._answers import describe
-from blobledger.cli._output import Progress
+from blobledger.cli._output import Progress, one_line
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
-__all__ = ["ClientError", "Connection", "Progress", "TryAgain", "check", "connection_options",
-           "describe", "document_path", "open_client", "read_chunks",
+__all__ = ["ClientError", "Connection", "Progress", "TryAgain", "Unreachable", "check",
+           "connection_options", "describe", "document_path", "open_client", "read_chunks",
            "retry_after", "retrying", "unreachable"]
 CHUNK = 1024 * 1024
 #: statuses retried with or without Retry-After
@@ -47,10 +50,21 @@ RETRY_AFTER_STATUSES = frozenset({409, 429, 503})
 MAX_DELAY = 10.0
 #: the longest time all the attempts of one request may take
 TOTAL_TIME = 300.0
+#: retries of a connection that cannot be made, unless ``--retries`` is given: a service
+#: that is not there (the wrong port) is told within a second, not waited for
+CONNECT_RETRIES = 2
 
 
 class ClientError(BlobLedgerError):
     """A request the service refused or that could not be made (one line, exit 1)."""
+
+    exit_code = 1
+
+
+class Unreachable(ClientError):
+    """The service could not be reached (one line, exit 3: an outage, or the wrong URL)."""
+
+    exit_code = 3
 
 
 class TryAgain(ClientError):
@@ -88,21 +102,36 @@ def retry_after(response: httpx.Response, now: datetime | None = None) -> float 
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def _backoff(exc: Exception) -> bool | float:
-    """stamina's hook: retry a connection failure (backoff) or a TryAgain (its wait)."""
-    if isinstance(exc, TryAgain):
-        return min(exc.wait, MAX_DELAY) if exc.wait is not None else True
-    return isinstance(exc, httpx.TransportError)
-
-
-def retrying(retries: int) -> Iterator[stamina.Attempt]:
+def retrying(retries: int, url: str = "", *,
+             connect_retries: int | None = None) -> Iterator[stamina.Attempt]:
     """Up to ``retries`` retries of a block that raises TryAgain or httpx.TransportError
     to be retried; the last failure is raised when attempts or :data:`TOTAL_TIME` run out.
-    A retry prints nothing (stamina's own hooks would write to stdout, or a warning line
-    beside the command's one error line): only the outcome is told."""
-    stamina.instrumentation.set_on_retry_hooks([])
+    A connection that cannot be made at all (refused, no such host) is retried at most
+    ``connect_retries`` times (default: ``retries``), and each such retry is told on stderr
+    at once, with the URL tried and how to point the CLI elsewhere: a service that is not
+    there is never waited for in silence. Other retries print nothing (stamina's own hooks
+    would write to stdout): only the outcome is told."""
+    allowed = retries if connect_retries is None else min(connect_retries, retries)
+    refused = 0
+
+    def backoff(exc: Exception) -> bool | float:
+        nonlocal refused
+        if isinstance(exc, TryAgain):
+            return min(exc.wait, MAX_DELAY) if exc.wait is not None else True
+        if isinstance(exc, httpx.ConnectError):
+            refused += 1
+            return refused <= allowed
+        return isinstance(exc, httpx.TransportError)
+
+    def tell(details: stamina.instrumentation.RetryDetails) -> None:
+        if isinstance(details.caused_by, httpx.ConnectError):
+            print(f"blobledger: {one_line(connect_failure(url, details.caused_by))}; trying "
+                  f"again in {details.wait_for:.1f}s (retry {refused} of {allowed})",
+                  file=sys.stderr, flush=True)
+
+    stamina.instrumentation.set_on_retry_hooks([tell])
     return iter(stamina.retry_context(
-        on=_backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
+        on=backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
         wait_max=MAX_DELAY, wait_jitter=0.25))
 
 
@@ -165,9 +194,26 @@ def check(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def unreachable(url: str, exc: httpx.HTTPError) -> ClientError:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return ClientError(f"cannot reach {url}: {reason}")
+def unreachable(url: str, exc: httpx.HTTPError, what: str = "") -> ClientError:
+    """The one line for a request that failed on its way (``what``: said first): for a
+    connection that could not be made, the URL tried and how to point the CLI elsewhere
+    (exit 3, :class:`Unreachable`)."""
+    if isinstance(exc, httpx.ConnectError):
+        return Unreachable(f"{what}{connect_failure(url, exc)}; is the service running "
+                           "there? if it listens elsewhere, set BLOBLEDGER_URL (or --url) to "
+                           "the URL blobledger serve prints "
+                           "(export BLOBLEDGER_URL=http://127.0.0.1:PORT)")
+    if isinstance(exc, httpx.TransportError):
+        return Unreachable(f"{what}cannot reach {url}: {_reason(exc)}")
+    return ClientError(f"{what}cannot reach {url}: {_reason(exc)}")
+
+
+def connect_failure(url: str, exc: httpx.HTTPError) -> str:
+    return f"cannot connect to {url} ({_reason(exc)})"
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def read_chunks(handle: IO[bytes], progress: Progress) -> Iterator[bytes]:

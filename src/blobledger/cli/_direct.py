@@ -148,7 +148,7 @@ def direct_upload(url: str, retries: int, client: httpx.Client, path: Path, name
     _send(target, retries, path, name, size)
     completion = f"/uploads/{quote(target.id, safe='')}/complete"
     try:
-        for completing in retrying(retries):
+        for completing in retrying(retries, url):
             with completing:
                 done = TryAgain.check(client.post(completion))
     except TryAgain as exc:

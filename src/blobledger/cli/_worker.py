@@ -1,16 +1,18 @@
 """What the worker commands (sweep, reconcile) share: a ledger whose database and store
-answer before any work starts, and database failures told in one line."""
+answer before any work starts, and database failures told in one line; and what the
+commands that only inspect (check, doctor) share: a database or a store that does not exist
+is a configuration error that says where to point them (:func:`nothing_created`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import settings
-from blobledger.errors import StoreUnavailable
+from blobledger.errors import ConfigError, DatabaseMissing, StoreMissing, StoreUnavailable
 from blobledger.protocol.ledger import Ledger
 
 #: how long the store may take to answer before a worker gives up (its SDK retries inside)
@@ -37,3 +39,15 @@ async def worker_ledger() -> AsyncIterator[Ledger]:
                                " (is it migrated? run `blobledger migrate`)") from exc
     finally:
         await ledger.close()
+
+
+@contextmanager
+def nothing_created(command: str) -> Iterator[None]:
+    """For a command that inspects the service's database and store and creates neither: one
+    that does not exist (a SQLite file, a local store's folder, a PostgreSQL database) is a
+    ConfigError (exit 2) naming the URL looked at and the setting that points elsewhere."""
+    try:
+        yield
+    except (DatabaseMissing, StoreMissing) as exc:
+        raise ConfigError(f"{exc} ({command} creates nothing; the settings come from the "
+                          "environment, .env or --config)") from None

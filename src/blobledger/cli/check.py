@@ -1,6 +1,9 @@
 """``blobledger check``: the protocol's invariants on the configured database and store.
 
 Exit 0 when nothing is violated, 1 when something is; configuration errors end as one line.
+It creates nothing: a database or a store that does not exist is a configuration error
+naming it (:func:`blobledger.cli._worker.nothing_created`). The report begins with the
+database and the store it looked at.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger.cli import EXIT_USAGE, fail, run_async, settings
 from blobledger.cli._output import Progress, is_terminal, plain, table
+from blobledger.cli._worker import nothing_created
+from blobledger.db import redacted
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.invariants import check
 from blobledger.workers.reconciler import count_rows
@@ -30,18 +35,26 @@ async def command(as_json: bool, settled: bool) -> int:
     store. Exit status: 0 no violation, 1 violations found, 2 configuration error, 3 the
     database or the store unreachable."""
     try:
-        async with Ledger.from_settings(settings(), migrate=False) as ledger:
-            progress = Progress("check", None, unit="rows")
-            if progress.enabled:  # a bar on a terminal: rows scanned of the total
-                progress.total = await count_rows(ledger, ledger.settings.blob_prefix + "/")
-            try:
-                report = await check(ledger, settled=settled, on_progress=progress.scanned)
-            finally:
-                progress.finish()
+        with nothing_created("check"):
+            async with Ledger.from_settings(settings(), migrate=False,
+                                            create=False) as ledger:
+                progress = Progress("check", None, unit="rows")
+                if progress.enabled:  # a bar on a terminal: rows scanned of the total
+                    progress.total = await count_rows(ledger,
+                                                      ledger.settings.blob_prefix + "/")
+                try:
+                    report = await check(ledger, settled=settled,
+                                         on_progress=progress.scanned)
+                finally:
+                    progress.finish()
+                looked_at = (f"database: {redacted(ledger.db.url)}\n"
+                             f"store: {ledger.store.url}")
     except SQLAlchemyError as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return fail(f"database error (is it migrated? run blobledger migrate): {reason[:200]}",
-                    EXIT_USAGE)
+        return fail(f"database error on {redacted(settings().database_url)} (is it migrated? "
+                    f"run blobledger migrate): {reason[:200]}", EXIT_USAGE)
+    if not as_json:
+        print(plain(looked_at))
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     elif is_terminal(sys.stdout):

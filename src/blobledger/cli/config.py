@@ -10,6 +10,7 @@ import click
 
 from blobledger.cli import settings
 from blobledger.config import env_name
+from blobledger.errors import ConfigError
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger config\n"
@@ -19,13 +20,31 @@ def command(as_json: bool) -> int:
     """Print the effective settings, each with its environment variable; secrets (API
     tokens, the client's token, passwords and account keys) are masked. Exit 2 with one
     line per mistake when the configuration is wrong."""
-    data = settings().masked()
+    current = settings()
+    check_urls(current.database_url, current.store_url)
+    data = current.masked()
     if as_json:
         print(json.dumps(data, indent=2))
         return 0
     for name, value in flatten(data):
         print(f"{env_name(name)}={format_value(value)}")
     return 0
+
+
+def check_urls(database_url: str, store_url: str) -> None:
+    """The database and store URLs refused as every command that opens them refuses them
+    (one line each), without opening nor creating anything."""
+    from blobledger.db import normalise_url
+    from blobledger.stores import check_store_url
+
+    mistakes: list[str] = []
+    for check, url in ((normalise_url, database_url), (check_store_url, store_url)):
+        try:
+            check(url)
+        except ConfigError as exc:
+            mistakes.append(str(exc))
+    if mistakes:
+        raise ConfigError("\n".join(mistakes))
 
 
 def flatten(data: dict[str, Any], parent: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...],

@@ -1,6 +1,7 @@
 """``blobledger doctor``: check that the configured store has what the protocol relies on,
 as a pass/fail table (drawn with rich on a terminal); a failed must-have exits non-zero with
-one line naming it."""
+one line naming it. It creates no store: a local store's folder that does not exist is a
+configuration error naming it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import click
 
 from blobledger.cli import fail, run_async, settings
 from blobledger.cli._output import is_terminal, plain, table
+from blobledger.cli._worker import nothing_created
 from blobledger.workers.doctor import run_doctor
 
 
@@ -21,7 +23,8 @@ async def command(as_json: bool) -> int:
     """Probe the configured store (BLOBLEDGER_STORE_URL) for create-only writes, index
     tags, tag-guarded deletes and tag updates, soft delete and the lifecycle rule. Every
     probe blob is deleted again."""
-    report = await run_doctor(settings())
+    with nothing_created("doctor"):
+        report = await run_doctor(settings(), create=False)
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     elif is_terminal(sys.stdout):

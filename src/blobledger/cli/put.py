@@ -12,10 +12,19 @@ bytes are PUT to the URL the server answered (never with this client's token), a
 server completes the upload after checking what the store holds. The URL, method and
 headers the server answers are checked first (:mod:`blobledger.cli._direct`): a target the
 CLI does not expect is refused and nothing is sent.
+
+With ``--replace`` the file becomes the new bytes of an existing document, found by its name
+or id (:mod:`blobledger.cli._lookup`): ``PUT /documents/{id}/content`` with ``If-Match`` set
+to the version just read (or ``--if-version``) and the file's ``Repr-Digest``, sent once. A
+document changed meanwhile is refused by the service (412) and told in one line.
+
+A connection that cannot be made at all is retried twice (each retry told on stderr, with
+the URL tried), unless ``--retries`` is given: a service that is not there is not waited for.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import mimetypes
 import os
@@ -25,24 +34,32 @@ from pathlib import Path
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer, read
+from blobledger.cli._answers import DocumentAnswer, current_version, read
 from blobledger.cli._client import (
+    CONNECT_RETRIES,
     ClientError,
     Connection,
     Progress,
     TryAgain,
+    check,
     connection_options,
+    document_path,
     open_client,
     read_chunks,
     retrying,
     unreachable,
 )
 from blobledger.cli._direct import direct_upload
+from blobledger.cli._lookup import find
 from blobledger.cli._output import print_json
+
+#: retries after a failed attempt, unless ``--retries`` says otherwise
+RETRIES = 6
 
 EXAMPLES = """\b
 Examples:
   blobledger put report.pdf
+  blobledger put report-v2.pdf --replace --name report.pdf
   blobledger put scan.bin --name scans/2026/03.tiff --content-type image/tiff
   blobledger put big.iso --retries 10 --idempotency-key "$(uuidgen)"
 """
@@ -50,35 +67,65 @@ Examples:
 
 @click.command(epilog=EXAMPLES)
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=True))
-@click.option("--name", help="the document's name (default: the file's name)")
-@click.option("--content-type", help="default: guessed from the name")
-@click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True,
-              help="retries after a failed attempt")
+@click.option("--name", help="the document's name (default: the file's name); with "
+              "--replace, the name or the id of the document replaced")
+@click.option("--content-type", help="default: guessed from the name (with --replace: the "
+              "document's own)")
+@click.option("--retries", type=click.IntRange(min=0), metavar="N",
+              help=f"retries after a failed attempt [default: {RETRIES}; a connection "
+              f"that cannot be made: {CONNECT_RETRIES}]")
 @click.option("--idempotency-key", help="default: a new random key")
 @click.option("--direct", is_flag=True,
               help="send the bytes straight to the store if the server offers it")
+@click.option("--replace", is_flag=True,
+              help="give an existing document these bytes (If-Match: the version read, "
+              "or --if-version); sent once")
+@click.option("--if-version", type=click.IntRange(min=1), metavar="V",
+              help="with --replace: only if the document is still at version V")
 @connection_options
-def command(file: Path, name: str | None, content_type: str | None, retries: int,
-            idempotency_key: str | None, direct: bool, url: str | None,
-            token: str | None) -> int:
+def command(file: Path, name: str | None, content_type: str | None, retries: int | None,
+            idempotency_key: str | None, direct: bool, replace: bool, if_version: int | None,
+            url: str | None, token: str | None) -> int:
     """Upload FILE as a new document; print the document as JSON.
 
     Every attempt carries the same Idempotency-Key: a retry after a lost
     response returns the document the first attempt created. A progress bar
-    is drawn on stderr when it is a terminal."""
-    return upload(file, name=name, content_type=content_type, retries=retries,
-                  idempotency_key=idempotency_key, connection=Connection.resolve(url, token),
-                  direct=direct)
+    is drawn on stderr when it is a terminal.
+
+    With --replace, FILE becomes the new bytes of the document named --name
+    (default: FILE's name) or whose id --name is, only if it is still at the
+    version read first (or --if-version): a document changed meanwhile is
+    refused (HTTP 412) and left as it is."""
+    connection = Connection.resolve(url, token)
+    if replace:
+        for given, option in ((direct, "--direct"), (idempotency_key, "--idempotency-key"),
+                              (retries is not None, "--retries")):
+            if given:
+                raise click.UsageError(f"--replace is sent once: {option} does not apply")
+        return replace_content(file, key=name, content_type=content_type,
+                               version=if_version, connection=connection)
+    if if_version is not None:
+        raise click.UsageError("--if-version goes with --replace")
+    return upload(file, name=name, content_type=content_type,
+                  retries=RETRIES if retries is None else retries,
+                  idempotency_key=idempotency_key, connection=connection, direct=direct,
+                  connect_retries=CONNECT_RETRIES if retries is None else None)
 
 
-def upload(path: Path, *, name: str | None, content_type: str | None, retries: int,
-           idempotency_key: str | None, connection: Connection, direct: bool = False) -> int:
+def file_size(path: Path) -> int:
     try:
         size = path.stat().st_size
         if not path.is_file():
             raise ClientError(f"{path} is not a regular file")
     except OSError as exc:
         raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return size
+
+
+def upload(path: Path, *, name: str | None, content_type: str | None, retries: int,
+           idempotency_key: str | None, connection: Connection, direct: bool = False,
+           connect_retries: int | None = None) -> int:
+    size = file_size(path)
     name = name or path.name
     content_type = (content_type or mimetypes.guess_type(name)[0]
                     or "application/octet-stream")
@@ -93,18 +140,58 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                 return 0
         tries = 0
         try:
-            for attempt in retrying(retries):
+            for attempt in retrying(retries, connection.url, connect_retries=connect_retries):
                 with attempt:
                     tries = attempt.num
                     response = _post(client, path, name, size, headers)
         except TryAgain as exc:
             last = str(exc)
         except httpx.TransportError as exc:
-            last = str(unreachable(connection.url, exc))
+            raise unreachable(connection.url, exc, f"upload of {os.fspath(path)} failed "
+                              f"after {tries} attempts: ") from None
         else:
             print_json(read(DocumentAnswer, response, "a document")[1])
             return 0
     raise ClientError(f"upload of {os.fspath(path)} failed after {tries} attempts: {last}")
+
+
+def replace_content(path: Path, *, key: str | None, content_type: str | None,
+                    version: int | None, connection: Connection) -> int:
+    """``PUT /documents/{id}/content`` with ``If-Match``, once: the document found by
+    ``key`` (default: the file's name) gets the file's bytes, if it is still at
+    ``version`` (default: the version just read)."""
+    size = file_size(path)
+    key = key or path.name
+    digest = base64.b64encode(bytes.fromhex(_sha256(path))).decode()
+    with open_client(connection) as client:
+        try:
+            doc, _ = find(client, key)
+            expected = doc.version if version is None else version
+            headers = {"If-Match": f'"{expected}"', "Content-Length": str(size),
+                       "Content-Type": (content_type or doc.content_type
+                                        or mimetypes.guess_type(doc.name)[0]
+                                        or "application/octet-stream"),
+                       "Repr-Digest": f"sha-256=:{digest}:"}
+            progress = Progress(doc.name, size)
+            try:
+                with path.open("rb") as handle:
+                    response = client.put(document_path(doc.id, "/content"), headers=headers,
+                                          content=read_chunks(handle, progress))
+            except OSError as exc:
+                raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
+            finally:
+                progress.finish()
+        except httpx.TransportError as exc:
+            raise unreachable(connection.url, exc, f"replace of {key!r}: ") from None
+        if response.status_code == 412:
+            now = current_version(response)
+            where = (f"is at version {now}, not {expected}" if now is not None
+                     else f"is no longer at version {expected}")
+            raise ClientError(f"{doc.name!r} {where}: it changed meanwhile, nothing was "
+                              "replaced (HTTP 412); see it with blobledger show, then "
+                              "replace again")
+        print_json(read(DocumentAnswer, check(response), "a document")[1])
+    return 0
 
 
 def _post(client: httpx.Client, path: Path, name: str, size: int,

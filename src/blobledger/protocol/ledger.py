@@ -87,7 +87,7 @@ from blobledger.protocol.models import (
     utcnow,
 )
 from blobledger.protocol.transitions import PLACEHOLDER, Intent, Transitions, new_token
-from blobledger.stores import Store, open_store
+from blobledger.stores import Store, check_store_url, open_store
 from blobledger.stores.base import BlobReader, Hasher, verify
 
 log = logging.getLogger("blobledger.ledger")
@@ -127,6 +127,7 @@ class Ledger:
         *,
         clock_offset: float = 0.0,
         migrate: bool = True,
+        create: bool = True,
     ) -> None:
         self.db = db
         self.store = store
@@ -135,6 +136,7 @@ class Ledger:
             db.version_table = self.settings.version_table
         _check_layout(self.settings)
         self._migrate = migrate
+        self._creates = create
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -178,28 +180,36 @@ class Ledger:
         return cls.from_settings(settings_from_env(), migrate=migrate)
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Ledger:
+    def from_settings(cls, settings: Settings, *, migrate: bool = True,
+                      create: bool = True) -> Ledger:
         """A ledger on the database and store these settings name. Their test hooks apply:
         ``clock_offset`` (a process that lives hours ahead of the database's clock) and
         ``failpoints`` (armed for this process). With ``otel`` on, spans go to the
-        process's tracer provider, SQLAlchemy's under them."""
+        process's tracer provider, SQLAlchemy's under them. ``create`` False (with
+        ``migrate`` False): a database or a store that does not exist is a ConfigError,
+        never made (a SQLite file, a local folder, a container or a bucket)."""
         if settings.failpoints:
             failpoints.configure(settings.failpoints)
         if settings.otel and not telemetry.enabled():
             telemetry.enable()  # on the process's tracer provider
-        db = Database(settings.database_url)
+        check_store_url(settings.store_url)  # a mistaken URL before a missing database
+        db = Database(settings.database_url, create=create)
         if settings.otel:
             telemetry.instrument_engine(db.engine)
-        return cls(db, open_store(settings.store_url, settings), settings,
-                   clock_offset=settings.clock_offset, migrate=migrate)
+        return cls(db, open_store(settings.store_url, settings, create=create), settings,
+                   clock_offset=settings.clock_offset, migrate=migrate, create=create)
 
     async def connect(self) -> Ledger:
-        """Reach the database (migrating it unless told not to) and prepare the store."""
+        """Reach the database (migrating it unless told not to) and prepare the store (or,
+        when told not to create anything, only reach it)."""
         if self._migrate:
             await migrate_database(self.db)
         else:
             await self.db.ping()
-        await self.store.prepare()
+        if self._creates:
+            await self.store.prepare()
+        else:
+            await self.store.ping()
         return self
 
     async def close(self) -> None:

@@ -24,31 +24,44 @@ __all__ = [
 ]
 
 
-def open_store(url: str, settings: Settings | None = None) -> Store:
-    """The backend for ``file:///path``, ``azure://container`` or ``s3://bucket[/prefix]``;
-    ConfigError otherwise."""
-    from blobledger.config import Settings
-
-    settings = settings or Settings()
+def check_store_url(url: str) -> tuple[str, str, str]:
+    """The store URL's kind (``file``, ``azure``, ``s3``), its folder, container or bucket,
+    and its prefix (S3); ConfigError, the message every command gives, otherwise. Nothing
+    is opened nor created."""
     parts = urlsplit(url)
     if parts.scheme == "file":
-        from blobledger.stores.local import LocalStore
-
         path = unquote(parts.netloc + parts.path) if parts.netloc == "." else unquote(parts.path)
         if not path:
             raise ConfigError(f"store URL {url!r} names no folder (file:///path)")
-        return LocalStore(path)
+        return "file", path, ""
     if parts.scheme == "azure":
-        from blobledger.stores.azure import AzureStore
-
-        return AzureStore.from_settings(parts.netloc, settings)
+        return "azure", parts.netloc, ""
     if parts.scheme == "s3":
-        from blobledger.stores.s3 import S3Store
-
         if not parts.netloc:
             raise ConfigError(f"store URL {url!r} names no bucket (s3://bucket[/prefix])")
-        return S3Store.from_settings(parts.netloc, unquote(parts.path), settings)
+        return "s3", parts.netloc, unquote(parts.path)
     raise ConfigError(
         f"unsupported store URL {url!r}: use file:///path, azure://<container> or "
         "s3://bucket[/prefix]"
     )
+
+
+def open_store(url: str, settings: Settings | None = None, *, create: bool = True) -> Store:
+    """The backend for ``file:///path``, ``azure://container`` or ``s3://bucket[/prefix]``;
+    ConfigError otherwise. ``create``: a local store's folder is made if missing (False:
+    a missing folder is a ConfigError, for commands that only inspect a store)."""
+    from blobledger.config import Settings
+
+    settings = settings or Settings()
+    kind, where, prefix = check_store_url(url)
+    if kind == "file":
+        from blobledger.stores.local import LocalStore
+
+        return LocalStore(where, create=create)
+    if kind == "azure":
+        from blobledger.stores.azure import AzureStore
+
+        return AzureStore.from_settings(where, settings)
+    from blobledger.stores.s3 import S3Store
+
+    return S3Store.from_settings(where, prefix, settings)

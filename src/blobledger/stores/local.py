@@ -47,6 +47,7 @@ from blobledger.errors import (
     ConditionNotMet,
     ConfigError,
     Digests,
+    StoreMissing,
     StoreUnavailable,
 )
 from blobledger.stores.base import (
@@ -102,11 +103,17 @@ def _etag(st: os.stat_result) -> str:
 class LocalStore(Store):
     """Blobs as files under one root folder."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        """``create``: make the folders if missing (False: a store that does not exist yet
+        is a ConfigError naming it, and nothing is made)."""
         self.root = Path(root).expanduser().absolute()
         self.url = f"file://{self.root}"
         self._blobs = self.root / "blobs"
         self._uploads = self.root / "uploads"
+        if not create and not self._blobs.is_dir():
+            missing = self._blobs if self.root.is_dir() else self.root
+            raise StoreMissing(f"store {self.url} does not exist (no folder {missing}); set "
+                               "BLOBLEDGER_STORE_URL to the store in use")
         try:
             self._blobs.mkdir(parents=True, exist_ok=True)
             self._uploads.mkdir(parents=True, exist_ok=True)

@@ -38,9 +38,11 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, DocumentStatus
 from blobledger.protocol.owners import Owner, owner_holds
 from blobledger.stores.base import BlobInfo
-from blobledger.workers.scan import merged, pages
+from blobledger.workers.scan import merged, pages, tagged
 
 PAGE = 500
+#: how a blob's state tag reads in a violation (``untagged`` when it has none)
+TAG_STATE = "tagged state={state}"
 
 
 @dataclass(frozen=True)
@@ -203,18 +205,25 @@ async def _row(
         report.add("I4", f"blob {row.name}", problem)
 
 
+def known(value: object) -> str:
+    """A value of a violation's text; ``unknown`` for one the row or the store lacks."""
+    return "unknown" if value is None else str(value)
+
+
 def _ready_problem(row: _Row, blob: BlobInfo | None) -> str | None:
     if blob is None:
         return f"current blob {row.name} is missing from the store"
     state = (blob.tags or {}).get("state")
     if state != BlobState.COMMITTED:
-        return f"current blob {row.name} is tagged state={state}, not committed"
+        return f"current blob {row.name} is {tagged(state, TAG_STATE)}, not committed"
     if row.state != BlobState.COMMITTED:
         return f"current blob {row.name} has a {row.state} row, not committed"
     if blob.size != row.doc_size:
-        return f"current blob {row.name} holds {blob.size} bytes, the row says {row.doc_size}"
+        return (f"current blob {row.name} holds {blob.size} bytes, the row says "
+                f"{known(row.doc_size)}")
     if blob.sha256 != row.doc_sha256:
-        return f"current blob {row.name} has SHA-256 {blob.sha256}, the row says {row.doc_sha256}"
+        return (f"current blob {row.name} has SHA-256 {known(blob.sha256)}, the row says "
+                f"{known(row.doc_sha256)}")
     return None
 
 
@@ -224,10 +233,11 @@ async def _attached_problem(ledger: Ledger, row: _Row, blob: BlobInfo | None) ->
         return f"attached blob (owner {owner}) is missing from the store"
     state = (blob.tags or {}).get("state")
     if state != BlobState.COMMITTED:
-        return f"attached blob (owner {owner}) is tagged state={state}, not committed"
+        return (f"attached blob (owner {owner}) is {tagged(state, TAG_STATE)}, not "
+                "committed")
     if blob.size != row.size or blob.sha256 != row.sha256:
-        return (f"attached blob holds {blob.size} bytes with SHA-256 {blob.sha256}, "
-                f"the row says {row.size} and {row.sha256}")
+        return (f"attached blob holds {blob.size} bytes with SHA-256 {known(blob.sha256)}, "
+                f"the row says {known(row.size)} and {known(row.sha256)}")
     if row.owner_table is None or row.owner_key is None or row.owner_column is None:
         return "attached row without an owner"
     holder = Owner(row.owner_table, row.owner_key, row.owner_column)
@@ -288,7 +298,8 @@ async def _blob_without_row(ledger: Ledger, report: InvariantReport, blob: BlobI
     report.orphan_blobs += 1
     if report.settled:
         state = (blob.tags or {}).get("state")
-        report.add("I4", f"blob {blob.name}", f"stored (tagged state={state}) with no row")
+        report.add("I4", f"blob {blob.name}",
+                   f"stored ({tagged(state, TAG_STATE)}) with no row")
 
 
 async def _documents(ledger: Ledger, report: InvariantReport) -> None:

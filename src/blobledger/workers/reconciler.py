@@ -53,7 +53,7 @@ from blobledger.protocol.models import (
     as_utc,
 )
 from blobledger.stores.base import BlobInfo, Condition
-from blobledger.workers.scan import merged, pages
+from blobledger.workers.scan import merged, pages, tagged
 
 log = logging.getLogger("blobledger.reconciler")
 
@@ -211,7 +211,7 @@ class _Merge:
             fixed = await self.delete_orphan(
                 blob.name, Condition(etag=blob.etag) if untagged else
                 Condition(tags={STATE_TAG: str(tag)}))
-        self.found(Finding("orphan", blob.name, f"blob without a row, tagged {tag!r}",
+        self.found(Finding("orphan", blob.name, f"blob without a row, {tagged(tag)}",
                            tag_state=tag, age_seconds=age, fixed=fixed))
 
     async def still_unreferenced(self, name: str) -> bool:
@@ -275,7 +275,7 @@ class _Merge:
         if row.state not in _LIVE and not self.past_cutoff(row):
             self.report.in_flight += 1
             return
-        self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob tagged {tag!r}",
+        self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob {tagged(tag)}",
                            row_state=row.state, tag_state=tag,
                            age_seconds=self.age(row.changed_at)))
 

@@ -64,3 +64,9 @@ async def merged(
         else:
             yield row, blob
             row, blob = await anext(rows, None), await anext(blobs, None)
+
+
+def tagged(state: str | None, template: str = "tagged {state!r}") -> str:
+    """How a blob's state tag reads in a finding: ``template`` with the state (``tagged
+    'pending'``), or ``untagged`` when the blob has none."""
+    return "untagged" if state is None else template.format(state=state)

@@ -52,6 +52,7 @@ from blobledger.errors import (
     ConfigError,
     Digests,
     StoreError,
+    StoreMissing,
     StoreUnavailable,
 )
 from blobledger.stores.azure import listing
@@ -125,7 +126,8 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
         return BlobAlreadyExists(name)
     if isinstance(exc, ResourceNotFoundError) or status == 404:
         if _code(exc) == "ContainerNotFound":
-            return StoreUnavailable(f"container for {name} does not exist")
+            return StoreMissing(f"container for {name} does not exist; set "
+                                "BLOBLEDGER_STORE_URL to the store in use")
         return BlobNotFound(name)
     if status == 412 or isinstance(exc, ResourceModifiedError):
         return ConditionNotMet(name, _code(exc))

@@ -43,6 +43,7 @@ from blobledger.errors import (
     ConfigError,
     Digests,
     StoreError,
+    StoreMissing,
     StoreUnavailable,
 )
 from blobledger.stores.base import (
@@ -99,7 +100,8 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
         return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
     status, code = _status(exc), _code(exc)
     if code == "NoSuchBucket":
-        return StoreUnavailable(f"bucket for {name} does not exist")
+        return StoreMissing(f"bucket for {name} does not exist; set BLOBLEDGER_STORE_URL to "
+                            "the store in use")
     if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         return StoreError(f"storage refused the credentials for {name}: {code}")
     if put and (status in (409, 412) or code in ("PreconditionFailed",
@@ -247,8 +249,12 @@ class S3Store(Store):
 
     async def ping(self) -> None:
         s3 = await self._client()
-        with map_errors(self.bucket):
-            await s3.head_bucket(Bucket=self.bucket)
+        try:
+            with map_errors(self.bucket):
+                await s3.head_bucket(Bucket=self.bucket)
+        except BlobNotFound:  # HEAD has no body: a missing bucket is a bare 404
+            raise StoreMissing(f"bucket {self.bucket} does not exist; set "
+                               "BLOBLEDGER_STORE_URL to the store in use") from None
 
     # -- put ------------------------------------------------------------------------------
     async def put(

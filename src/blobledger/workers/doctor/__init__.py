@@ -15,11 +15,13 @@ from blobledger.workers.doctor.s3 import s3_extras
 __all__ = ["Report", "run_doctor"]
 
 
-async def run_doctor(settings: Settings) -> Report:
-    """Probe the store named by ``settings.store_url``; never leaves a probe behind."""
+async def run_doctor(settings: Settings, *, create: bool = True) -> Report:
+    """Probe the store named by ``settings.store_url``; never leaves a probe behind.
+    ``create`` False: a local store's folder that does not exist is a StoreMissing, not
+    made."""
     if settings.store_url.startswith("azure://"):
         return await azure_report(settings)
-    store = open_store(settings.store_url, settings)
+    store = open_store(settings.store_url, settings, create=create)
     try:
         await store.ping()
         if settings.store_url.startswith("s3://"):

@@ -191,7 +191,9 @@ async def _account_checks(service: BlobServiceClient, report: Report, emulator: 
         properties = await service.get_service_properties()
         policy = properties.get("delete_retention_policy")
         if policy is not None and getattr(policy, "enabled", False):
-            report.add(SOFT_DELETE, False, INFO, f"on, {getattr(policy, 'days', '?')} days")
+            days = getattr(policy, "days", None)
+            report.add(SOFT_DELETE, False, INFO,
+                       f"on, {days} days" if days is not None else "on")
         else:
             note = ("; the emulator does not implement soft delete" if emulator else
                     "; enable blob soft delete so a mistaken delete can be undone")
