@@ -15,7 +15,9 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
   a takeover names the intent it takes (an older release's rows share a NULL token), C4
   after a claim commits the writer's own row only and never a fenced one, C4 and the
   failure path touch the request's own key only, and a give-up loses to a claim or to a
-  verification committed under it.
+  verification committed under it;
+- a writer that finds its step failed asks whether the intent is still its own by its
+  token: a completion whose blob a claiming sweeper deleted before its C3 is told it lost.
 """
 
 from __future__ import annotations
@@ -679,6 +681,39 @@ async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
     holds.go("sweep.after_claim")
     report = await outcome(sweeper)
     assert not isinstance(report, BaseException), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_completion_whose_blob_a_claiming_sweeper_deleted_is_told_it_lost(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload's completion confirmed its intent and is held before C3, past its lease;
+    a sweeper claims the intent, deletes the blob (still tagged ``pending``) and is held
+    before removing the rows. The completion wakes: its C3 finds no blob, and since the
+    intent is the sweeper's now it must say so (IntentLost: the upload was swept), not
+    pass the store's error on as if its own step had failed."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes a sweeper deletes between the confirm and C3"
+    upload = await resumable.create(len(data), {"filename": "late-c3.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_confirm")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_confirm")
+    settings = ledger.settings
+    ledger.clock_offset = settings.upload_deadline + settings.sweep_after + 1
+    holds.at("sweep.after_delete")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_delete")
+    assert await stored(ledger) == {}
+    holds.go("tus.after_confirm")
+    lost = await outcome(completion)
+    assert isinstance(lost, IntentLost), lost
+    holds.go("sweep.after_delete")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
     assert await rows(ledger) == {} and await stored(ledger) == {}
 
 

@@ -272,6 +272,76 @@ ARGUED: dict[str, str] = {
     "read:transitions:commit_replace:documents.status": "begin_replace read the document "
         "ready, and a document never returns to pending (see _point_document:documents."
         "status): the row with this id is ready whenever it still exists",
+    # a writer's look at its own intent after a failed step (owns): the token term is
+    # killed by tests/ledger/test_guards.py (a completion whose blob a claiming sweeper
+    # deleted before its C3)
+    "read:transitions:owns:blobs.name": "the writer's token names one row by itself (see "
+        "_confirm:blobs.name)",
+    # the store's handle of an upload, recorded once by the request that made the upload
+    # (Resumable.create, DirectUploads.begin), right after C1 and before that request
+    # answers with the upload's id: no other request knows the upload yet
+    "where:transitions:set_handle:uploads.id": "the upload's token names one upload row by "
+        "itself (see _record_parts:uploads.id)",
+    "where:transitions:set_handle:uploads.attempt": "uploads.attempt is never updated and "
+        "the token compared is read from this upload's own row (begin's find_upload)",
+    "where:transitions:set_handle:uploads.state": "the upload is still open when its "
+        "creating request records the handle: it is closed only by a completion (which "
+        "needs the upload's id, not yet answered to anyone) or by a roll-forward (which "
+        "needs its blob tagged committed, which needs a completion's C3); a sweeper that "
+        "took it first removed its row, which neither form of the update matches",
+    "where:transitions:set_handle:uploads.handle": "only set_handle writes a handle, and "
+        "only the creating request calls it, once, or twice when the connection was lost "
+        "under the first (once_more_if_lost): the second run then writes the handle the "
+        "first wrote, the same value",
+    # the verified SHA-256 of an upload (record_verified): read only (a) by the sweeper,
+    # for a claimed creation whose blob it found tagged committed (unverified), (b) by
+    # the give-up (_give_up, _drop_unverified_upload), which needs the upload open and
+    # its intent pending under the upload's token, (c) by a completion that read the
+    # upload open (direct.complete: whether a committed tag is its own, `ours`)
+    "where:transitions:record_verified:uploads.id": "the upload's token names one upload "
+        "row by itself (see _record_parts:uploads.id)",
+    "where:transitions:record_verified:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row (see "
+        "_record_parts:uploads.attempt); the subquery compares the blob's token besides",
+    "where:transitions:record_verified:uploads.state": "a done upload whose intent is "
+        "still pending under its token is an attachment's that a twin completion staged "
+        "(finish_upload; a document's upload is closed only with its blob committed, which "
+        "the subquery refuses); its SHA-256 is read by none of (a)-(c): the sweeper reads "
+        "creations only, the give-up needs the upload open, and a completion answers a done "
+        "upload from what it made (_made) before it looks at the SHA-256",
+    "where:transitions:record_verified:exists": "a verification recorded after the intent "
+        "left this upload changes no decision: every step that takes the intent but a "
+        "claim deletes or closes the upload's row in the same transaction (nothing or a "
+        "done upload matches: see record_verified:uploads.state); under a claim, (b) fails "
+        "on the token the claim replaced for good, and (a) and (c) read the SHA-256 only "
+        "for a blob tagged committed, which is written only by C3, after its completion's "
+        "confirm and so after that completion's own record_verified won (recorded before "
+        "the claim, of the same create-only bytes), or by a client at its PUT (S3's "
+        "x-amz-tagging), which every completion reads before it hashes and refuses",
+    "where:transitions:record_verified:sub.blobs.name": "weaker than dropping the whole "
+        "subquery (see record_verified:exists); besides, the upload's token is on its own "
+        "intent's row only (see _confirm:blobs.name)",
+    "where:transitions:record_verified:sub.blobs.state": "weaker than dropping the whole "
+        "subquery (see record_verified:exists)",
+    "where:transitions:record_verified:sub.blobs.attempt": "weaker than dropping the whole "
+        "subquery (see record_verified:exists)",
+    # a sweeper's claimed rows to the deletion path (hand_to_deletion): the names term is
+    # killed by tests/sweeper/test_sweeper.py (a staged attachment and a rolled-forward
+    # creation in one batch)
+    "where:transitions:hand_to_deletion:blobs.state": "the claim's token (new per claim) "
+        "is on pending rows only, but for the names this same sweeper fenced to deleting "
+        "(fence_swept), which it never passes here (staged attachments and committed "
+        "replacements are other rows of its batch); the deletion path's claim never calls it",
+    "where:transitions:hand_to_deletion:blobs.attempt": "a claimed row changes owner only "
+        "to another sweeper's claim past this one's lease (no writer takes over a claim: "
+        "_unclaimed; A4, C4 and R4 need the writer's token; _commit_claimed only creations), "
+        "and that sweeper decides the same for these rows (a staged attachment, a "
+        "replacement tagged committed: tags never go back): whichever moves the row first, "
+        "it ends deleting with its upload rows gone, and the state term stops the other",
+    "where:transitions:delete_document:documents.status": "ledger.delete read the document "
+        "ready first (NotFound otherwise) and deletes it at the version it read; a document "
+        "goes only pending -> ready, never back, and ids are new per C1, so the row with "
+        "this id is ready whenever it still exists (as _point_document:documents.status)",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection

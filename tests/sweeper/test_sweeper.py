@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from blobledger import IdempotencyInProgress, Ledger, failpoints
-from blobledger._base.names import new_document_id
+from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.protocol.documents import Document
@@ -26,7 +26,7 @@ from blobledger.protocol.models import (
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.ledger.test_guards import SMALL_PARTS
-from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
+from tests.sweeper.support import HOUR, documents, one, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}
 
@@ -344,3 +344,59 @@ async def test_a_fenced_staged_attachment_aborts_only_its_own_parts(ledger: Ledg
     doc = await resumable.complete(await resumable.find(upload.id))
     assert isinstance(doc, Document) and doc.name == "in-flight.txt"
     assert b"".join([chunk async for chunk in ledger.read(doc.id)]) == data
+
+
+async def test_stale_intents_behind_older_unclaimable_rows_are_swept(ledger: Ledger) -> None:
+    """A batch of one, and older than the stale intent: a ready document's committed row
+    and a pending row whose writer is still within its lease. Neither can be claimed, so
+    neither may take the batch's place: the stale intent is swept in this run, the others
+    are left as they are."""
+    ledger.clock_offset = -3 * HOUR
+    doc = await ledger.create("old.txt", b"an old document")
+    ledger.clock_offset = 0
+    live = await seed_intent(ledger, tag="pending", age=2 * HOUR, lease_in=HOUR)
+    stale = await seed_intent(ledger, tag="pending", age=HOUR)
+    report = await Sweeper(ledger, batch=1).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await rows(ledger) == {doc.blob: BlobState.COMMITTED, live: BlobState.PENDING}
+    assert stale not in await stored(ledger)
+
+
+async def test_a_stale_staged_attachment_is_fenced_alone_beside_a_rolled_forward_creation(
+    ledger: Ledger,
+) -> None:
+    """One sweep claims a stale staged attachment and a creation whose writer stopped after
+    C3: the attachment alone goes to the deletion path, and the creation is rolled
+    forward to its ready document."""
+    staged = await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    created = await seed_intent(ledger, tag="committed")
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.rolled_forward, report.errors) == (1, 1, 0), report
+    assert [status for status, blob in (await documents(ledger)).values()
+            if blob == created] == ["ready"]
+    assert staged not in await rows(ledger)
+
+
+async def test_the_deletion_path_refuses_nothing_for_an_attachment_held_elsewhere(
+    ledger: Ledger,
+) -> None:
+    """The deletion path runs while an attachment of another owner is attached: it deletes
+    the deleted document's blob and reports no refusal (the attached blob is not one of
+    the rows it claimed)."""
+    now = await ledger.now()
+    held = new_blob_name(ledger.settings.blob_prefix, "held.txt")
+    async with ledger.db.session() as session:
+        session.add(BlobRow(
+            name=held, document_id=None, kind=BlobKind.ATTACHMENT, state=BlobState.ATTACHED,
+            content_type="text/plain", attempt=None, owner_table="invoices", owner_key="7",
+            owner_column="scan", lease_until=now, created_at=now - timedelta(seconds=HOUR),
+            changed_at=now - timedelta(seconds=HOUR)))
+        await session.commit()
+    await ledger.store.put(held, one(b"attached elsewhere"), tags={"state": "committed"})
+    doc = await ledger.create("deleted.txt", b"deleted bytes")
+    await ledger.delete(doc.id, expected_version=doc.version)
+    ledger.clock_offset = 1
+    report = await Sweeper(ledger).run_once()
+    assert (report.deleted, report.refused, report.errors) == (1, 0, 0), report
+    assert await rows(ledger) == {held: BlobState.ATTACHED}
+    assert await stored(ledger) == {held: "committed"}
