@@ -27,6 +27,15 @@ ARGUED: dict[str, str] = {
     "where:transitions:_drop_expired_key:keys.state": "a pending key has no expires_at (NULL "
         "compares false), so only done keys can match",
     "lease:transitions:_drop_expired_key:keys.expires_at:le-to-lt": BOUNDARY,
+    # a claim's update, in the transaction whose read chose the names (the read's state and
+    # lease terms are killed by tests/sweeper/test_sweeper.py: older unclaimable rows)
+    "where:transitions:claim:blobs.state": "the names were read in this transaction in "
+        "that state and are held: locked FOR UPDATE on PostgreSQL until this transaction "
+        "ends, and on SQLite no other writer runs inside a write transaction (BEGIN "
+        "IMMEDIATE), so the update finds them in the state the read saw",
+    "where:transitions:claim:blobs.lease_until": "the names were read in this transaction "
+        "with `lease_until < NOW` and are held (see claim:blobs.state); NOW is the "
+        "transaction's start on PostgreSQL and never earlier in a later statement on SQLite",
     "rowcount:transitions:claim:lost-check-won": "an empty claim's update matches no row and "
         "returns none: the same answer",
     # an abandoned row's removal, after the abandoner's own delete succeeded
@@ -42,6 +51,11 @@ ARGUED: dict[str, str] = {
         "roll-forward the sweeper would make, as _commit_claimed does) or a retry of the same "
         "key (same name, bytes checked by checksum); a row a sweeper decided to delete is "
         "deleting, which C4 never matches",
+    "where:transitions:remove_swept:blobs.state": "the claim's token (new per claim) pins "
+        "pending rows on the path that calls it (a store whose delete sees the state): a "
+        "row leaves pending under a claim's token with the token kept only by fence_swept "
+        "with keep_claim, which that path never calls (its fence of untagged blobs releases "
+        "the claim); every other step out of pending clears the token",
     "where:transitions:remove_swept:blobs.attempt": "a claimed row changes owner only to "
         "another sweeper past the lease (never to a writer), which removes the same rows after "
         "the same delete; the state term keeps removal to pending rows",
@@ -359,8 +373,4 @@ ARGUED: dict[str, str] = {
         "never reused (a new uuid4 per intent), so the row goes only once its blob is gone, "
         "whoever holds the claim now; a sweeper that claimed it past this one's lease "
         "deletes an absent blob and removes nothing (as _drop_abandoned:blobs.attempt)",
-    # stores
-    "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
-        "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
-        "there), so only real Azure can tell; it needs a test against real Azure",
 }
