@@ -264,6 +264,24 @@ ARGUED: dict[str, str] = {
     "where:transitions:_give_up:sub.uploads.sha256": "_drop_unverified_upload re-checks "
         "the upload unverified in the same transaction and undoes the give-up otherwise "
         "(see _give_up:exists)",
+    # a claimed, self-tagged, never verified upload to the deletion path (the names term is
+    # killed by tests/sweeper/test_sweeper.py: a committed creation in the same batch)
+    "where:transitions:fence_swept:blobs.state": "the claim's token (new per claim) is on "
+        "pending rows only, but for the names a fence moved to deleting keeping it, and a "
+        "sweeper fences a name at most once: on S3 the fence of blobs read absent or "
+        "pending and the fence of blobs read untagged take disjoint names (one tag read "
+        "each), and on the other stores only the untagged fence runs",
+    "where:transitions:discard_unverified:blobs.state": "the claim's token (new per claim) "
+        "is on pending rows only, but for the names this same sweeper fenced to deleting "
+        "(fence_swept), which it never passes here (they were read absent or pending, these "
+        "committed: see hand_to_deletion:blobs.state)",
+    "where:transitions:discard_unverified:blobs.attempt": "a claimed row changes owner only "
+        "to another sweeper's claim past this one's lease (see hand_to_deletion:blobs."
+        "attempt), which decides the same: the tag it reads is still committed (tags never "
+        "go back) and the SHA-256 still unrecorded (record_verified needs the intent under "
+        "the upload's token, which the first claim replaced for good; no completion got "
+        "past its confirm, which comes after its own record_verified); whichever moves the "
+        "row first, it ends deleting with its document and upload rows gone",
     "where:transitions:discard_unverified:documents.status": "these blobs were pending "
         "until this transaction: a document is ready on a blob, or repointed to one, only "
         "after that blob's row was committed (as _drop_intents:documents.status)",
