@@ -17,14 +17,16 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
   failure path touch the request's own key only, and a give-up loses to a claim or to a
   verification committed under it;
 - a writer that finds its step failed asks whether the intent is still its own by its
-  token: a completion whose blob a claiming sweeper deleted before its C3 is told it lost.
+  token: a completion whose blob a claiming sweeper deleted before its C3 is told it lost;
+- on S3 the sweeper's fence requires its claim's token: a sweeper woken after another
+  claimed the intent (and read the tag a writer's C3 wrote since) fences nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -640,6 +642,56 @@ async def test_a_writer_woken_after_the_sweeper_fenced_its_intent_gets_no_docume
     await sweep_past_everything(ledger)
     assert await stored(ledger) == {} and await rows(ledger) == {}
     await settled_ok(ledger)
+
+
+@pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
+async def test_a_sweeper_woken_after_another_claimed_its_intent_fences_nothing(
+    ledger: Ledger, holds: Holds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 (the decision made in the database before any delete): the writer is held
+    after its confirm, past its lease; sweeper 1 claims the intent, reads its tag
+    (``pending``) and is held before it fences the row, past its own lease. The writer does
+    C3 (``committed``) and is held before C4; sweeper 2 claims the intent, reads
+    ``committed`` and is held before it rolls the creation forward. Sweeper 1 wakes: its
+    fence must lose (the claim is not its own any more), so sweeper 2 rolls the document
+    forward and the writer, woken last, gets that document with its bytes."""
+    real = ledger.transitions.fence_swept
+
+    async def held_fence(token: str, names: Sequence[str], **options: Any) -> list[str]:
+        await holds.hit("test.before_fence")
+        return await real(token, names, **options)
+
+    monkeypatch.setattr(ledger.transitions, "fence_swept", held_fence)
+    data = b"bytes two sweepers decide on"
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("two-sweepers.txt", data))
+    await holds.wait("create.after_confirm")
+    settings = ledger.settings
+    ledger.clock_offset = settings.upload_deadline + settings.sweep_after + 1
+    holds.at("test.before_fence")
+    first = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("test.before_fence")
+    holds.at("create.after_tag")
+    holds.go("create.after_confirm")
+    await holds.wait("create.after_tag")
+    ledger.clock_offset += SWEEP_LEASE + 1
+    holds.at("sweep.before_resolve")
+    second = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.before_resolve")
+    holds.go("test.before_fence")
+    report = await outcome(first)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.moved_to_deleting) == (0, 0), report
+    holds.go("sweep.before_resolve")
+    rolled = await outcome(second)
+    assert not isinstance(rolled, BaseException), rolled
+    assert rolled.rolled_forward == 1, rolled
+    holds.go("create.after_tag")
+    doc = await outcome(writer)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert await rows(ledger) == {doc.blob: BlobState.COMMITTED}
+    assert await stored(ledger) == {doc.blob: "committed"}
 
 
 @pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)

@@ -400,3 +400,28 @@ async def test_the_deletion_path_refuses_nothing_for_an_attachment_held_elsewher
     assert (report.deleted, report.refused, report.errors) == (1, 0, 0), report
     assert await rows(ledger) == {held: BlobState.ATTACHED}
     assert await stored(ledger) == {held: "committed"}
+
+
+async def test_a_discarded_self_tagged_upload_leaves_a_committed_creation_beside_it(
+        ledger: Ledger) -> None:
+    """One sweep claims a direct upload whose client tagged its blob committed itself (never
+    verified by the service) and a creation whose writer stopped after C3: the upload alone
+    is discarded to the deletion path, and the creation is rolled forward to its ready
+    document."""
+    doc_id = new_document_id()
+    discarded = await seed_intent(ledger, tag="committed", doc_id=doc_id)
+    then = await ledger.now() - timedelta(seconds=HOUR)
+    async with ledger.db.session() as session:
+        session.add(UploadRow(
+            id=new_document_id(), mode=UploadMode.DIRECT, blob_name=discarded,
+            document_id=doc_id, attempt="unverified", state="open", length=12, offset=0,
+            handle="", parts="[]", meta="{}", sha256=None, created_at=then, changed_at=then,
+            expires_at=then + timedelta(seconds=HOUR / 2)))
+        await session.commit()
+    created = await seed_intent(ledger, tag="committed")
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.moved_to_deleting, report.errors) == (1, 1, 0), \
+        report
+    found = await documents(ledger)
+    assert doc_id not in found
+    assert [status for status, blob in found.values() if blob == created] == ["ready"]
