@@ -3,9 +3,18 @@ a survivor missing here needs a test). Keyed by mutant id (``scripts/mutate --li
 
 from __future__ import annotations
 
-#: ``a < b`` made ``a <= b`` on the database clock: equal at microsecond resolution only,
-#: which no lease, cutoff or retention relies on
-BOUNDARY = "a boundary of the database clock, equal only to the microsecond: no guard relies on it"
+#: ``a < b`` made ``a <= b`` on the database clock: equal at its resolution only (the
+#: microsecond on PostgreSQL, the millisecond on SQLite), which no lease, cutoff or retention
+#: relies on
+BOUNDARY = ("a boundary of the database clock, equal only to its resolution (the microsecond "
+            "on PostgreSQL, the millisecond on SQLite): it decides only at the very instant a "
+            "lease, age or retention ends, which no step relies on (the leases carry margins)")
+#: the reconciler's ages: ``>`` made ``>=`` (or ``<=`` made ``<``) on an age it measures
+AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run's start "
+                "minus a row's or a blob's time) equals the threshold only to the clocks' "
+                "resolution: it decides only the report or fix at that very instant, as an "
+                "instant later (the thresholds carry margins: older_than is at least the "
+                "upload deadline)")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
@@ -374,6 +383,22 @@ ARGUED: dict[str, str] = {
         "ready first (NotFound otherwise) and deletes it at the version it read; a document "
         "goes only pending -> ready, never back, and ids are new per C1, so the row with "
         "this id is ready whenever it still exists (as _point_document:documents.status)",
+    # the instant a lease, an age or a retention ends, on the database clock
+    "lease:transitions:_take_over:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:transitions:_record_parts:uploads.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:purge_keys:keys.expires_at:le-to-lt": BOUNDARY,
+    "lease:transitions:upload_live:uploads.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:claim:blobs.changed_at:lt-to-le": BOUNDARY,
+    "lease:transitions:claim:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:transitions:claim:blobs.lease_until:lt-to-le#2": BOUNDARY,
+    "lease:transitions:find_key:keys.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:find_upload:uploads.expires_at:le-to-lt": BOUNDARY,
+    "lease:reconciler:past_cutoff:value:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:orphan:older_than:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:uncommitted:older_than:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:uncommitted:deadline:le-to-lt": AGE_BOUNDARY + "; at an age equal to "
+        "the deadline an uncommitted upload is reported, never discarded (that needs an age "
+        "past older_than)",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
