@@ -803,7 +803,9 @@ async def test_a_completion_whose_close_lost_to_a_twins_answers_the_document(
     real = ledger.transitions.close_settled_upload
 
     async def twin_first(found: UploadRecord) -> bool:
-        assert await real(found)  # the twin's close lands first
+        await real(found)  # the twin's close lands first
+        closed = await ledger.transitions.find_upload(found.id)
+        assert closed is not None and closed.state == UploadState.DONE
         return await real(found)
 
     monkeypatch.setattr(ledger.transitions, "close_settled_upload", twin_first)
