@@ -15,14 +15,18 @@ compare-and-set term (or re-check) decides, and each test asserts the harm its a
   a takeover names the intent it takes (an older release's rows share a NULL token), C4
   after a claim commits the writer's own row only and never a fenced one, C4 and the
   failure path touch the request's own key only, and a give-up loses to a claim or to a
-  verification committed under it.
+  verification committed under it;
+- a writer that finds its step failed asks whether the intent is still its own by its
+  token: a completion whose blob a claiming sweeper deleted before its C3 is told it lost;
+- on S3 the sweeper's fence requires its claim's token: a sweeper woken after another
+  claimed the intent (and read the tag a writer's C3 wrote since) fences nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -39,8 +43,8 @@ from blobledger.errors import (
     PreconditionFailed,
 )
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow
-from blobledger.protocol.transitions import Transitions
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow, UploadState
+from blobledger.protocol.transitions import Transitions, UploadRecord
 from blobledger.stores.s3 import S3Store
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers import reconciler
@@ -640,6 +644,56 @@ async def test_a_writer_woken_after_the_sweeper_fenced_its_intent_gets_no_docume
     await settled_ok(ledger)
 
 
+@pytest.mark.parametrize("backend", ["postgresql-s3"], indirect=True)
+async def test_a_sweeper_woken_after_another_claimed_its_intent_fences_nothing(
+    ledger: Ledger, holds: Holds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 (the decision made in the database before any delete): the writer is held
+    after its confirm, past its lease; sweeper 1 claims the intent, reads its tag
+    (``pending``) and is held before it fences the row, past its own lease. The writer does
+    C3 (``committed``) and is held before C4; sweeper 2 claims the intent, reads
+    ``committed`` and is held before it rolls the creation forward. Sweeper 1 wakes: its
+    fence must lose (the claim is not its own any more), so sweeper 2 rolls the document
+    forward and the writer, woken last, gets that document with its bytes."""
+    real = ledger.transitions.fence_swept
+
+    async def held_fence(token: str, names: Sequence[str], **options: Any) -> list[str]:
+        await holds.hit("test.before_fence")
+        return await real(token, names, **options)
+
+    monkeypatch.setattr(ledger.transitions, "fence_swept", held_fence)
+    data = b"bytes two sweepers decide on"
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("two-sweepers.txt", data))
+    await holds.wait("create.after_confirm")
+    settings = ledger.settings
+    ledger.clock_offset = settings.upload_deadline + settings.sweep_after + 1
+    holds.at("test.before_fence")
+    first = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("test.before_fence")
+    holds.at("create.after_tag")
+    holds.go("create.after_confirm")
+    await holds.wait("create.after_tag")
+    ledger.clock_offset += SWEEP_LEASE + 1
+    holds.at("sweep.before_resolve")
+    second = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.before_resolve")
+    holds.go("test.before_fence")
+    report = await outcome(first)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.moved_to_deleting) == (0, 0), report
+    holds.go("sweep.before_resolve")
+    rolled = await outcome(second)
+    assert not isinstance(rolled, BaseException), rolled
+    assert rolled.rolled_forward == 1, rolled
+    holds.go("create.after_tag")
+    doc = await outcome(writer)
+    assert isinstance(doc, Document), doc
+    assert await read(ledger, doc.id) == data
+    assert await rows(ledger) == {doc.blob: BlobState.COMMITTED}
+    assert await stored(ledger) == {doc.blob: "committed"}
+
+
 @pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
 async def test_a_part_stored_across_the_uploads_expiry_is_not_recorded(
     ledger: Ledger, holds: Holds
@@ -682,6 +736,39 @@ async def test_a_completion_that_lost_to_a_claim_leaves_its_upload_open(
     assert await rows(ledger) == {} and await stored(ledger) == {}
 
 
+@pytest.mark.parametrize("backend", SMALL_PARTS, indirect=True)
+async def test_a_completion_whose_blob_a_claiming_sweeper_deleted_is_told_it_lost(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """A tus upload's completion confirmed its intent and is held before C3, past its lease;
+    a sweeper claims the intent, deletes the blob (still tagged ``pending``) and is held
+    before removing the rows. The completion wakes: its C3 finds no blob, and since the
+    intent is the sweeper's now it must say so (IntentLost: the upload was swept), not
+    pass the store's error on as if its own step had failed."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"bytes a sweeper deletes between the confirm and C3"
+    upload = await resumable.create(len(data), {"filename": "late-c3.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    upload = await resumable.find(upload.id)
+    holds.at("tus.after_confirm")
+    completion = started(lambda: resumable.complete(upload))
+    await holds.wait("tus.after_confirm")
+    settings = ledger.settings
+    ledger.clock_offset = settings.upload_deadline + settings.sweep_after + 1
+    holds.at("sweep.after_delete")
+    sweeper = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("sweep.after_delete")
+    assert await stored(ledger) == {}
+    holds.go("tus.after_confirm")
+    lost = await outcome(completion)
+    assert isinstance(lost, IntentLost), lost
+    holds.go("sweep.after_delete")
+    report = await outcome(sweeper)
+    assert not isinstance(report, BaseException), report
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await rows(ledger) == {} and await stored(ledger) == {}
+
+
 async def test_a_failed_creation_takes_only_its_own_upload_row(ledger: Ledger) -> None:
     """A creation's body breaks off while a resumable upload is open: the failure path
     drops the creation's rows and no other upload's, so the upload in flight goes on."""
@@ -695,3 +782,34 @@ async def test_a_failed_creation_takes_only_its_own_upload_row(ledger: Ledger) -
         await ledger.create("failed.txt", broken())
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
+
+
+async def test_a_completion_whose_close_lost_to_a_twins_answers_the_document(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tus upload left open beside its ready document (an older release died between C4
+    and closing it) is completed twice at once: the twin closes the upload between this
+    completion's read of it and its own close, which then loses. The completion must still
+    answer the document (the upload is done), not IntentLost."""
+    resumable = Resumable(ledger, segment=SEGMENT)
+    data = b"made ready by an older release"
+    upload = await resumable.create(len(data), {"name": "twice-closed.bin"})
+    assert await resumable.append(upload, 0, _body(data)) == len(data)
+    doc = await resumable.complete(await resumable.find(upload.id))
+    assert isinstance(doc, Document)
+    async with ledger.db.transaction() as conn:
+        await conn.execute(update(UploadRow).where(UploadRow.id == upload.id)
+                           .values(state=UploadState.OPEN.value))
+    real = ledger.transitions.close_settled_upload
+
+    async def twin_first(found: UploadRecord) -> bool:
+        await real(found)  # the twin's close lands first
+        closed = await ledger.transitions.find_upload(found.id)
+        assert closed is not None and closed.state == UploadState.DONE
+        return await real(found)
+
+    monkeypatch.setattr(ledger.transitions, "close_settled_upload", twin_first)
+    again = await resumable.complete(await resumable.find(upload.id))
+    assert again == doc
+    found = await ledger.transitions.find_upload(upload.id)
+    assert found is not None and found.state == UploadState.DONE

@@ -3,9 +3,18 @@ a survivor missing here needs a test). Keyed by mutant id (``scripts/mutate --li
 
 from __future__ import annotations
 
-#: ``a < b`` made ``a <= b`` on the database clock: equal at microsecond resolution only,
-#: which no lease, cutoff or retention relies on
-BOUNDARY = "a boundary of the database clock, equal only to the microsecond: no guard relies on it"
+#: ``a < b`` made ``a <= b`` on the database clock: equal at its resolution only (the
+#: microsecond on PostgreSQL, the millisecond on SQLite), which no lease, cutoff or retention
+#: relies on
+BOUNDARY = ("a boundary of the database clock, equal only to its resolution (the microsecond "
+            "on PostgreSQL, the millisecond on SQLite): it decides only at the very instant a "
+            "lease, age or retention ends, which no step relies on (the leases carry margins)")
+#: the reconciler's ages: ``>`` made ``>=`` (or ``<=`` made ``<``) on an age it measures
+AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run's start "
+                "minus a row's or a blob's time) equals the threshold only to the clocks' "
+                "resolution: it decides only the report or fix at that very instant, as an "
+                "instant later (the thresholds carry margins: older_than is at least the "
+                "upload deadline)")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
@@ -17,6 +26,10 @@ ARGUED: dict[str, str] = {
     "rowcount:transitions:record_verified:won": UNREAD + " (confirm, C3 and C4 follow)",
     "rowcount:transitions:finish_upload:inverted": UNREAD + " (C4 already decided the upload)",
     "rowcount:transitions:finish_upload:won": UNREAD + " (C4 already decided the upload)",
+    "rowcount:transitions:close_settled_upload:inverted": UNREAD + " (the completion reads "
+        "the upload again after trying to close it, whoever closed it)",
+    "rowcount:transitions:close_settled_upload:won": UNREAD + " (the completion reads the "
+        "upload again after trying to close it, whoever closed it)",
     "rowcount:transitions:remove_abandoned:inverted": UNREAD + " (the deletion path removes "
                                                       "a row left behind)",
     "rowcount:transitions:remove_abandoned:won": UNREAD + " (the deletion path removes a row "
@@ -27,6 +40,15 @@ ARGUED: dict[str, str] = {
     "where:transitions:_drop_expired_key:keys.state": "a pending key has no expires_at (NULL "
         "compares false), so only done keys can match",
     "lease:transitions:_drop_expired_key:keys.expires_at:le-to-lt": BOUNDARY,
+    # a claim's update, in the transaction whose read chose the names (the read's state and
+    # lease terms are killed by tests/sweeper/test_sweeper.py: older unclaimable rows)
+    "where:transitions:claim:blobs.state": "the names were read in this transaction in "
+        "that state and are held: locked FOR UPDATE on PostgreSQL until this transaction "
+        "ends, and on SQLite no other writer runs inside a write transaction (BEGIN "
+        "IMMEDIATE), so the update finds them in the state the read saw",
+    "where:transitions:claim:blobs.lease_until": "the names were read in this transaction "
+        "with `lease_until < NOW` and are held (see claim:blobs.state); NOW is the "
+        "transaction's start on PostgreSQL and never earlier in a later statement on SQLite",
     "rowcount:transitions:claim:lost-check-won": "an empty claim's update matches no row and "
         "returns none: the same answer",
     # an abandoned row's removal, after the abandoner's own delete succeeded
@@ -42,6 +64,11 @@ ARGUED: dict[str, str] = {
         "roll-forward the sweeper would make, as _commit_claimed does) or a retry of the same "
         "key (same name, bytes checked by checksum); a row a sweeper decided to delete is "
         "deleting, which C4 never matches",
+    "where:transitions:remove_swept:blobs.state": "the claim's token (new per claim) pins "
+        "pending rows on the path that calls it (a store whose delete sees the state): a "
+        "row leaves pending under a claim's token with the token kept only by fence_swept "
+        "with keep_claim, which that path never calls (its fence of untagged blobs releases "
+        "the claim); every other step out of pending clears the token",
     "where:transitions:remove_swept:blobs.attempt": "a claimed row changes owner only to "
         "another sweeper past the lease (never to a writer), which removes the same rows after "
         "the same delete; the state term keeps removal to pending rows",
@@ -250,6 +277,24 @@ ARGUED: dict[str, str] = {
     "where:transitions:_give_up:sub.uploads.sha256": "_drop_unverified_upload re-checks "
         "the upload unverified in the same transaction and undoes the give-up otherwise "
         "(see _give_up:exists)",
+    # a claimed, self-tagged, never verified upload to the deletion path (the names term is
+    # killed by tests/sweeper/test_sweeper.py: a committed creation in the same batch)
+    "where:transitions:fence_swept:blobs.state": "the claim's token (new per claim) is on "
+        "pending rows only, but for the names a fence moved to deleting keeping it, and a "
+        "sweeper fences a name at most once: on S3 the fence of blobs read absent or "
+        "pending and the fence of blobs read untagged take disjoint names (one tag read "
+        "each), and on the other stores only the untagged fence runs",
+    "where:transitions:discard_unverified:blobs.state": "the claim's token (new per claim) "
+        "is on pending rows only, but for the names this same sweeper fenced to deleting "
+        "(fence_swept), which it never passes here (they were read absent or pending, these "
+        "committed: see hand_to_deletion:blobs.state)",
+    "where:transitions:discard_unverified:blobs.attempt": "a claimed row changes owner only "
+        "to another sweeper's claim past this one's lease (see hand_to_deletion:blobs."
+        "attempt), which decides the same: the tag it reads is still committed (tags never "
+        "go back) and the SHA-256 still unrecorded (record_verified needs the intent under "
+        "the upload's token, which the first claim replaced for good; no completion got "
+        "past its confirm, which comes after its own record_verified); whichever moves the "
+        "row first, it ends deleting with its document and upload rows gone",
     "where:transitions:discard_unverified:documents.status": "these blobs were pending "
         "until this transaction: a document is ready on a blob, or repointed to one, only "
         "after that blob's row was committed (as _drop_intents:documents.status)",
@@ -272,6 +317,92 @@ ARGUED: dict[str, str] = {
     "read:transitions:commit_replace:documents.status": "begin_replace read the document "
         "ready, and a document never returns to pending (see _point_document:documents."
         "status): the row with this id is ready whenever it still exists",
+    # a writer's look at its own intent after a failed step (owns): the token term is
+    # killed by tests/ledger/test_guards.py (a completion whose blob a claiming sweeper
+    # deleted before its C3)
+    "read:transitions:owns:blobs.name": "the writer's token names one row by itself (see "
+        "_confirm:blobs.name)",
+    # the store's handle of an upload, recorded once by the request that made the upload
+    # (Resumable.create, DirectUploads.begin), right after C1 and before that request
+    # answers with the upload's id: no other request knows the upload yet
+    "where:transitions:set_handle:uploads.id": "the upload's token names one upload row by "
+        "itself (see _record_parts:uploads.id)",
+    "where:transitions:set_handle:uploads.attempt": "uploads.attempt is never updated and "
+        "the token compared is read from this upload's own row (begin's find_upload)",
+    "where:transitions:set_handle:uploads.state": "the upload is still open when its "
+        "creating request records the handle: it is closed only by a completion (which "
+        "needs the upload's id, not yet answered to anyone) or by a roll-forward (which "
+        "needs its blob tagged committed, which needs a completion's C3); a sweeper that "
+        "took it first removed its row, which neither form of the update matches",
+    "where:transitions:set_handle:uploads.handle": "only set_handle writes a handle, and "
+        "only the creating request calls it, once, or twice when the connection was lost "
+        "under the first (once_more_if_lost): the second run then writes the handle the "
+        "first wrote, the same value",
+    # the verified SHA-256 of an upload (record_verified): read only (a) by the sweeper,
+    # for a claimed creation whose blob it found tagged committed (unverified), (b) by
+    # the give-up (_give_up, _drop_unverified_upload), which needs the upload open and
+    # its intent pending under the upload's token, (c) by a completion that read the
+    # upload open (direct.complete: whether a committed tag is its own, `ours`)
+    "where:transitions:record_verified:uploads.id": "the upload's token names one upload "
+        "row by itself (see _record_parts:uploads.id)",
+    "where:transitions:record_verified:uploads.attempt": "uploads.attempt is never "
+        "updated and the token compared is read from this upload's own row (see "
+        "_record_parts:uploads.attempt); the subquery compares the blob's token besides",
+    "where:transitions:record_verified:uploads.state": "a done upload whose intent is "
+        "still pending under its token is an attachment's that a twin completion staged "
+        "(finish_upload; a document's upload is closed only with its blob committed, which "
+        "the subquery refuses); its SHA-256 is read by none of (a)-(c): the sweeper reads "
+        "creations only, the give-up needs the upload open, and a completion answers a done "
+        "upload from what it made (_made) before it looks at the SHA-256",
+    "where:transitions:record_verified:exists": "a verification recorded after the intent "
+        "left this upload changes no decision: every step that takes the intent but a "
+        "claim deletes or closes the upload's row in the same transaction (nothing or a "
+        "done upload matches: see record_verified:uploads.state); under a claim, (b) fails "
+        "on the token the claim replaced for good, and (a) and (c) read the SHA-256 only "
+        "for a blob tagged committed, which is written only by C3, after its completion's "
+        "confirm and so after that completion's own record_verified won (recorded before "
+        "the claim, of the same create-only bytes), or by a client at its PUT (S3's "
+        "x-amz-tagging), which every completion reads before it hashes and refuses",
+    "where:transitions:record_verified:sub.blobs.name": "weaker than dropping the whole "
+        "subquery (see record_verified:exists); besides, the upload's token is on its own "
+        "intent's row only (see _confirm:blobs.name)",
+    "where:transitions:record_verified:sub.blobs.state": "weaker than dropping the whole "
+        "subquery (see record_verified:exists)",
+    "where:transitions:record_verified:sub.blobs.attempt": "weaker than dropping the whole "
+        "subquery (see record_verified:exists)",
+    # a sweeper's claimed rows to the deletion path (hand_to_deletion): the names term is
+    # killed by tests/sweeper/test_sweeper.py (a staged attachment and a rolled-forward
+    # creation in one batch)
+    "where:transitions:hand_to_deletion:blobs.state": "the claim's token (new per claim) "
+        "is on pending rows only, but for the names this same sweeper fenced to deleting "
+        "(fence_swept), which it never passes here (staged attachments and committed "
+        "replacements are other rows of its batch); the deletion path's claim never calls it",
+    "where:transitions:hand_to_deletion:blobs.attempt": "a claimed row changes owner only "
+        "to another sweeper's claim past this one's lease (no writer takes over a claim: "
+        "_unclaimed; A4, C4 and R4 need the writer's token; _commit_claimed only creations), "
+        "and that sweeper decides the same for these rows (a staged attachment, a "
+        "replacement tagged committed: tags never go back): whichever moves the row first, "
+        "it ends deleting with its upload rows gone, and the state term stops the other",
+    "where:transitions:delete_document:documents.status": "ledger.delete read the document "
+        "ready first (NotFound otherwise) and deletes it at the version it read; a document "
+        "goes only pending -> ready, never back, and ids are new per C1, so the row with "
+        "this id is ready whenever it still exists (as _point_document:documents.status)",
+    # the instant a lease, an age or a retention ends, on the database clock
+    "lease:transitions:_take_over:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:transitions:_record_parts:uploads.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:purge_keys:keys.expires_at:le-to-lt": BOUNDARY,
+    "lease:transitions:upload_live:uploads.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:claim:blobs.changed_at:lt-to-le": BOUNDARY,
+    "lease:transitions:claim:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:transitions:claim:blobs.lease_until:lt-to-le#2": BOUNDARY,
+    "lease:transitions:find_key:keys.expires_at:gt-to-ge": BOUNDARY,
+    "lease:transitions:find_upload:uploads.expires_at:le-to-lt": BOUNDARY,
+    "lease:reconciler:past_cutoff:value:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:orphan:older_than:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:uncommitted:older_than:gt-to-ge": AGE_BOUNDARY,
+    "lease:reconciler:uncommitted:deadline:le-to-lt": AGE_BOUNDARY + "; at an age equal to "
+        "the deadline an uncommitted upload is reported, never discarded (that needs an age "
+        "past older_than)",
     # a token's share of uploads
     "lease:transitions:_open_uploads:uploads.expires_at:gt-to-ge": BOUNDARY,
     # detach on the application's connection
@@ -289,8 +420,4 @@ ARGUED: dict[str, str] = {
         "never reused (a new uuid4 per intent), so the row goes only once its blob is gone, "
         "whoever holds the claim now; a sweeper that claimed it past this one's lease "
         "deletes an absent blob and removes nothing (as _drop_abandoned:blobs.attempt)",
-    # stores
-    "store:stores/azure/store:_set_blob_tags:set_blob_tags-without-if_tags_match_condition":
-        "Azurite ignores x-ms-if-tags on Set Blob Tags (the store compares the tags itself "
-        "there), so only real Azure can tell; it needs a test against real Azure",
 }

@@ -88,6 +88,30 @@ async def test_every_store_write_carries_if_none_match(azurite: Azurite) -> None
     assert sum(1 for comp, _, _ in seen if comp == "block") == 5
 
 
+async def test_a_conditioned_retag_asks_the_service_to_condition_it(azurite: Azurite) -> None:
+    """Every conditioned retag (C3's ``committed`` over ``pending``, the deletion path's
+    ``deleting`` over ``committed``) sends its condition as ``x-ms-if-tags``: on the real
+    service that header is the only guard (the store compares the tags itself on the
+    emulator alone, which ignores it), so a retag without it could write tags backwards."""
+    seen: list[str | None] = []
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        if http.method == "PUT" and parse_qs(urlsplit(http.url).query).get("comp") == ["tags"]:
+            seen.append(http.headers.get("x-ms-if-tags"))
+
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       client_options={"raw_request_hook": hook})
+    await store.prepare()
+    async with store:
+        name = new_name()
+        await put(store, name, b"retagged", state="pending")
+        await store.set_tags(name, {"state": "committed"}, if_tags=PENDING)
+        await store.set_tags(name, {"state": "deleting"}, if_tags={"state": "committed"})
+        assert await store.get_tags(name) == {"state": "deleting"}
+    assert seen == ["\"state\" = 'pending'", "\"state\" = 'committed'"]
+
+
 async def test_emulator_ignores_tag_condition_on_set_tags(azurite: Azurite) -> None:
     """A known Azurite gap, asserted rather than skipped: Set Blob Tags ignores x-ms-if-tags
     (the real service enforces it). The store knows it is talking to the emulator, says so

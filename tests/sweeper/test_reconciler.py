@@ -135,6 +135,9 @@ async def test_older_than_below_the_deadline_is_refused(ledger: Ledger) -> None:
         await reconcile(ledger, fix=True, older_than=10)
     assert name in await stored(ledger)
     assert await rows(ledger) == {}
+    # the deadline itself is not shorter than the deadline: accepted
+    report = await reconcile(ledger, fix=False, older_than=ledger.settings.upload_deadline)
+    assert report.blobs == 1
 
 
 @pytest.mark.parametrize("leftover", ["orphan", "uncommitted"])

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from blobledger import IdempotencyInProgress, Ledger, failpoints
-from blobledger._base.names import new_document_id
+from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.protocol.documents import Document
@@ -26,7 +26,7 @@ from blobledger.protocol.models import (
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
 from tests.ledger.test_guards import SMALL_PARTS
-from tests.sweeper.support import HOUR, documents, rows, seed_intent, stored
+from tests.sweeper.support import HOUR, documents, one, rows, seed_intent, stored
 
 PENDING = {"state": "pending"}
 
@@ -344,3 +344,84 @@ async def test_a_fenced_staged_attachment_aborts_only_its_own_parts(ledger: Ledg
     doc = await resumable.complete(await resumable.find(upload.id))
     assert isinstance(doc, Document) and doc.name == "in-flight.txt"
     assert b"".join([chunk async for chunk in ledger.read(doc.id)]) == data
+
+
+async def test_stale_intents_behind_older_unclaimable_rows_are_swept(ledger: Ledger) -> None:
+    """A batch of one, and older than the stale intent: a ready document's committed row
+    and a pending row whose writer is still within its lease. Neither can be claimed, so
+    neither may take the batch's place: the stale intent is swept in this run, the others
+    are left as they are."""
+    ledger.clock_offset = -3 * HOUR
+    doc = await ledger.create("old.txt", b"an old document")
+    ledger.clock_offset = 0
+    live = await seed_intent(ledger, tag="pending", age=2 * HOUR, lease_in=HOUR)
+    stale = await seed_intent(ledger, tag="pending", age=HOUR)
+    report = await Sweeper(ledger, batch=1).run_once()
+    assert (report.swept, report.errors) == (1, 0), report
+    assert await rows(ledger) == {doc.blob: BlobState.COMMITTED, live: BlobState.PENDING}
+    assert stale not in await stored(ledger)
+
+
+async def test_a_stale_staged_attachment_is_fenced_alone_beside_a_rolled_forward_creation(
+    ledger: Ledger,
+) -> None:
+    """One sweep claims a stale staged attachment and a creation whose writer stopped after
+    C3: the attachment alone goes to the deletion path, and the creation is rolled
+    forward to its ready document."""
+    staged = await seed_intent(ledger, tag="pending", kind=BlobKind.ATTACHMENT)
+    created = await seed_intent(ledger, tag="committed")
+    report = await Sweeper(ledger).run_once()
+    assert (report.fenced, report.rolled_forward, report.errors) == (1, 1, 0), report
+    assert [status for status, blob in (await documents(ledger)).values()
+            if blob == created] == ["ready"]
+    assert staged not in await rows(ledger)
+
+
+async def test_the_deletion_path_refuses_nothing_for_an_attachment_held_elsewhere(
+    ledger: Ledger,
+) -> None:
+    """The deletion path runs while an attachment of another owner is attached: it deletes
+    the deleted document's blob and reports no refusal (the attached blob is not one of
+    the rows it claimed)."""
+    now = await ledger.now()
+    held = new_blob_name(ledger.settings.blob_prefix, "held.txt")
+    async with ledger.db.session() as session:
+        session.add(BlobRow(
+            name=held, document_id=None, kind=BlobKind.ATTACHMENT, state=BlobState.ATTACHED,
+            content_type="text/plain", attempt=None, owner_table="invoices", owner_key="7",
+            owner_column="scan", lease_until=now, created_at=now - timedelta(seconds=HOUR),
+            changed_at=now - timedelta(seconds=HOUR)))
+        await session.commit()
+    await ledger.store.put(held, one(b"attached elsewhere"), tags={"state": "committed"})
+    doc = await ledger.create("deleted.txt", b"deleted bytes")
+    await ledger.delete(doc.id, expected_version=doc.version)
+    ledger.clock_offset = 1
+    report = await Sweeper(ledger).run_once()
+    assert (report.deleted, report.refused, report.errors) == (1, 0, 0), report
+    assert await rows(ledger) == {held: BlobState.ATTACHED}
+    assert await stored(ledger) == {held: "committed"}
+
+
+async def test_a_discarded_self_tagged_upload_leaves_a_committed_creation_beside_it(
+        ledger: Ledger) -> None:
+    """One sweep claims a direct upload whose client tagged its blob committed itself (never
+    verified by the service) and a creation whose writer stopped after C3: the upload alone
+    is discarded to the deletion path, and the creation is rolled forward to its ready
+    document."""
+    doc_id = new_document_id()
+    discarded = await seed_intent(ledger, tag="committed", doc_id=doc_id)
+    then = await ledger.now() - timedelta(seconds=HOUR)
+    async with ledger.db.session() as session:
+        session.add(UploadRow(
+            id=new_document_id(), mode=UploadMode.DIRECT, blob_name=discarded,
+            document_id=doc_id, attempt="unverified", state="open", length=12, offset=0,
+            handle="", parts="[]", meta="{}", sha256=None, created_at=then, changed_at=then,
+            expires_at=then + timedelta(seconds=HOUR / 2)))
+        await session.commit()
+    created = await seed_intent(ledger, tag="committed")
+    report = await Sweeper(ledger).run_once()
+    assert (report.rolled_forward, report.moved_to_deleting, report.errors) == (1, 1, 0), \
+        report
+    found = await documents(ledger)
+    assert doc_id not in found
+    assert [status for status, blob in found.values() if blob == created] == ["ready"]

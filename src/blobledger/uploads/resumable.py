@@ -370,7 +370,8 @@ async def finish(owner: Resumable, upload: UploadRecord, intent: Intent, digests
 async def _made_by_another(owner: Resumable, upload_id: str) -> Document | StagedUpload | None:
     """After a lost confirm or C4: what the upload made, if it is done (a twin completion
     finished it, or the sweeper rolled it forward). A document's upload still open beside
-    its ready document (an older release died between C4 and closing it) is closed here."""
+    its ready document (an older release died between C4 and closing it) is closed here,
+    then read again whoever closed it (a twin's close may land first)."""
     transitions = owner.ledger.transitions
     found = await transitions.find_upload(upload_id)
     if found is not None and found.state == UploadState.OPEN and not found.attachment:
