@@ -26,10 +26,6 @@ ARGUED: dict[str, str] = {
     "rowcount:transitions:record_verified:won": UNREAD + " (confirm, C3 and C4 follow)",
     "rowcount:transitions:finish_upload:inverted": UNREAD + " (C4 already decided the upload)",
     "rowcount:transitions:finish_upload:won": UNREAD + " (C4 already decided the upload)",
-    "rowcount:transitions:close_settled_upload:inverted": UNREAD + " (the completion reads "
-        "the upload again after trying to close it, whoever closed it)",
-    "rowcount:transitions:close_settled_upload:won": UNREAD + " (the completion reads the "
-        "upload again after trying to close it, whoever closed it)",
     "rowcount:transitions:remove_abandoned:inverted": UNREAD + " (the deletion path removes "
                                                       "a row left behind)",
     "rowcount:transitions:remove_abandoned:won": UNREAD + " (the deletion path removes a row "
