@@ -1,0 +1,116 @@
+"""Django, configured here and only here: pytest-django's fixtures then work for the tests of
+this folder, and the rest of the suite never sees a Django setting.
+
+``backend`` picks the database and the store of a test: SQLite + disk, PostgreSQL + Azurite,
+PostgreSQL + moto's S3. Each backend keeps one store for the session (its rows and its blobs
+stay consistent across tests); ``sweep`` runs the sweeper and the deletion path as a
+process hours ahead would."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import django
+import pytest
+from django.conf import settings
+
+from tests.django import settings as test_settings
+
+if not settings.configured:
+    settings.configure(**test_settings.SETTINGS)
+    django.setup()
+
+from django.core.files.storage import storages  # noqa: E402
+from django.db import connections  # noqa: E402
+from django.test.utils import override_settings  # noqa: E402
+
+from blobledger.django.conf import close_ledgers, run  # noqa: E402
+from blobledger.django.storage import LedgerStorage  # noqa: E402
+from blobledger.errors import BlobNotFound  # noqa: E402
+from blobledger.protocol.ledger import Ledger  # noqa: E402
+from blobledger.workers.sweeper import Sweeper, SweepReport  # noqa: E402
+from tests.django.routing import ALIAS  # noqa: E402
+
+BACKENDS = ["sqlite-local", "postgresql-azure", "postgresql-s3"]
+_stores: dict[str, dict[str, Any]] = {}
+
+
+def _store_settings(kind: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    found = _stores.get(kind)
+    if found is None:
+        if kind == "local":
+            found = {"STORE_URL": f"file://{test_settings.STORE}"}
+        elif kind == "azure":
+            azurite = request.getfixturevalue("azurite")
+            found = {"STORE_URL": f"azure://d{uuid.uuid4().hex[:20]}",
+                     "AZURE": {"connection_string": azurite.connection_string}}
+        else:
+            moto = request.getfixturevalue("moto")
+            found = {"STORE_URL": f"s3://b{uuid.uuid4().hex[:20]}",
+                     "S3": {"endpoint_url": moto.endpoint_url, "addressing": "path",
+                            "region": "us-east-1"}}
+        _stores[kind] = found
+    return found
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    db_kind, store_kind = str(request.param).split("-")
+    if store_kind == "s3":
+        for key, value in request.getfixturevalue("moto").environment().items():
+            monkeypatch.setenv(key, value)
+    block = {**settings.BLOBLEDGER, **_store_settings(store_kind, request)}
+    ALIAS["current"] = "default" if db_kind == "sqlite" else "pg"
+    try:
+        with override_settings(BLOBLEDGER=block):
+            yield str(request.param)
+    finally:
+        ALIAS["current"] = "default"
+        close_ledgers()
+
+
+def storage() -> LedgerStorage:
+    found = storages["default"]
+    assert isinstance(found, LedgerStorage)
+    return found
+
+
+def state(name: str) -> str | None:
+    """The ledger row's state of a blob (None: no row), on the current database."""
+    with connections[ALIAS["current"]].cursor() as cursor:
+        cursor.execute("SELECT state FROM blobs WHERE name = %s", [name])
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+def stored(name: str) -> bool:
+    """Whether the store holds a blob of that name."""
+    ledger = storage().ledger(ALIAS["current"])
+    try:
+        ledger.run(ledger.ledger.store.stat(name))
+    except BlobNotFound:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/django/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.django_db(transaction=True, databases="__all__"))
+
+
+def sweep(ahead: float) -> SweepReport:
+    """One sweep (stale intents, then the deletion path) by a process ``ahead`` seconds in
+    the future, on the current backend."""
+    current = storage().settings_for(ALIAS["current"])
+
+    async def main() -> SweepReport:
+        async with Ledger.from_settings(current.with_(clock_offset=ahead),
+                                        migrate=False) as ledger:
+            return await Sweeper(ledger).run_once()
+
+    report = run(main())
+    assert not report.errors, report
+    return report

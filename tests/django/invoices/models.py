@@ -1,0 +1,20 @@
+"""The test project's models: invoices with a PDF on the ledger, owned by a customer (for
+cascades), and a note with an optional scan (a second field on the same row)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Customer(models.Model):
+    name = models.CharField(max_length=100)
+
+
+class Invoice(models.Model):
+    number = models.CharField(max_length=20)
+    customer = models.ForeignKey(Customer, null=True, blank=True, on_delete=models.CASCADE)
+    pdf = models.FileField(upload_to="invoices/%Y", max_length=200)
+    scan = models.FileField(upload_to="scans", blank=True, max_length=200)
+
+    def __str__(self) -> str:
+        return self.number
