@@ -23,7 +23,7 @@ if not settings.configured:
     django.setup()
 
 from django.core.files.storage import storages  # noqa: E402
-from django.db import connections  # noqa: E402
+from django.db import connections, transaction  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from blobledger.django.conf import close_ledgers, run  # noqa: E402
@@ -77,6 +77,15 @@ def storage() -> LedgerStorage:
     return found
 
 
+def backend_alias() -> str:
+    return ALIAS["current"]
+
+
+def atomic() -> transaction.Atomic:
+    """``transaction.atomic()`` on the current backend's database."""
+    return transaction.atomic(using=ALIAS["current"])
+
+
 def state(name: str) -> str | None:
     """The ledger row's state of a blob (None: no row), on the current database."""
     with connections[ALIAS["current"]].cursor() as cursor:
@@ -96,21 +105,12 @@ def stored(name: str) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here commits for real (the ledger has connections of its own) on the
+    database of its backend, emptied after it."""
     for item in items:
-        if "tests/django/" in str(item.path).replace("\\", "/"):
-            item.add_marker(pytest.mark.django_db(transaction=True, databases="__all__"))
-
-
-def sweep(ahead: float) -> SweepReport:
-    """One sweep (stale intents, then the deletion path) by a process ``ahead`` seconds in
-    the future, on the current backend."""
-    current = storage().settings_for(ALIAS["current"])
-
-    async def main() -> SweepReport:
-        async with Ledger.from_settings(current.with_(clock_offset=ahead),
-                                        migrate=False) as ledger:
-            return await Sweeper(ledger).run_once()
-
-    report = run(main())
-    assert not report.errors, report
-    return report
+        if "tests/django/" not in str(item.path).replace("\\", "/"):
+            continue
+        callspec = getattr(item, "callspec", None)
+        kind = str(callspec.params.get("backend", "sqlite")) if callspec else "sqlite"
+        databases = ["default"] if kind.startswith("sqlite") else ["default", "pg"]
+        item.add_marker(pytest.mark.django_db(transaction=True, databases=databases))

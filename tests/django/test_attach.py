@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 from django.core.files.base import ContentFile
-from django.db import transaction
 
-from tests.django.conftest import state, storage, stored, sweep
+from tests.django.conftest import atomic, backend_alias, state, storage, stored, sweep
 from tests.django.invoices.models import Customer, Invoice
 
 HOUR = 3600.0
@@ -26,11 +25,11 @@ def test_a_saved_file_is_attached(backend: str) -> None:
     with again.pdf.open("rb") as handle:
         assert handle.read() == b"%PDF-1"
     assert again.pdf.size == 6
-    assert storage().ledger().attachment(name).filename == "a b.pdf"
+    assert storage().ledger(backend_alias()).attachment(name).filename == "a b.pdf"
 
 
 def test_a_rolled_back_atomic_leaves_nothing_visible(backend: str) -> None:
-    with pytest.raises(Boom), transaction.atomic():
+    with pytest.raises(Boom), atomic():
         invoice = Invoice.objects.create(number="INV-2", pdf=ContentFile(b"x", name="x.pdf"))
         name = invoice.pdf.name
         assert state(name) is not None
@@ -45,8 +44,8 @@ def test_a_rolled_back_atomic_leaves_nothing_visible(backend: str) -> None:
 
 
 def test_a_rolled_back_savepoint_rolls_its_attach_back(backend: str) -> None:
-    with transaction.atomic():
-        with pytest.raises(Boom), transaction.atomic():
+    with atomic():
+        with pytest.raises(Boom), atomic():
             lost = Invoice.objects.create(number="INV-4", pdf=ContentFile(b"l", name="l.pdf"))
             assert state(lost.pdf.name) is not None
             raise Boom
@@ -62,9 +61,9 @@ def test_a_rolled_back_savepoint_rolls_its_attach_back(backend: str) -> None:
 def test_files_saved_after_other_writes_of_one_transaction(backend: str) -> None:
     """PostgreSQL: a file field may stage anywhere in a transaction (on SQLite, one writer
     at a time, only before the transaction's first write: docs/django.md)."""
-    with transaction.atomic():
+    with atomic():
         kept = Invoice.objects.create(number="INV-3", pdf=ContentFile(b"k", name="k.pdf"))
-        with pytest.raises(Boom), transaction.atomic():
+        with pytest.raises(Boom), atomic():
             lost = Invoice.objects.create(number="INV-4", pdf=ContentFile(b"l", name="l.pdf"))
             raise Boom
         also = Invoice.objects.create(number="INV-5", pdf=ContentFile(b"a", name="a.pdf"))
@@ -76,7 +75,7 @@ def test_files_saved_after_other_writes_of_one_transaction(backend: str) -> None
 def test_a_replaced_file_goes_only_after_commit_and_grace(backend: str) -> None:
     invoice = Invoice.objects.create(number="INV-5", pdf=ContentFile(b"old", name="o.pdf"))
     old = invoice.pdf.name
-    with transaction.atomic():
+    with atomic():
         invoice.pdf = ContentFile(b"new", name="n.pdf")
         invoice.save()
         new = invoice.pdf.name
@@ -94,7 +93,7 @@ def test_a_replaced_file_goes_only_after_commit_and_grace(backend: str) -> None:
 def test_a_rolled_back_replace_keeps_the_old_file(backend: str) -> None:
     invoice = Invoice.objects.create(number="INV-6", pdf=ContentFile(b"old", name="o.pdf"))
     old = invoice.pdf.name
-    with pytest.raises(Boom), transaction.atomic():
+    with pytest.raises(Boom), atomic():
         invoice.pdf = ContentFile(b"new", name="n.pdf")
         invoice.save()
         raise Boom
@@ -118,7 +117,7 @@ def test_a_cascade_delete_detaches(backend: str) -> None:
     names = [Invoice.objects.create(number=f"C-{i}", customer=customer,
                                     pdf=ContentFile(b"c", name="c.pdf")).pdf.name
              for i in range(2)]
-    with pytest.raises(Boom), transaction.atomic():
+    with pytest.raises(Boom), atomic():
         customer.delete()
         raise Boom
     assert [state(n) for n in names] == ["attached", "attached"]

@@ -34,7 +34,7 @@ from django.db.models.fields.files import FieldFile, FileField
 from django.db.models.signals import post_delete, post_init, post_save
 
 from blobledger.django.sql import DjangoConnection
-from blobledger.django.storage import LedgerStorage
+from blobledger.django.storage import LedgerStorage, using
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.owners import Owner, owner_key
 from blobledger.protocol.transitions import detach_owner, sync_owner_column
@@ -85,6 +85,30 @@ class LedgerFieldFile(FieldFile):
         self._committed = True
         if save:
             self.instance.save()
+
+    def _alias(self) -> str:
+        return self.instance._state.db or router.db_for_read(type(self.instance),
+                                                             instance=self.instance)
+
+    def _get_file(self) -> Any:
+        with using(self._alias()):
+            return super()._get_file()
+
+    file = property(_get_file, FieldFile._set_file, FieldFile._del_file)  # type: ignore[assignment]
+
+    def open(self, mode: str = "rb") -> Any:
+        with using(self._alias()):
+            return super().open(mode)
+
+    @property
+    def size(self) -> int:
+        with using(self._alias()):
+            return super().size
+
+    @property
+    def url(self) -> str:
+        with using(self._alias()):
+            return super().url
 
     def delete(self, save: bool = True) -> None:
         if not self:

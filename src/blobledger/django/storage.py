@@ -21,6 +21,8 @@ owner's transaction: clearing the field, replacing the file or deleting the row)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import mimetypes
 import posixpath
@@ -54,6 +56,20 @@ _GENERATED = re.compile(r"^[0-9a-f]{32}(\.[a-z0-9]{1,16})?$")
 #: staged them): readable before the row's transaction commits
 _staged: weakref.WeakValueDictionary[str, StagedBlob] = weakref.WeakValueDictionary()
 _storages: weakref.WeakSet[LedgerStorage] = weakref.WeakSet()
+#: the Django database of the file being read (a field's file: its row's)
+_using: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "blobledger_using", default=None)
+
+
+@contextlib.contextmanager
+def using(alias: str | None) -> Iterator[None]:
+    """Every storage call inside reads the ledger of the Django database ``alias`` (a
+    model's files live in its row's database; a storage's own is its ``database``)."""
+    token = _using.set(alias)
+    try:
+        yield
+    finally:
+        _using.reset(token)
 
 
 def folder_of(name: str) -> str:
@@ -86,7 +102,7 @@ class LedgerStorage(Storage):
     # -- the ledger ------------------------------------------------------------------------
     def settings_for(self, alias: str | None = None) -> Settings:
         """blobledger's settings for a Django database (cached until settings change)."""
-        alias = alias or self.database
+        alias = alias or _using.get() or self.database
         with self._lock:
             found = self._settings.get(alias)
             if found is None:
