@@ -112,5 +112,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         callspec = getattr(item, "callspec", None)
         kind = str(callspec.params.get("backend", "sqlite")) if callspec else "sqlite"
-        databases = ["default"] if kind.startswith("sqlite") else ["default", "pg"]
+        databases = ["default"] if kind.startswith("sqlite") else ["pg"]
         item.add_marker(pytest.mark.django_db(transaction=True, databases=databases))
+
+
+def sweep(ahead: float) -> SweepReport:
+    """One sweep (stale intents, then the deletion path) by a process ``ahead`` seconds in
+    the future, on the current backend."""
+    current = storage().settings_for(ALIAS["current"])
+
+    async def main() -> SweepReport:
+        async with Ledger.from_settings(current.with_(clock_offset=ahead),
+                                        migrate=False) as ledger:
+            return await Sweeper(ledger).run_once()
+
+    report = run(main())
+    assert not report.errors, report
+    return report
