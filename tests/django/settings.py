@@ -29,7 +29,7 @@ SETTINGS: dict[str, Any] = dict(
         "pg": {"ENGINE": "django.db.backends.postgresql", "NAME": PG_NAME,
                "USER": _pg.username or "postgres", "PASSWORD": _pg.password or "",
                "HOST": _pg.hostname or "127.0.0.1", "PORT": str(_pg.port or 5432),
-               "TEST": {"NAME": f"test_{PG_NAME}"}},
+               "TEST": {"NAME": f"test_{PG_NAME}", "DEPENDENCIES": []}},
     },
     DATABASE_ROUTERS=["tests.django.routing.Router"],
     INSTALLED_APPS=[
