@@ -2,9 +2,8 @@
 this folder, and the rest of the suite never sees a Django setting.
 
 ``backend`` picks the database and the store of a test: SQLite + disk, PostgreSQL + Azurite,
-PostgreSQL + moto's S3. Each backend keeps one store for the session (its rows and its blobs
-stay consistent across tests); ``sweep`` runs the sweeper and the deletion path as a
-process hours ahead would."""
+PostgreSQL + moto's S3; each test gets a fresh store and empty ledger tables. ``sweep``
+runs the sweeper and the deletion path as a process hours ahead would."""
 
 from __future__ import annotations
 
@@ -33,26 +32,24 @@ from blobledger.protocol.ledger import Ledger  # noqa: E402
 from blobledger.workers.sweeper import Sweeper, SweepReport  # noqa: E402
 from tests.django.routing import ALIAS  # noqa: E402
 
-BACKENDS = ["sqlite-local", "postgresql-azure", "postgresql-s3"]
-_stores: dict[str, dict[str, Any]] = {}
+#: every test runs on these two; ``EVERY_BACKEND`` adds PostgreSQL + S3 (moto is slow)
+BACKENDS = ["sqlite-local", "postgresql-azure"]
+EVERY_BACKEND = pytest.mark.parametrize(
+    "backend", [*BACKENDS, "postgresql-s3"], indirect=True)
 
 
 def _store_settings(kind: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    found = _stores.get(kind)
-    if found is None:
-        if kind == "local":
-            found = {"STORE_URL": f"file://{test_settings.STORE}"}
-        elif kind == "azure":
-            azurite = request.getfixturevalue("azurite")
-            found = {"STORE_URL": f"azure://d{uuid.uuid4().hex[:20]}",
-                     "AZURE": {"connection_string": azurite.connection_string}}
-        else:
-            moto = request.getfixturevalue("moto")
-            found = {"STORE_URL": f"s3://b{uuid.uuid4().hex[:20]}",
-                     "S3": {"endpoint_url": moto.endpoint_url, "addressing": "path",
-                            "region": "us-east-1"}}
-        _stores[kind] = found
-    return found
+    """A fresh store for one test (its rows start empty too: ``_empty_ledger``)."""
+    if kind == "local":
+        return {"STORE_URL": f"file://{test_settings.STORE / uuid.uuid4().hex[:12]}"}
+    if kind == "azure":
+        azurite = request.getfixturevalue("azurite")
+        return {"STORE_URL": f"azure://d{uuid.uuid4().hex[:20]}",
+                "AZURE": {"connection_string": azurite.connection_string}}
+    moto = request.getfixturevalue("moto")
+    return {"STORE_URL": f"s3://b{uuid.uuid4().hex[:20]}",
+            "S3": {"endpoint_url": moto.endpoint_url, "addressing": "path",
+                   "region": "us-east-1"}}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -79,8 +76,8 @@ def storage() -> LedgerStorage:
 
 
 def _empty_ledger(alias: str) -> None:
-    """Each test starts with empty ledger tables (two backends share the PostgreSQL
-    database, each with a store of its own; Django's flush leaves these tables alone)."""
+    """Each test starts with empty ledger tables, as its store is a fresh one (Django's
+    flush leaves these tables alone)."""
     with connections[alias].cursor() as cursor:
         for table in ("idempotency_keys", "uploads", "documents", "blobs"):
             cursor.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names

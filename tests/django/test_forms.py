@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from tests.django.conftest import backend_alias, state, stored, sweep
+from tests.django.conftest import EVERY_BACKEND, backend_alias, state, stored, sweep
 from tests.django.invoices.models import Invoice
 
 HOUR = 3600.0
@@ -20,6 +20,7 @@ def pdf(data: bytes, name: str = "inv.pdf") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, data, content_type="application/pdf")
 
 
+@EVERY_BACKEND
 def test_a_model_form_upload(backend: str) -> None:
     response = Client().post("/upload/", {"number": "F-1", "pdf": pdf(b"%PDF form")})
     assert response.status_code == 201, response.content
@@ -29,6 +30,7 @@ def test_a_model_form_upload(backend: str) -> None:
     assert invoice.pdf.name == name and invoice.pdf.read() == b"%PDF form"
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
 def test_a_refused_form_stages_nothing(backend: str) -> None:
     response = Client().post("/upload/", {"number": "", "pdf": pdf(b"%PDF form")})
     assert response.status_code == 400

@@ -82,6 +82,7 @@ def test_times_are_aware_with_use_tz(backend: str) -> None:
         assert default_storage.get_modified_time(name).tzinfo is None
 
 
+@ON_DISK
 def test_a_fields_file_through_the_api(backend: str) -> None:
     invoice = Invoice.objects.create(number="API-1", pdf=ContentFile(b"pdf!", name="a.pdf"))
     name = invoice.pdf.name
@@ -130,6 +131,7 @@ def test_url_streams_through_the_view_on_disk(backend: str) -> None:
     assert client.get(url).status_code == 404
 
 
+@ON_DISK
 def test_a_text_content_file_is_saved_as_utf8(backend: str) -> None:
     invoice = Invoice.objects.create(number="X-1", pdf=ContentFile("héllo", name="h.txt"))
     assert storage().size(invoice.pdf.name) == len("héllo".encode())
