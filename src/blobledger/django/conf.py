@@ -108,7 +108,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     def main() -> None:
         try:
             result.append(asyncio.run(coro))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        except BaseException as exc:
             failure.append(exc)
 
     thread = threading.Thread(target=main, name="blobledger-run")

@@ -81,7 +81,7 @@ class LedgerFieldFile(FieldFile):
                                max_length=self.field.max_length)
         self.instance.__dict__.setdefault(STAGED, {})[self.field.attname] = staged
         self.name = staged.name
-        self._set_instance_attribute(self.name, content)
+        self._set_instance_attribute(self.name, content)  # type: ignore[attr-defined]
         self._committed = True
         if save:
             self.instance.save()
@@ -92,13 +92,15 @@ class LedgerFieldFile(FieldFile):
 
     def _get_file(self) -> Any:
         with using(self._alias()):
-            return super()._get_file()
+            return super()._get_file()  # type: ignore[misc]
 
-    file = property(_get_file, FieldFile._set_file, FieldFile._del_file)  # type: ignore[assignment]
+    file = property(_get_file, FieldFile._set_file,  # type: ignore[attr-defined]
+                    FieldFile._del_file)  # type: ignore[attr-defined]
 
-    def open(self, mode: str = "rb") -> Any:
+    def open(self, mode: str | None = "rb", *args: Any, **kwargs: Any) -> LedgerFieldFile:
         with using(self._alias()):
-            return super().open(mode)
+            super().open(mode or "rb")
+        return self
 
     @property
     def size(self) -> int:
@@ -175,7 +177,7 @@ def _loaded(sender: type[models.Model], instance: models.Model, **_: Any) -> Non
 def _owner(field: FileField, instance: models.Model) -> Owner:
     meta = field.model._meta
     return Owner(meta.db_table, owner_key((getattr(instance, meta.pk.attname),)),
-                 field.column)
+                 str(field.column))
 
 
 def _offset(field: FileField, alias: str) -> float:

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 
 from blobledger.errors import ConfigError
 
 _DIALECTS: dict[str, Dialect] = {
     "sqlite": sqlite.dialect(paramstyle="format"),
-    "postgresql": postgresql.psycopg.dialect(paramstyle="format"),
+    "postgresql": postgresql.psycopg.dialect(paramstyle="format"),  # type: ignore[no-untyped-call]
 }
 
 
@@ -58,7 +59,7 @@ class DjangoConnection:
 
     def execute(self, statement: ClauseElement,
                 params: Mapping[str, Any] | None = None) -> Result:
-        compiled = statement.compile(dialect=self.dialect)
+        compiled = cast(SQLCompiler, statement.compile(dialect=self.dialect))
         state = compiled.construct_expanded_state(dict(params or {}))
         processors: Mapping[str, Any] = state.processors
         args = [processors[key](state.parameters[key]) if key in processors

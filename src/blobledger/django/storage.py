@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from tempfile import SpooledTemporaryFile
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.conf import settings as django_settings
 from django.core.exceptions import SuspiciousFileOperation
@@ -44,6 +44,7 @@ from django.utils.deconstruct import deconstructible
 from blobledger.blocking import BlockingLedger
 from blobledger.config import Settings
 from blobledger.django.conf import blocking_ledger, ledger_settings
+from blobledger.django.links import file_url
 from blobledger.errors import InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
@@ -134,7 +135,7 @@ class LedgerStorage(Storage):
         content_type = getattr(content, "content_type", None) \
             or mimetypes.guess_type(base)[0]
         staged = self.ledger(alias).stage(
-            _Reader(content), content_type=content_type, filename=_filename(base),
+            _as_data(content), content_type=content_type, filename=_filename(base),
             folder=folder or None)
         _staged[staged.name] = staged
         return staged
@@ -146,7 +147,7 @@ class LedgerStorage(Storage):
             or mimetypes.guess_type(name)[0]
         for _ in range(8):
             try:
-                return ledger.create(name, _Reader(content), content_type=content_type).name
+                return ledger.create(name, _as_data(content), content_type=content_type).name
             except NameTaken:  # taken between get_available_name and now: another one
                 name = self.get_available_name(name)
         raise SuspiciousFileOperation(f"no free name like {name!r} after 8 attempts")
@@ -220,10 +221,8 @@ class LedgerStorage(Storage):
         doc = self._document(name)
         if doc is not None:
             ledger = self.ledger()
-            try:
+            with contextlib.suppress(NotFound):
                 ledger.run(ledger.ledger.delete(doc.id))
-            except NotFound:
-                pass
 
     def size(self, name: str) -> int:
         found = self._attachment(name)
@@ -275,8 +274,6 @@ class LedgerStorage(Storage):
         return timezone.make_naive(aware)
 
     def url(self, name: str | None) -> str:
-        from blobledger.django.urls import file_url
-
         if not name:
             raise ValueError("this file has no name")
         return file_url(self, name)
@@ -297,6 +294,11 @@ def _filename(base: str) -> str | None:
         return None
 
 
+def _as_data(content: Any) -> IO[bytes]:
+    """A Django file as the ledger reads it (a binary file object from its start)."""
+    return cast(IO[bytes], _Reader(content))
+
+
 class _Reader:
     """A Django file as the byte stream the ledger reads (text files encoded as UTF-8),
     from its start."""
@@ -305,10 +307,8 @@ class _Reader:
         self.content = content
         seek = getattr(content, "seek", None)
         if callable(seek):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 seek(0)
-            except (OSError, ValueError):
-                pass
 
     def read(self, size: int = -1) -> bytes:
         chunk = self.content.read(size)
@@ -335,11 +335,12 @@ class _WritableFile(File):  # type: ignore[type-arg]
     def close(self) -> None:
         if not self._done:
             self._done = True
-            if not self._binary:
+            if not self._binary and self.file is not None:
                 self.file.flush()
             self._spool.seek(0)
             self._storage.write_document(str(self.name), self._spool.read())
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
 
 def forget_all_settings() -> None:

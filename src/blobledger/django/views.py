@@ -21,6 +21,7 @@ from django.http import (
 from django.utils.http import http_date, parse_http_date_safe
 from django.views.decorators.http import require_safe
 
+from blobledger.django.links import check
 from blobledger.django.storage import LedgerStorage
 from blobledger.errors import NotFound
 from blobledger.stores.base import content_disposition
@@ -54,8 +55,6 @@ def serve(request: HttpRequest, name: str,
     store = storage or default_storage
     if not isinstance(store, LedgerStorage):
         raise Http404("not a ledger storage")
-    from blobledger.django.urls import check
-
     if not check(name, request.GET.get("s", ""), store.url_expiry):
         raise Http404("no such file")
     found, chunks = _find(store, name)

@@ -41,6 +41,7 @@ class CliCommand(BaseCommand):
         parse_known = parser.parse_known_args
 
         def parse_args(args: Any = None, namespace: Any = None) -> argparse.Namespace:
+            known: argparse.Namespace
             known, rest = parse_known(args, namespace)
             known.cli_args = rest  # the subcommand's own, in their order
             return known

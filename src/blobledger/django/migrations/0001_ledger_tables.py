@@ -21,6 +21,5 @@ class Migration(migrations.Migration):
     # the ledger migrates on a connection of its own, outside Django's transaction
     atomic = False
     initial = True
-    dependencies: list[tuple[str, str]] = []
     operations = [migrations.RunPython(upgrade_ledger, migrations.RunPython.noop,
                                        elidable=False)]

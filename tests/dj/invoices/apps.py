@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class InvoicesConfig(AppConfig):
-    name = "tests.django.invoices"
+    name = "tests.dj.invoices"
     label = "invoices"
     default_auto_field = "django.db.models.BigAutoField"

@@ -1,6 +1,6 @@
 from django import forms
 
-from tests.django.invoices.models import Invoice
+from tests.dj.invoices.models import Invoice
 
 
 class InvoiceForm(forms.ModelForm):  # type: ignore[type-arg]

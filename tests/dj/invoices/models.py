@@ -7,14 +7,15 @@ from django.db import models
 
 
 class Customer(models.Model):
-    name = models.CharField(max_length=100)
+    name: models.CharField[str, str] = models.CharField(max_length=100)
 
 
 class Invoice(models.Model):
-    number = models.CharField(max_length=20)
-    customer = models.ForeignKey(Customer, null=True, blank=True, on_delete=models.CASCADE)
+    number: models.CharField[str, str] = models.CharField(max_length=20)
+    customer: models.ForeignKey[Customer | None, Customer | None] = models.ForeignKey(
+        Customer, null=True, blank=True, on_delete=models.CASCADE)
     pdf = models.FileField(upload_to="invoices/%Y", max_length=200)
     scan = models.FileField(upload_to="scans", blank=True, max_length=200)
 
     def __str__(self) -> str:
-        return self.number
+        return str(self.number)

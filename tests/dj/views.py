@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from tests.django.invoices.forms import InvoiceForm
+from tests.dj.invoices.forms import InvoiceForm
 
 
 def upload(request: HttpRequest) -> HttpResponse:

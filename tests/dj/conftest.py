@@ -15,22 +15,22 @@ import django
 import pytest
 from django.conf import settings
 
-from tests.django import settings as test_settings
+from tests.dj import settings as test_settings
 
 if not settings.configured:
     settings.configure(**test_settings.SETTINGS)
     django.setup()
 
-from django.core.files.storage import storages  # noqa: E402
-from django.db import connections, transaction  # noqa: E402
-from django.test.utils import override_settings  # noqa: E402
+from django.core.files.storage import storages
+from django.db import connections, transaction
+from django.test.utils import override_settings
 
-from blobledger.django.conf import close_ledgers, run  # noqa: E402
-from blobledger.django.storage import LedgerStorage  # noqa: E402
-from blobledger.errors import BlobNotFound  # noqa: E402
-from blobledger.protocol.ledger import Ledger  # noqa: E402
-from blobledger.workers.sweeper import Sweeper, SweepReport  # noqa: E402
-from tests.django.routing import ALIAS  # noqa: E402
+from blobledger.django.conf import close_ledgers, run
+from blobledger.django.storage import LedgerStorage
+from blobledger.errors import BlobNotFound
+from blobledger.protocol.ledger import Ledger
+from blobledger.workers.sweeper import Sweeper, SweepReport
+from tests.dj.routing import ALIAS
 
 #: every test runs on these two; ``EVERY_BACKEND`` adds PostgreSQL + S3 (moto is slow)
 BACKENDS = ["sqlite-local", "postgresql-azure"]
@@ -80,7 +80,7 @@ def _empty_ledger(alias: str) -> None:
     flush leaves these tables alone)."""
     with connections[alias].cursor() as cursor:
         for table in ("idempotency_keys", "uploads", "documents", "blobs"):
-            cursor.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+            cursor.execute(f"DELETE FROM {table}")
 
 
 def backend_alias() -> str:
@@ -92,16 +92,18 @@ def atomic() -> transaction.Atomic:
     return transaction.atomic(using=ALIAS["current"])
 
 
-def state(name: str) -> str | None:
+def state(name: str | None) -> str | None:
     """The ledger row's state of a blob (None: no row), on the current database."""
+    assert name
     with connections[ALIAS["current"]].cursor() as cursor:
         cursor.execute("SELECT state FROM blobs WHERE name = %s", [name])
         row = cursor.fetchone()
     return None if row is None else str(row[0])
 
 
-def stored(name: str) -> bool:
+def stored(name: str | None) -> bool:
     """Whether the store holds a blob of that name."""
+    assert name
     ledger = storage().ledger(ALIAS["current"])
     try:
         ledger.run(ledger.ledger.store.stat(name))
@@ -114,7 +116,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here commits for real (the ledger has connections of its own) on the
     database of its backend, emptied after it."""
     for item in items:
-        if "tests/django/" not in str(item.path).replace("\\", "/"):
+        if "tests/dj/" not in str(item.path).replace("\\", "/"):
             continue
         callspec = getattr(item, "callspec", None)
         kind = str(callspec.params.get("backend", "sqlite")) if callspec else "sqlite"

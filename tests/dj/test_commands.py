@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.files.base import ContentFile
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.db import connections
 from django.test import override_settings
 
-from tests.django.conftest import atomic, backend_alias, state, storage, stored
-from tests.django.invoices.models import Invoice
+from tests.dj.conftest import atomic, backend_alias, state, storage, stored
+from tests.dj.invoices.models import Invoice
 
 
 class Boom(Exception):

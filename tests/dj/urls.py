@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from tests.django import views
+from tests.dj import views
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,5 +1,5 @@
 from django.contrib import admin
 
-from tests.django.invoices.models import Invoice
+from tests.dj.invoices.models import Invoice
 
 admin.site.register(Invoice)

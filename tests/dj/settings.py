@@ -31,11 +31,11 @@ SETTINGS: dict[str, Any] = dict(
                "HOST": _pg.hostname or "127.0.0.1", "PORT": str(_pg.port or 5432),
                "TEST": {"NAME": f"test_{PG_NAME}", "DEPENDENCIES": []}},
     },
-    DATABASE_ROUTERS=["tests.django.routing.Router"],
+    DATABASE_ROUTERS=["tests.dj.routing.Router"],
     INSTALLED_APPS=[
         "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
         "django.contrib.sessions", "django.contrib.messages", "blobledger.django",
-        "tests.django.invoices.apps.InvoicesConfig",
+        "tests.dj.invoices.apps.InvoicesConfig",
     ],
     MIGRATION_MODULES={"invoices": None},
     MIDDLEWARE=[
@@ -52,7 +52,7 @@ SETTINGS: dict[str, Any] = dict(
             "django.contrib.auth.context_processors.auth",
             "django.contrib.messages.context_processors.messages"]},
     }],
-    ROOT_URLCONF="tests.django.urls",
+    ROOT_URLCONF="tests.dj.urls",
     STORAGES={
         "default": {"BACKEND": "blobledger.django.LedgerStorage"},
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from tests.django.conftest import EVERY_BACKEND, backend_alias, state, stored, sweep
-from tests.django.invoices.models import Invoice
+from tests.dj.conftest import EVERY_BACKEND, backend_alias, state, stored, sweep
+from tests.dj.invoices.models import Invoice
 
 HOUR = 3600.0
 
@@ -54,7 +54,7 @@ def test_the_admin_adds_and_links(backend: str) -> None:
     assert state(invoice.pdf.name) == "attached"
     page = client.get(f"/admin/invoices/invoice/{invoice.pk}/change/")
     assert page.status_code == 200
-    link = re.search(r'href="([^"]+)">' + re.escape(invoice.pdf.name), page.content.decode())
+    link = re.search(r'href="([^"]+)">' + re.escape(str(invoice.pdf.name)), page.content.decode())
     assert link is not None, "the admin links the current file"
     url = link.group(1).replace("&amp;", "&")
     body = client.get(url).getvalue() if url.startswith("/") else b"signed:" + url.encode()
