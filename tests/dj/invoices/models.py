@@ -3,7 +3,12 @@ cascades), and a note with an optional scan (a second field on the same row)."""
 
 from __future__ import annotations
 
+from django.core.files.storage import FileSystemStorage
 from django.db import models
+
+from tests.dj.settings import ROOT
+
+MEDIA = ROOT / "media"
 
 
 class Customer(models.Model):
@@ -19,3 +24,11 @@ class Invoice(models.Model):
 
     def __str__(self) -> str:
         return str(self.number)
+
+
+class PlainInvoice(models.Model):
+    """The same field on Django's own FileSystemStorage: what Django alone leaves behind
+    (tests/dj/test_django_alone.py)."""
+
+    number: models.CharField[str, str] = models.CharField(max_length=20)
+    pdf = models.FileField(upload_to="plain", storage=FileSystemStorage(location=str(MEDIA)))
