@@ -29,7 +29,7 @@ def test_the_setup_block() -> None:
     setup = blocks()[0]
     assert len(setup.strip().splitlines()) == 5
     namespace: dict[str, Any] = {"urlpatterns": [], "path": path, "include": include}
-    exec(setup, namespace)  # noqa: S102 - the documentation's own code
+    exec(setup, namespace)
     assert "blobledger.django" in namespace["INSTALLED_APPS"]
     assert import_string(namespace["STORAGES"]["default"]["BACKEND"]) is LedgerStorage
     assert namespace["urlpatterns"][0].urlconf_name.__name__ == "blobledger.django.urls"
@@ -42,7 +42,7 @@ def test_the_setup_block() -> None:
 def test_the_usage_block(backend: str) -> None:
     namespace: dict[str, Any] = {"Invoice": Invoice, "ContentFile": ContentFile,
                                  "transaction": _OnBackend()}
-    exec(blocks()[1], namespace)  # noqa: S102 - the documentation's own code
+    exec(blocks()[1], namespace)
     assert namespace["link"]
     replacement = namespace["invoice"].pdf.name
     assert state(replacement) == "deleting" and not Invoice.objects.exists()
