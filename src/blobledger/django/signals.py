@@ -211,7 +211,16 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
                           _offset(field, using), new=created)
         done[field.attname] = name
     if done:
-        transaction.on_commit(lambda: loaded.update(done), using=using)
+        transaction.on_commit(lambda: _committed(values, done), using=using)
+
+
+def _committed(values: dict[str, Any], done: dict[str, str]) -> None:
+    """After the commit: these names are the row's, attached (no A4 on the next save)."""
+    values.setdefault(LOADED, {}).update(done)
+    staged: dict[str, StagedBlob] = values.get(STAGED, {})
+    for attname, name in done.items():
+        if attname in staged and staged[attname].name == name:
+            del staged[attname]
 
 
 def _deleted(sender: type[models.Model], instance: models.Model, using: str,

@@ -161,9 +161,9 @@ class LedgerStorage(Storage):
         for chunk in self._chunks(name):
             spool.write(chunk)
         spool.seek(0)
-        if "b" in mode:
-            return File(spool, name=name)
-        return File(io.TextIOWrapper(spool, encoding="utf-8", newline=None), name=name)
+        handle: Any = spool if "b" in mode else io.TextIOWrapper(
+            spool, encoding="utf-8", newline=None)
+        return _ReadFile(self, handle, name, mode)
 
     def write_document(self, name: str, data: bytes, content_type: str | None = None) -> None:
         """Create the document ``name`` with ``data``, or replace its bytes if it exists."""
@@ -313,6 +313,22 @@ class _Reader:
     def read(self, size: int = -1) -> bytes:
         chunk = self.content.read(size)
         return chunk.encode() if isinstance(chunk, str) else bytes(chunk or b"")
+
+
+class _ReadFile(File):  # type: ignore[type-arg]
+    """A file read from the ledger; closed, ``open()`` reads it again."""
+
+    def __init__(self, storage: LedgerStorage, handle: Any, name: str, mode: str) -> None:
+        super().__init__(handle, name=name)
+        self._storage = storage
+        self.mode = mode
+
+    def open(self, mode: str | None = None, *args: Any, **kwargs: Any) -> _ReadFile:
+        if not self.closed:
+            self.seek(0)
+        else:
+            self.file = self._storage._open(str(self.name), mode or self.mode).file
+        return self
 
 
 class _WritableFile(File):  # type: ignore[type-arg]

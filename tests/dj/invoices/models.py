@@ -32,3 +32,11 @@ class PlainInvoice(models.Model):
 
     number: models.CharField[str, str] = models.CharField(max_length=20)
     pdf = models.FileField(upload_to="plain", storage=FileSystemStorage(location=str(MEDIA)))
+
+
+class Photo(models.Model):
+    """An ImageField on the ledger, with the dimensions Django reads from the file."""
+
+    image = models.ImageField(upload_to="photos", width_field="width", height_field="height")
+    width: models.IntegerField[int, int] = models.IntegerField(null=True)
+    height: models.IntegerField[int, int] = models.IntegerField(null=True)
