@@ -97,7 +97,7 @@ def blobs(var: Path) -> dict[str, str]:
 
 
 def stored(var: Path) -> set[str]:
-    base = var / "blobs"
+    base = var / "blobs" / "blobs"  # the local store keeps its blobs in a folder of its own
     return {str(p.relative_to(base)) for p in base.rglob("*")
             if p.is_file() and not p.name.startswith(".")} if base.exists() else set()
 
