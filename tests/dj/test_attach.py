@@ -143,3 +143,17 @@ def test_a_file_is_never_shared(backend: str) -> None:
     with pytest.raises(InvalidInput):
         Invoice.objects.create(number="S-2", pdf=first.pdf.name)
     assert Invoice.objects.count() == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+def test_with_debug_cursors(backend: str) -> None:
+    """DEBUG's cursors format each statement with its parameters: the ledger's SQL holds no
+    stray percent sign."""
+    from django.db import connections
+    from django.test import override_settings
+
+    with override_settings(DEBUG=True):
+        invoice = Invoice.objects.create(number="D-1", pdf=ContentFile(b"d", name="d.pdf"))
+        logged = [q["sql"] for q in connections[backend_alias()].queries]
+    assert state(invoice.pdf.name) == "attached"
+    assert any("UPDATE blobs" in sql for sql in logged)
