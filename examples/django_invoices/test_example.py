@@ -12,13 +12,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-
 from tests.support.services import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,8 +148,8 @@ def test_killed_at_every_step_of_a_save(var: Path, servers: list[Server]) -> Non
         healthy.stop()
     settle(var)
     found = rows(var)
-    for number, name in acknowledged.items():
-        assert found[number] == name and blobs(var)[name] == "attached"
+    for key, name in acknowledged.items():
+        assert found[key] == name and blobs(var)[name] == "attached"
     # a row committed before its process died (after the commit) is whole; no other is left
     assert set(found) - set(acknowledged) <= {f"K-{KILL_POINTS.index('django.after_commit')}"}
     assert set(blobs(var)) == set(found.values()) == stored(var)
@@ -160,16 +160,7 @@ def test_paused_while_the_sweeper_runs_ahead(var: Path, servers: list[Server]) -
         server = Server(var, f"{point}=stop")
         servers.append(server)
         answer: list[httpx.Response | BaseException] = []
-
-        import threading
-
-        def send(server: Server = server, number: int = number) -> None:
-            try:
-                answer.append(server.upload(f"P-{number}"))
-            except BaseException as exc:  # reported below
-                answer.append(exc)
-
-        sender = threading.Thread(target=send)
+        sender = threading.Thread(target=_send, args=(server, f"P-{number}", answer))
         sender.start()
         deadline = time.monotonic() + 30
         while _state(server.process.pid) != "T":
@@ -188,6 +179,13 @@ def test_paused_while_the_sweeper_runs_ahead(var: Path, servers: list[Server]) -
         assert f"P-{number}" not in rows(var), point
     settle(var)
     assert blobs(var) == {} and stored(var) == set()
+
+
+def _send(server: Server, number: str, answer: list[httpx.Response | BaseException]) -> None:
+    try:
+        answer.append(server.upload(number))
+    except BaseException as exc:
+        answer.append(exc)
 
 
 def _state(pid: int) -> str:
