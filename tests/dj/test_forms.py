@@ -44,7 +44,7 @@ def _admin(backend: str) -> Client:
     return client
 
 
-@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-azure"], indirect=True)
+@EVERY_BACKEND
 def test_the_admin_adds_and_links(backend: str) -> None:
     client = _admin(backend)
     added = client.post("/admin/invoices/invoice/add/", {
@@ -61,7 +61,7 @@ def test_the_admin_adds_and_links(backend: str) -> None:
     assert body == b"first" if backend.startswith("sqlite") else body.startswith(b"signed:")
 
 
-@pytest.mark.parametrize("backend", ["postgresql-azure"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgresql-azure", "postgresql-s3"], indirect=True)
 def test_the_admin_replaces_and_clears(backend: str) -> None:
     """(On SQLite the admin's change view reads the row in its transaction before the
     upload stages: SQLite then refuses the transaction's write, docs/django.md.)"""
