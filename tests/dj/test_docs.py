@@ -56,3 +56,20 @@ class _OnBackend:
         from tests.dj.conftest import atomic
 
         return atomic()
+
+
+def test_settings_come_from_django(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Options over ``BLOBLEDGER`` over ``BLOBLEDGER_*`` settings over the environment;
+    the database is Django's."""
+    from django.test import override_settings
+
+    monkeypatch.setenv("BLOBLEDGER_DELETE_GRACE", "7")
+    monkeypatch.setenv("BLOBLEDGER_UPLOAD_DEADLINE", "8")
+    with override_settings(BLOBLEDGER_UPLOAD_DEADLINE="9", BLOBLEDGER_BLOB_PREFIX="x",
+                           BLOBLEDGER={"blob_prefix": "y", "SWEEP_AFTER": "2m"}):
+        settings = ledger_settings("default", {"sweep_after": 300})
+    assert (settings.delete_grace, settings.upload_deadline) == (7, 9)
+    assert (settings.blob_prefix, settings.sweep_after) == ("y", 300)
+    assert settings.database_url.startswith("sqlite:///") and settings.database_url.endswith(
+        "test.db")
+    assert settings.version_table == "blobledger_version"

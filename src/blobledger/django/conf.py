@@ -11,7 +11,6 @@ must commit with the application's), unless ``DATABASE_URL`` is given explicitly
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
@@ -21,7 +20,7 @@ from django.db import connections
 from sqlalchemy.engine import URL
 
 from blobledger.blocking import BlockingLedger
-from blobledger.config import ENV_PREFIX, Settings, load_settings
+from blobledger.config import ENV_PREFIX, Settings, environment_with, load_settings
 from blobledger.db import EMBEDDED_VERSION_TABLE
 from blobledger.errors import ConfigError
 from blobledger.protocol.ledger import Ledger
@@ -71,7 +70,7 @@ def ledger_settings(alias: str = "default",
     overrides = {**block, **{str(k).lower(): v for k, v in (options or {}).items()}}
     overrides.setdefault("database_url", database_url(alias))
     overrides.setdefault("version_table", EMBEDDED_VERSION_TABLE)
-    return load_settings({**os.environ, **env}, env_file=None, overrides=overrides)
+    return load_settings(environment_with(env), env_file=None, overrides=overrides)
 
 
 # -- one blocking ledger per database and settings, per process --------------------------
