@@ -287,7 +287,7 @@ def sync_owner_column(conn: Any, owner: Owner, items: Sequence[tuple[str, str | 
     for name, attempt in items:
         if name not in missing:
             continue
-        if attempt:
+        if attempt is not None:
             raise AttachLost(
                 f"staged blob {name} can no longer be attached (the sweeper fenced it "
                 "or another owner holds it): stage the bytes again")
