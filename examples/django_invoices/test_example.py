@@ -132,6 +132,7 @@ def test_upload_list_and_download(var: Path, servers: list[Server]) -> None:
     assert stored(var) == {answer.text}
 
 
+@pytest.mark.slow
 def test_killed_at_every_step_of_a_save(var: Path, servers: list[Server]) -> None:
     acknowledged: dict[str, str] = {}
     for number, point in enumerate(KILL_POINTS):
@@ -155,6 +156,7 @@ def test_killed_at_every_step_of_a_save(var: Path, servers: list[Server]) -> Non
     assert set(blobs(var)) == set(found.values()) == stored(var)
 
 
+@pytest.mark.slow
 def test_paused_while_the_sweeper_runs_ahead(var: Path, servers: list[Server]) -> None:
     for number, point in enumerate(PAUSE_POINTS):
         server = Server(var, f"{point}=stop")
