@@ -30,6 +30,7 @@ EXACT: dict[str, list[str]] = {
                               "StagedBlob", "StagedUpload", "has_many_attached",
                               "has_one_attached"],
     "blobledger.testing": ["StoreContract"],
+    "blobledger.django": ["LedgerStorage"],
     "blobledger.stores": ["BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store",
                           "UncommittedInfo", "open_store"],
     "blobledger.stores.azure": ["AzureStore", "BLOCK_SIZE", "CREATE_ONLY", "NO_COMMITTED_BLOB",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
@@ -53,13 +53,33 @@ class BlockingLedger:
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Any coroutine of this ledger (``ledger.ledger.get(...)``), run on its loop."""
+        return self._call(coro)
+
+    def stream(self, chunks: AsyncIterator[bytes]) -> Iterator[bytes]:
+        """An async byte stream of this ledger's (a ``BlobReader``, ``ledger.read``), read
+        chunk by chunk from blocking code."""
+        iterator = aiter(chunks)
+        try:
+            while True:
+                try:
+                    yield self._call(_next(iterator))
+                except StopAsyncIteration:
+                    return
+        finally:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                self._call(close())
+
     # -- attachments ----------------------------------------------------------------------
     def stage(self, data: Data, *, content_type: str | None = None,
               filename: str | None = None, sha256: str | None = None,
-              md5: str | None = None) -> StagedBlob:
+              md5: str | None = None, folder: str | None = None) -> StagedBlob:
         """:meth:`Ledger.stage` (A1-A3); a file object is read off the calling thread."""
         return self._call(self.ledger.stage(data, content_type=content_type,
-                                            filename=filename, sha256=sha256, md5=md5))
+                                            filename=filename, sha256=sha256, md5=md5,
+                                            folder=folder))
 
     def staged_upload(self, upload_id: str) -> StagedUpload:
         """:meth:`Ledger.staged_upload`: the blob a client's attachment upload staged."""

@@ -547,6 +547,12 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         _ORIGINS.reset(token)
 
 
+def environment_with(values: Mapping[str, str]) -> dict[str, str]:
+    """The process's environment with ``values`` over it (variables set elsewhere, such as
+    Django's ``BLOBLEDGER_*`` settings), for :func:`load_settings`."""
+    return {**os.environ, **values}
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """Settings from the environment alone (``os.environ`` unless given); no files read."""
     return load_settings(env, env_file=None)

@@ -9,7 +9,9 @@ Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
 ``create.before_take_over`` (a retry under an idempotency key read the key's record, still
 pending, and has not yet tried to take its intent over),
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
-``stage.after_{insert,upload,confirm,tag}`` (attachments); in uploads that outlive a
+``stage.after_{insert,upload,confirm,tag}`` (attachments); in the Django integration,
+``django.after_attach`` (A4 and the detach ran in the row's transaction, not yet committed)
+and ``django.after_commit`` (committed, before the save returns); in uploads that outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
 ``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
 ``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not
@@ -90,6 +92,12 @@ def set_hook(hook: Hook | None) -> None:
     if hook is not None:
         _HOOK.append(hook)
         _ACTIVE[_HOOKED] = "hook"
+
+
+def armed() -> bool:
+    """Whether any failpoint or hook is active (synchronous callers check before
+    running :func:`hit` on a loop of their own)."""
+    return bool(_ACTIVE)
 
 
 async def hit(point: str) -> None:

@@ -44,10 +44,10 @@ check`` reports (I1). This module never talks to the store and never commits.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Table, Text, event, select
+from sqlalchemy import Table, Text, event
 from sqlalchemy import inspect as orm_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
@@ -55,9 +55,8 @@ from sqlalchemy.types import TypeDecorator
 
 from blobledger.errors import AttachLost, InvalidInput
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
-from blobledger.protocol.models import BlobState
 from blobledger.protocol.owners import Owner, owner_key
-from blobledger.protocol.transitions import attach, blobs, detach_owner, detach_replaced
+from blobledger.protocol.transitions import detach_owner, sync_owner_column
 
 __all__ = [
     "AttachLost",
@@ -159,43 +158,14 @@ def _key(obj: Any, mapper: Mapper[Any]) -> str:
     return owner_key(identity)
 
 
-def _attached_to(conn: Connection, owner: Owner, names: Sequence[str]) -> set[str]:
-    if not names:
-        return set()
-    return set(conn.execute(select(blobs.c.name).where(
-        blobs.c.name.in_(list(names)), blobs.c.state == BlobState.ATTACHED.value,
-        blobs.c.owner_table == owner.table, blobs.c.owner_key == owner.key,
-        blobs.c.owner_column == owner.column)).scalars())
-
-
 def sync_column(conn: Connection, owner: Owner, value: Any, offset: float = 0.0, *,
                 new: bool = False) -> None:
     """Make the blob rows agree with one owner column's new value, on ``conn`` (inside the
-    application's transaction): A4 for staged blobs, a check that every other attachment is
-    already this column's, detach for whatever the column no longer holds (nothing to detach
-    on a ``new`` owner row)."""
-    items = _values(value)
-    names = [item.name for item in items]
-    if len(set(names)) != len(names):
-        raise InvalidInput("an attachment appears twice in one column")
-    held = []
-    for item in items:
-        if isinstance(item, StagedBlob) and item.attempt and attach(
-                conn, item.name, item.attempt, owner, offset):
-            continue
-        held.append(item.name)  # must already be attached here (or A4 lost)
-    missing = set(held) - _attached_to(conn, owner, held)
-    for item in items:
-        if item.name not in missing:
-            continue
-        if isinstance(item, StagedBlob):
-            raise AttachLost(
-                f"staged blob {item.name} can no longer be attached (the sweeper fenced it "
-                "or another owner holds it): stage the bytes again")
-        raise InvalidInput(f"attachment {item.name} is not attached to {owner.table} "
-                           f"{owner.key}.{owner.column}: stage the bytes for a new owner")
-    if not new:
-        detach_replaced(conn, owner, names, offset)
+    application's transaction): :func:`~blobledger.protocol.transitions.sync_owner_column`
+    with each staged blob's token."""
+    sync_owner_column(conn, owner, [
+        (item.name, item.attempt if isinstance(item, StagedBlob) else None)
+        for item in _values(value)], offset, new=new)
 
 
 @event.listens_for(Session, "after_flush")

@@ -87,6 +87,14 @@ class State:
         self.env_file = env_file
         self._settings: Settings | None = None
 
+    @classmethod
+    def of(cls, settings: Settings) -> State:
+        """The state of a command run with these settings, read elsewhere (Django's
+        management commands: from ``settings.py``)."""
+        state = cls(None, None)
+        state._settings = settings
+        return state
+
     @property
     def settings(self) -> Settings:
         if self._settings is None:

@@ -46,4 +46,7 @@ def _sqlite(element: db_now, compiler: Any, **kw: Any) -> str:
     (seconds,) = element.clauses
     # SQLAlchemy stores SQLite datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff'; %f gives SS.SSS.
     value = compiler.process(seconds, **kw)
-    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', printf('%+.3f seconds', {value}))"
+    sql = "strftime('%Y-%m-%d %H:%M:%f000', 'now', printf('%+.3f seconds', {}))"
+    if compiler.dialect.paramstyle in ("format", "pyformat"):  # '%' is then escaped as '%%'
+        sql = sql.replace("%", "%%")
+    return sql.format(value)

@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from blobledger import failpoints, telemetry
 from blobledger._base import metrics
 from blobledger._base.names import (
+    check_blob_name,
     check_content_type,
     check_document_name,
     check_name_prefix,
@@ -527,16 +528,20 @@ class Ledger:
         filename: str | None = None,
         sha256: str | None = None,
         md5: str | None = None,
+        folder: str | None = None,
     ) -> StagedBlob:
         """A1 (a pending row, owned by no document), A2 (create-only upload, tagged pending),
         confirm (still this attempt's; digests recorded), A3 (tagged committed). The staged
         blob belongs to nobody until an application's transaction attaches it (A4,
-        :mod:`blobledger.sqlalchemy`); never attached, the sweeper fences and deletes it."""
+        :mod:`blobledger.sqlalchemy`); never attached, the sweeper fences and deletes it.
+        ``folder`` (segments such as ``invoices/2026``) goes between the blob prefix and
+        the generated part of the blob's name."""
         content_type = check_content_type(content_type)
         if filename is not None:
             filename = check_document_name(filename)
+        prefix = self.settings.blob_prefix + (f"/{folder}" if folder else "")
         intent = Intent(
-            blob_name=new_blob_name(self.settings.blob_prefix, filename or ""),
+            blob_name=check_blob_name(new_blob_name(prefix, filename or "")),
             document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
             content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
         await self.inserted(intent, self.transitions.begin_stage(intent, filename))  # A1

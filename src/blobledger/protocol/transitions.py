@@ -13,7 +13,8 @@ lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, 
 
 Attachments (``Ledger.stage`` and :mod:`blobledger.sqlalchemy`): A1 :meth:`begin_stage`,
 :meth:`confirm_staged` (before A3, recording the digests); A4 :func:`attach` and the detach
-steps :func:`detach_replaced` and :func:`detach_owner` are plain functions on the
+steps :func:`detach_replaced` and :func:`detach_owner` (with :func:`sync_owner_column`, what
+an integration calls for one owner column) are plain functions on the
 *application's* connection, so that they commit or roll back with the application's own
 write (they never open a transaction of their own).
 
@@ -47,7 +48,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.config import Settings, sweep_margin
 from blobledger.db import Database
-from blobledger.errors import Digests, NameTaken, QuotaExceeded
+from blobledger.errors import AttachLost, Digests, InvalidInput, NameTaken, QuotaExceeded
 from blobledger.protocol.clock import at
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import (
@@ -256,6 +257,44 @@ def detach_owner(conn: Any, table: str, key: str, offset: float = 0.0) -> int:
         update(blobs).where(*_owned).values(state=DELETING, changed_at=NOW, lease_until=NOW),
         dict(o_table=table, o_key=key, now_s=offset))
     return _count(result)
+
+
+def attached_to(conn: Any, owner: Owner, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` are attached to the owner's column (on the application's
+    connection, inside its transaction)."""
+    if not names:
+        return set()
+    return set(conn.execute(select(blobs.c.name).where(
+        blobs.c.name.in_(list(names)), blobs.c.state == ATTACHED,
+        blobs.c.owner_table == owner.table, blobs.c.owner_key == owner.key,
+        blobs.c.owner_column == owner.column)).scalars())
+
+
+def sync_owner_column(conn: Any, owner: Owner, items: Sequence[tuple[str, str | None]],
+                      offset: float = 0.0, *, new: bool = False) -> None:
+    """Make the blob rows agree with one owner column's new value, on ``conn`` (inside the
+    application's transaction). ``items`` are the blobs the column now holds, each with the
+    token that staged it (``None`` for a blob attached before): A4 for each staged one, a
+    check that every other one is already this column's, then the detach of whatever the
+    column no longer holds (nothing to detach on a ``new`` owner row). AttachLost if a
+    staged blob can no longer be attached, InvalidInput if a blob belongs elsewhere."""
+    names = [name for name, _ in items]
+    if len(set(names)) != len(names):
+        raise InvalidInput("an attachment appears twice in one column")
+    held = [name for name, attempt in items
+            if not (attempt and attach(conn, name, attempt, owner, offset))]
+    missing = set(held) - attached_to(conn, owner, held)
+    for name, attempt in items:
+        if name not in missing:
+            continue
+        if attempt is not None:
+            raise AttachLost(
+                f"staged blob {name} can no longer be attached (the sweeper fenced it "
+                "or another owner holds it): stage the bytes again")
+        raise InvalidInput(f"attachment {name} is not attached to {owner.table} "
+                           f"{owner.key}.{owner.column}: stage the bytes for a new owner")
+    if not new:
+        detach_replaced(conn, owner, names, offset)
 
 
 @dataclass

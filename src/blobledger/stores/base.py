@@ -23,6 +23,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import overload
+from urllib.parse import quote
 
 from blobledger.errors import ConditionNotMet, Digests, IntegrityError, StoreError
 
@@ -182,6 +183,15 @@ class ByteReader:
                 self._pending[0] = view[need:]
                 need = 0
         return b"".join(parts)
+
+
+def content_disposition(filename: str | None) -> str | None:
+    """``attachment`` with the file's name (RFC 6266: an ASCII fallback and the UTF-8 form),
+    or None without a name."""
+    if not filename:
+        return None
+    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:
@@ -368,6 +378,14 @@ class Store(abc.ABC):
         Azure's SAS, creates the blob untagged and counts that as ``pending``), never
         overwriting; None where the store has none (the service then receives the bytes
         itself, and refuses any byte past ``size``)."""
+        return None
+
+    async def direct_get(self, name: str, *, expires_in: float,
+                         filename: str | None = None) -> str | None:
+        """A short-lived URL through which a client can read ``name`` (and nothing else),
+        answered with ``Content-Disposition: attachment; filename=...`` when ``filename``
+        is given; None where the store cannot sign one (an application then streams the
+        bytes itself)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:

@@ -68,6 +68,7 @@ from blobledger.stores.base import (
     Store,
     Tags,
     UncommittedInfo,
+    content_disposition,
     tags_match,
     verify,
 )
@@ -516,6 +517,27 @@ class AzureStore(Store):
         return DirectPut(url=f"{url}?{sas}", expires_at=expires_at, headers={
             "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
             "Content-Type": content_type})
+
+    async def direct_get(self, name: str, *, expires_in: float,
+                         filename: str | None = None) -> str | None:
+        """A service SAS for this one blob with the read permission only (``r``), its
+        ``Content-Disposition`` fixed by the signature; None without an account key."""
+        check_blob_name(name)
+        self._client()
+        credential = getattr(self._service, "credential", None)
+        key = getattr(credential, "account_key", None)
+        account = getattr(credential, "account_name", None)
+        if not key or not account:
+            return None
+        now = datetime.now(UTC)
+        sas = generate_blob_sas(account_name=account, container_name=self.container_name,
+                                blob_name=name, account_key=key,
+                                permission=BlobSasPermissions(read=True),
+                                expiry=now + timedelta(seconds=expires_in),
+                                start=now - timedelta(minutes=5),
+                                content_disposition=content_disposition(filename))
+        url = self._client().get_blob_client(name).url.split("?", 1)[0]
+        return f"{url}?{sas}"
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
         with map_errors(name):

@@ -58,6 +58,7 @@ from blobledger.stores.base import (
     Store,
     Tags,
     UncommittedInfo,
+    content_disposition,
     tags_match,
     verify,
 )
@@ -409,6 +410,18 @@ class S3Store(Store):
                          + timedelta(seconds=int(expires_in)), headers={
             "If-None-Match": "*", "x-amz-tagging": tagging, "Content-Type": content_type,
             "Content-Length": str(size)})
+
+    async def direct_get(self, name: str, *, expires_in: float,
+                         filename: str | None = None) -> str | None:
+        """A presigned GetObject of this one key, answered with the file's name in
+        ``Content-Disposition``."""
+        s3 = await self._client()
+        params = {"Bucket": self.bucket, "Key": self._key(name)}
+        disposition = content_disposition(filename)
+        if disposition is not None:
+            params["ResponseContentDisposition"] = disposition
+        return str(await s3.generate_presigned_url("get_object", Params=params,
+                                                   ExpiresIn=int(expires_in)))
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self._abort(self._key(name), handle)

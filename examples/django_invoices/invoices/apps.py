@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InvoicesConfig(AppConfig):
+    name = "examples.django_invoices.invoices"
+    label = "invoices"

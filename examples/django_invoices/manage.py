@@ -1,0 +1,13 @@
+#!/usr/bin/env python
+"""The example Django project's manage.py (``scripts/example-django`` runs it)."""
+
+import os
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "examples.django_invoices.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)

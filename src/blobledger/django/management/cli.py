@@ -1,0 +1,69 @@
+"""Management commands that are the ``blobledger`` command's own subcommands, run with the
+settings of Django's ``settings.py`` (those of the default storage when it is a
+``LedgerStorage``, for the database ``--database``).
+
+Every argument after Django's own goes to the subcommand as given:
+``manage.py blobledger_sweep --interval 5m``, ``manage.py blobledger_check --settled``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+import click
+from django.core.files.storage import storages
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS
+
+from blobledger.cli import State
+from blobledger.config import Settings
+from blobledger.django.conf import ledger_settings
+from blobledger.django.storage import LedgerStorage
+
+
+def django_settings(alias: str) -> Settings:
+    """blobledger's settings for a Django database, with the default storage's options."""
+    storage = storages["default"]
+    if isinstance(storage, LedgerStorage):
+        return storage.settings_for(alias)
+    return ledger_settings(alias)
+
+
+class CliCommand(BaseCommand):
+    """One ``blobledger`` subcommand (``subcommand``: its module in ``blobledger.cli``)."""
+
+    subcommand = ""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parse_known = parser.parse_known_args
+
+        def parse_args(args: Any = None, namespace: Any = None) -> argparse.Namespace:
+            known: argparse.Namespace
+            known, rest = parse_known(args, namespace)
+            known.cli_args = rest  # the subcommand's own, in their order
+            return known
+
+        parser.parse_args = parse_args  # type: ignore[method-assign, assignment]
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--database", default=DEFAULT_DB_ALIAS,
+                            help="the Django database whose ledger to work on")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        command = importlib.import_module(f"blobledger.cli.{self.subcommand}").command
+        try:
+            code = command.main(args=[*args, *options["cli_args"]],
+                                prog_name=f"manage.py blobledger_{self.subcommand}",
+                                obj=State.of(django_settings(options["database"])),
+                                standalone_mode=False)
+        except click.ClickException as exc:
+            raise CommandError(exc.format_message(), returncode=exc.exit_code) from exc
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        if code:
+            raise CommandError(f"blobledger {self.subcommand} exited with status {code}",
+                               returncode=int(code))

@@ -1,0 +1,242 @@
+"""A4 and the detach in the row's own transaction, on Django's connection.
+
+For every model with a ``FileField`` (or ``ImageField``) on a :class:`LedgerStorage`,
+:func:`hook` arranges, when the app is ready:
+
+- the field's files stage their bytes (A1-A3) when Django saves them (``pre_save``, or
+  ``instance.pdf.save(...)``), and ``instance.pdf.delete()`` only clears the field;
+- the model's ``save_base`` runs inside ``atomic(savepoint=False)`` (as Django does for a
+  model with parents), so that the row's INSERT or UPDATE and the ``post_save`` receiver
+  below share one transaction even in autocommit mode;
+- ``post_save``: for each changed field, A4 for the blob it now holds and the detach
+  (``attached -> deleting``) of the one it held before, on the save's connection, after the
+  row's write (which locks the row);
+- ``post_delete`` (sent for ``Model.delete``, cascades and ``QuerySet.delete``: a receiver
+  turns Django's fast delete off for the model): the owner's blobs go ``attached ->
+  deleting``, inside the delete's transaction.
+
+A rolled-back ``atomic()`` (or savepoint) rolls the attach and the detach back with the row;
+the staged bytes stay ``pending`` for the sweeper. ``QuerySet.update``, ``bulk_create``,
+``bulk_update``, raw SQL and ``loaddata`` (raw saves) send no signal: they attach and detach
+nothing (``blobledger_check`` reports attached blobs their owner no longer holds).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+from django.db import models, router, transaction
+from django.db.models.fields.files import FieldFile, FileField
+from django.db.models.signals import post_delete, post_init, post_save
+
+from blobledger import failpoints
+from blobledger.django.conf import run
+from blobledger.django.sql import DjangoConnection
+from blobledger.django.storage import LedgerStorage, using
+from blobledger.protocol.attachments import StagedBlob
+from blobledger.protocol.owners import Owner, owner_key
+from blobledger.protocol.transitions import detach_owner, sync_owner_column
+
+#: instance attributes: the blobs its fields staged, the names its fields held when loaded
+STAGED = "_blobledger_staged"
+LOADED = "_blobledger_loaded"
+_saving: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "blobledger_saving", default=None)
+_fields: dict[type[models.Model], list[FileField]] = {}
+_file_classes: dict[type[FieldFile], type[FieldFile]] = {}
+
+
+def ledger_fields(model: type[models.Model]) -> list[FileField]:
+    """The model's file fields whose storage is a :class:`LedgerStorage` (cached)."""
+    found = _fields.get(model)
+    if found is None:
+        found = [field for field in model._meta.concrete_fields
+                 if isinstance(field, FileField) and isinstance(field.storage, LedgerStorage)]
+        _fields[model] = found
+    return found
+
+
+def _name(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return str(getattr(value, "name", "") or "")
+
+
+class LedgerFieldFile(FieldFile):
+    """A field's file on the ledger: saving stages, deleting clears the field."""
+
+    def save(self, name: str, content: Any, save: bool = True) -> None:
+        storage = self.storage
+        assert isinstance(storage, LedgerStorage)
+        original = name
+        name = self.field.generate_filename(self.instance, name)
+        alias = _saving.get() or router.db_for_write(type(self.instance),
+                                                     instance=self.instance)
+        staged = storage.stage(name, content, alias=alias,
+                               filename=posixpath.basename(original or ""),
+                               max_length=self.field.max_length)
+        self.instance.__dict__.setdefault(STAGED, {})[self.field.attname] = staged
+        self.name = staged.name
+        self._set_instance_attribute(self.name, content)  # type: ignore[attr-defined]
+        self._committed = True
+        if save:
+            self.instance.save()
+
+    def _alias(self) -> str:
+        return self.instance._state.db or router.db_for_read(type(self.instance),
+                                                             instance=self.instance)
+
+    def _get_file(self) -> Any:
+        with using(self._alias()):
+            return super()._get_file()  # type: ignore[misc]
+
+    file = property(_get_file, FieldFile._set_file,  # type: ignore[attr-defined]
+                    FieldFile._del_file)  # type: ignore[attr-defined]
+
+    def open(self, mode: str | None = "rb", *args: Any, **kwargs: Any) -> LedgerFieldFile:
+        with using(self._alias()):
+            super().open(mode or "rb")
+        return self
+
+    @property
+    def size(self) -> int:
+        with using(self._alias()):
+            return super().size
+
+    @property
+    def url(self) -> str:
+        with using(self._alias()):
+            return super().url
+
+    def delete(self, save: bool = True) -> None:
+        if not self:
+            return
+        if hasattr(self, "_file"):
+            self.close()
+            del self.file
+        self.name = None
+        setattr(self.instance, self.field.attname, self.name)
+        self._committed = False
+        if save:
+            self.instance.save()
+
+
+def _file_class(base: type[FieldFile]) -> type[FieldFile]:
+    found = _file_classes.get(base)
+    if found is None:
+        if issubclass(base, LedgerFieldFile):
+            found = base
+        else:
+            found = type(f"Ledger{base.__name__}", (LedgerFieldFile, base), {})
+        _file_classes[base] = found
+    return found
+
+
+def hook(model: type[models.Model]) -> bool:
+    """Arrange A4 and the detach for one model (nothing if it has no ledger file field)."""
+    fields = ledger_fields(model)
+    if not fields or model._meta.abstract:
+        return False
+    for field in fields:
+        field.attr_class = _file_class(field.attr_class)
+    if not getattr(model.save_base, "_blobledger", False):
+        model.save_base = _atomic(model.save_base)  # type: ignore[method-assign]
+    uid = f"blobledger:{model._meta.label}"
+    post_init.connect(_loaded, sender=model, weak=False, dispatch_uid=uid)
+    post_save.connect(_saved, sender=model, weak=False, dispatch_uid=uid)
+    post_delete.connect(_deleted, sender=model, weak=False, dispatch_uid=uid)
+    return True
+
+
+def _atomic(save_base: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(save_base)
+    def atomic_save_base(self: models.Model, *args: Any, **kwargs: Any) -> Any:
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        kwargs["using"] = using
+        token = _saving.set(using)
+        try:
+            with transaction.atomic(using=using, savepoint=False):
+                return save_base(self, *args, **kwargs)
+        finally:
+            _saving.reset(token)
+
+    atomic_save_base._blobledger = True  # type: ignore[attr-defined]
+    return atomic_save_base
+
+
+def _loaded(sender: type[models.Model], instance: models.Model, **_: Any) -> None:
+    values = instance.__dict__
+    values[LOADED] = {field.attname: _name(values[field.attname])
+                      for field in ledger_fields(sender) if field.attname in values}
+
+
+def _owner(field: FileField, instance: models.Model) -> Owner:
+    meta = field.model._meta
+    return Owner(meta.db_table, owner_key((getattr(instance, meta.pk.attname),)),
+                 str(field.column))
+
+
+def _offset(field: FileField, alias: str) -> float:
+    storage = field.storage
+    assert isinstance(storage, LedgerStorage)
+    return float(storage.settings_for(alias).clock_offset)
+
+
+def _saved(sender: type[models.Model], instance: models.Model, created: bool, raw: bool,
+           using: str, update_fields: frozenset[str] | None, **_: Any) -> None:
+    if raw:
+        return
+    values = instance.__dict__
+    loaded: dict[str, str] = values.setdefault(LOADED, {})
+    staged: dict[str, StagedBlob] = values.get(STAGED, {})
+    conn: DjangoConnection | None = None
+    done: dict[str, str] = {}
+    for field in ledger_fields(sender):
+        if field.attname not in values:
+            continue  # deferred: not written
+        if update_fields is not None and field.name not in update_fields \
+                and field.attname not in update_fields:
+            continue
+        name = _name(values[field.attname])
+        mine = staged.get(field.attname)
+        attempt = mine.attempt if mine is not None and mine.name == name else None
+        if attempt is None and (not name if created else loaded.get(field.attname) == name):
+            continue
+        conn = conn or DjangoConnection(using)
+        sync_owner_column(conn, _owner(field, instance), [(name, attempt)] if name else [],
+                          _offset(field, using), new=created)
+        done[field.attname] = name
+    if done:
+        transaction.on_commit(lambda: _committed(values, done), using=using)
+        _failpoint("django.after_attach")
+
+
+def _failpoint(point: str) -> None:
+    if failpoints.armed():
+        run(failpoints.hit(point))
+
+
+def _committed(values: dict[str, Any], done: dict[str, str]) -> None:
+    """After the commit: these names are the row's, attached (no A4 on the next save)."""
+    _failpoint("django.after_commit")
+    values.setdefault(LOADED, {}).update(done)
+    staged: dict[str, StagedBlob] = values.get(STAGED, {})
+    for attname, name in done.items():
+        if attname in staged and staged[attname].name == name:
+            del staged[attname]
+
+
+def _deleted(sender: type[models.Model], instance: models.Model, using: str,
+             **_: Any) -> None:
+    fields = ledger_fields(sender)
+    conn = DjangoConnection(using)
+    for table, field in {field.model._meta.db_table: field for field in fields}.items():
+        meta = field.model._meta
+        detach_owner(conn, table, owner_key((getattr(instance, meta.pk.attname),)),
+                     _offset(field, using))

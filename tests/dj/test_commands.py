@@ -1,0 +1,66 @@
+"""The management commands run the command line's own subcommands with Django's settings;
+the app's migration created the ledger's tables in each database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.management import CommandError, call_command
+from django.db import connections
+from django.test import override_settings
+
+from tests.dj.conftest import atomic, backend_alias, state, storage, stored
+from tests.dj.invoices.models import Invoice
+
+
+class Boom(Exception):
+    pass
+
+
+def test_the_migration_made_the_ledgers_tables(backend: str) -> None:
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT version_num FROM blobledger_version")
+        assert cursor.fetchone() is not None
+        cursor.execute("SELECT count(*) FROM blobs")
+        assert cursor.fetchone() is not None
+
+
+def test_sweep_and_check(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(Boom), atomic():
+        lost = Invoice.objects.create(number="M-1", pdf=ContentFile(b"m", name="m.pdf")).pdf.name
+        raise Boom
+    call_command("blobledger_check", "--json", database=backend_alias())
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True
+    call_command("blobledger_sweep", "--once", database=backend_alias())
+    assert state(lost) == "pending"  # not before its age
+    block = {**settings.BLOBLEDGER, "CLOCK_OFFSET": 3600}
+    with override_settings(BLOBLEDGER=block):
+        call_command("blobledger_sweep", "--once", database=backend_alias())
+    with override_settings(BLOBLEDGER={**block, "CLOCK_OFFSET": 7200}):
+        call_command("blobledger_sweep", "--once", database=backend_alias())
+    assert state(lost) is None and not stored(lost)
+    out = capsys.readouterr().out
+    assert '"swept"' in out or "swept" in out
+
+
+def test_reconcile_and_doctor(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Invoice.objects.create(number="R-1", pdf=ContentFile(b"r", name="r.pdf"))
+    call_command("blobledger_reconcile", "--json", database=backend_alias())
+    reconciled = capsys.readouterr().out
+    call_command("blobledger_doctor", "--json", database=backend_alias())
+    doctor = json.loads(capsys.readouterr().out)
+    report = json.loads(reconciled)
+    assert report["rows"] >= 1 and report["findings_total"] == 0 and report["exit_code"] == 0
+    assert doctor["ok"] is True
+    assert doctor["store"].startswith(storage().settings_for(backend_alias()).store_url)
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+def test_a_failing_subcommand_is_a_command_error(backend: str) -> None:
+    with pytest.raises(CommandError) as raised:
+        call_command("blobledger_sweep", "--once", "--interval", "5m")
+    assert "exclude each other" in str(raised.value)
