@@ -43,8 +43,8 @@ from blobledger.errors import (
     PreconditionFailed,
 )
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow, UploadState
-from blobledger.protocol.transitions import Transitions, UploadRecord
+from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, UploadRow
+from blobledger.protocol.transitions import Transitions
 from blobledger.stores.s3 import S3Store
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers import reconciler
@@ -782,34 +782,3 @@ async def test_a_failed_creation_takes_only_its_own_upload_row(ledger: Ledger) -
         await ledger.create("failed.txt", broken())
     found = await ledger.transitions.find_upload(upload.id)
     assert found is not None and found.state == "open" and found.blob_name == upload.blob_name
-
-
-async def test_a_completion_whose_close_lost_to_a_twins_answers_the_document(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A tus upload left open beside its ready document (an older release died between C4
-    and closing it) is completed twice at once: the twin closes the upload between this
-    completion's read of it and its own close, which then loses. The completion must still
-    answer the document (the upload is done), not IntentLost."""
-    resumable = Resumable(ledger, segment=SEGMENT)
-    data = b"made ready by an older release"
-    upload = await resumable.create(len(data), {"name": "twice-closed.bin"})
-    assert await resumable.append(upload, 0, _body(data)) == len(data)
-    doc = await resumable.complete(await resumable.find(upload.id))
-    assert isinstance(doc, Document)
-    async with ledger.db.transaction() as conn:
-        await conn.execute(update(UploadRow).where(UploadRow.id == upload.id)
-                           .values(state=UploadState.OPEN.value))
-    real = ledger.transitions.close_settled_upload
-
-    async def twin_first(found: UploadRecord) -> bool:
-        await real(found)  # the twin's close lands first
-        closed = await ledger.transitions.find_upload(found.id)
-        assert closed is not None and closed.state == UploadState.DONE
-        return await real(found)
-
-    monkeypatch.setattr(ledger.transitions, "close_settled_upload", twin_first)
-    again = await resumable.complete(await resumable.find(upload.id))
-    assert again == doc
-    found = await ledger.transitions.find_upload(upload.id)
-    assert found is not None and found.state == UploadState.DONE
