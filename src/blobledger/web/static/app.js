@@ -14,7 +14,8 @@ const SVG = "http://www.w3.org/2000/svg";
 
 const $ = (id) => document.getElementById(id);
 const state = { scopes: [], tokens: false, cursors: [null], page: 0, next: null, tus: null,
-                opsTimer: null, replacing: null, listFailed: false, opsFailed: false };
+                opsTimer: null, opsLoads: 0, replacing: null, listFailed: false,
+                opsFailed: false };
 
 // -- helpers ---------------------------------------------------------------------------------
 
@@ -593,17 +594,20 @@ const TITLES = { creates: "Documents created", sweeps: "Sweeps", guard_refusals:
                  errors: "Errors (5xx, failed sweeps and steps)" };
 
 async function loadOps() {
+  const load = ++state.opsLoads;  // only the latest load may speak: answers can cross
   let ops;
   let history;
   try {
     [ops, history] = await Promise.all([api("GET", "/ops/overview"), api("GET", "/ops/metrics")]);
   } catch (err) {
+    if (load !== state.opsLoads) return;
     if (err.status !== 401) {
       say("operations", `Could not load the operations view: ${err.message}`, true);
       state.opsFailed = true;
     }
     return;
   }
+  if (load !== state.opsLoads) return;
   if (state.opsFailed) { say("operations", ""); state.opsFailed = false; }
   $("ops-time").textContent = `as of ${when(ops.now)}`;
   $("pending-count").textContent = `(${ops.pending.count})`;
