@@ -205,6 +205,16 @@ class DirectPut:
 
 
 @dataclass(frozen=True)
+class SignedRead:
+    """A short-lived URL that reads one blob, whole or by ``Range``, with no credential of
+    its holder's, until ``expires_at`` (the storage's clock); it opens that blob alone and
+    writes nothing."""
+
+    url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What the storage service itself enforces, as opposed to what the store checks before
     it asks. An emulator's gap is a capability it lacks; the conformance suite asserts each
@@ -368,6 +378,15 @@ class Store(abc.ABC):
         Azure's SAS, creates the blob untagged and counts that as ``pending``), never
         overwriting; None where the store has none (the service then receives the bytes
         itself, and refuses any byte past ``size``)."""
+        return None
+
+    # -- signed reads ---------------------------------------------------------------------
+    async def read_url(self, name: str, *, expires_in: float, filename: str,
+                       content_type: str) -> SignedRead | None:
+        """A short-lived URL that reads exactly ``name`` (no other blob, no write) for
+        ``expires_in`` seconds, answering with ``content_type`` and the Content-Disposition
+        of ``filename`` (:func:`blobledger._base.disposition.content_disposition`); None
+        where the store has none (local disk: the service signs its own URL)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:
