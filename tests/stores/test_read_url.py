@@ -38,6 +38,7 @@ async def test_a_signed_read_url_reads_its_blob_with_the_signed_headers(store: S
         assert got.headers["content-type"] == "application/pdf"
         assert got.headers["content-disposition"] == (
             "inline; filename=\"resume.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf")
+        assert got.headers["cache-control"] == "private, max-age=60, immutable"
         ranged = await http.get(signed.url, headers={"Range": "bytes=6-10"})
         assert ranged.status_code == 206 and ranged.content == b"bytes"
         assert "a/one" in signed.url.split("?")[0] or "a%2Fone" in signed.url

@@ -4,7 +4,8 @@ service's own downloads and the signed read URLs a store hands out (Azure's ``rs
 
 A media type that cannot script is shown ``inline`` (:data:`INLINE_TYPES`, ``audio/*`` and
 ``video/*``); everything else is an ``attachment``, so a browser saves it rather than
-rendering it. SVG is not a raster image (it can carry script) and is never inline.
+rendering it. SVG is not a raster image (it can carry script) and is never inline. A
+signed URL's answer also carries :func:`signed_cache_control`.
 """
 
 from __future__ import annotations
@@ -45,3 +46,10 @@ def content_disposition(document_name: str, content_type: str | None = None) -> 
     encoded = quote(base, safe="!#$&+-.^_`|~")
     filename = quote_header_value(fallback, allow_token=False)
     return f"{kind}; filename={filename}; filename*=UTF-8''{encoded}"
+
+
+def signed_cache_control(expires_in: float) -> str:
+    """The ``Cache-Control`` a signed read URL's answer carries: the bytes under a blob
+    name never change (``immutable``), but the answer is one reader's, kept no longer than
+    the URL lives."""
+    return f"private, max-age={int(expires_in)}, immutable"

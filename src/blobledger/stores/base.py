@@ -385,8 +385,10 @@ class Store(abc.ABC):
                        content_type: str) -> SignedRead | None:
         """A short-lived URL that reads exactly ``name`` (no other blob, no write) for
         ``expires_in`` seconds, answering with ``content_type`` and the Content-Disposition
-        of ``filename`` (:func:`blobledger._base.disposition.content_disposition`); None
-        where the store has none (local disk: the service signs its own URL)."""
+        of ``filename`` (:func:`blobledger._base.disposition.content_disposition`) and a
+        Cache-Control that keeps the answer no longer than the URL lives
+        (:func:`~blobledger._base.disposition.signed_cache_control`); None where the store
+        has none (local disk: the service signs its own URL)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:

@@ -42,7 +42,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient, Exponenti
 
 from blobledger import failpoints
 from blobledger._base.aio import prefetch
-from blobledger._base.disposition import content_disposition
+from blobledger._base.disposition import content_disposition, signed_cache_control
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
@@ -539,7 +539,8 @@ class AzureStore(Store):
                                 expiry=expires_at, start=now - timedelta(minutes=5),
                                 content_disposition=content_disposition(
                                     filename, content_type),
-                                content_type=content_type)
+                                content_type=content_type,
+                                cache_control=signed_cache_control(expires_in))
         url = self._client().get_blob_client(name).url.split("?", 1)[0]
         return SignedRead(url=f"{url}?{sas}", expires_at=expires_at)
 

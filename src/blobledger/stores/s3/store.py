@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from blobledger import failpoints
-from blobledger._base.disposition import content_disposition
+from blobledger._base.disposition import content_disposition, signed_cache_control
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
@@ -421,7 +421,9 @@ class S3Store(Store):
         url = await s3.generate_presigned_url("get_object", Params={
             "Bucket": self.bucket, "Key": self._key(name),
             "ResponseContentDisposition": content_disposition(filename, content_type),
-            "ResponseContentType": content_type}, ExpiresIn=int(expires_in))
+            "ResponseContentType": content_type,
+            "ResponseCacheControl": signed_cache_control(expires_in)},
+            ExpiresIn=int(expires_in))
         return SignedRead(url=str(url), expires_at=datetime.now(UTC)
                           + timedelta(seconds=int(expires_in)))
 
