@@ -23,6 +23,8 @@ BLOBLEDGER_MAX_UPLOAD_BYTES        largest accepted upload         5GiB
 BLOBLEDGER_UPLOAD_DEADLINE         an upload is aborted after      1h
 BLOBLEDGER_SWEEP_AFTER             pending rows older are stale    2h
 BLOBLEDGER_DELETE_GRACE            wait before deleting old blobs  5m
+BLOBLEDGER_READ_URL_EXPIRY         a signed read URL's lifetime    the grace less the skew
+BLOBLEDGER_DOWNLOADS               ``proxy`` or ``redirect``       proxy
 BLOBLEDGER_BODY_TIMEOUT            an upload silent this long: 408 1m
 BLOBLEDGER_IDEMPOTENCY_RETENTION   idempotency keys are kept       1d
 BLOBLEDGER_HEADER_TIMEOUT          a request head must be complete 10s
@@ -48,6 +50,8 @@ BLOBLEDGER_FAILPOINTS              test hook: see failpoints       unset
 Durations read ``90``, ``90s``, ``15m``, ``2h``, ``1d``; sizes ``1048576``, ``64MiB``, ``5GiB``.
 ``sweep_after`` must exceed ``upload_deadline`` by at least :data:`SWEEP_MARGIN` (and by 10%):
 an upload still running when the sweeper judges its row stale would race the sweeper.
+``delete_grace`` must be at least ``read_url_expiry`` plus :data:`CLOCK_SKEW`: a replaced or
+deleted document's old blob outlives every signed read URL issued for it (docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -96,6 +100,9 @@ from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.s3.settings import S3Settings
 
 SWEEP_MARGIN = 60.0
+#: how far the storage's clock (which ends a signed URL) and the database's (which ends a
+#: grace) may disagree; the deletion grace covers a URL's lifetime plus this
+CLOCK_SKEW = 60.0
 DEFAULT_DATABASE_URL = "sqlite:///./var/blobledger.db"
 DEFAULT_STORE_URL = "file://./var/blobs"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -189,6 +196,10 @@ class Settings(BaseModel):
     upload_deadline: Duration = 3600.0
     sweep_after: Duration = 7200.0
     delete_grace: Duration = 300.0
+    #: how long a signed read URL opens its blob; None: ``delete_grace`` less CLOCK_SKEW
+    read_url_expiry: Duration | None = None
+    #: how ``GET /documents/{id}/content`` answers: streamed (proxy) or 307 to a signed URL
+    downloads: Literal["proxy", "redirect"] = "proxy"
     body_timeout: Duration = 60.0
     idempotency_retention: Duration = 86400.0
     resumable_expiry: Duration = 86400.0  # how long a tus upload may take, all requests
@@ -277,6 +288,18 @@ class Settings(BaseModel):
                 f"margin: at least {format_duration(required)}")
         return self
 
+    @model_validator(mode="after")
+    def _urls_within_the_grace(self) -> Settings:
+        if self.read_url_expiry is not None and (
+                self.read_url_expiry <= 0
+                or self.read_url_expiry + CLOCK_SKEW > self.delete_grace):
+            raise ValueError(
+                f"BLOBLEDGER_READ_URL_EXPIRY ({format_duration(self.read_url_expiry)}) must "
+                f"be positive and, with {format_duration(CLOCK_SKEW)} of clock skew, within "
+                f"BLOBLEDGER_DELETE_GRACE ({format_duration(self.delete_grace)}): a signed "
+                "URL must never outlive its blob")
+        return self
+
     def with_(self, **changes: object) -> Settings:
         """A copy with these fields changed, checked again."""
         return Settings(**{**{name: getattr(self, name) for name in Settings.model_fields},
@@ -343,6 +366,14 @@ def sweep_margin(upload_deadline: float) -> float:
     minute, or a tenth of the deadline if that is longer. The sweeper keeps at least this
     (``sweep_after``); a retry waits this long past a dead attempt's lease."""
     return max(SWEEP_MARGIN, upload_deadline * 0.1)
+
+
+def read_url_lifetime(settings: Settings) -> float:
+    """How long a signed read URL opens its blob: ``read_url_expiry``, or else
+    ``delete_grace`` less :data:`CLOCK_SKEW` (0 or less: stores hand out no signed URL)."""
+    if settings.read_url_expiry is not None:
+        return settings.read_url_expiry
+    return settings.delete_grace - CLOCK_SKEW
 
 
 def minimum_sweep_after(upload_deadline: float) -> float:

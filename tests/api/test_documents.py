@@ -77,7 +77,7 @@ async def test_create_show_list_download(client: httpx.AsyncClient, ledger: Ledg
     assert got.headers["etag"] == '"1"' and got.headers["last-modified"].endswith(" GMT")
     assert got.headers["x-content-type-options"] == "nosniff"
     assert got.headers["content-disposition"] == (
-        "attachment; filename=\"q1.pdf\"; filename*=UTF-8''q1.pdf")
+        "inline; filename=\"q1.pdf\"; filename*=UTF-8''q1.pdf")
     digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
     assert got.headers["repr-digest"] == f"sha-256=:{digest}:"
 
@@ -103,7 +103,7 @@ async def test_create_show_list_download(client: httpx.AsyncClient, ledger: Ledg
     quoted = await client.get(f"/documents/{raw.json()['id']}/content")
     assert quoted.content == b"raw bytes"
     assert quoted.headers["content-disposition"] == (
-        "attachment; filename=\"resume _final_.txt\"; "
+        "inline; filename=\"resume _final_.txt\"; "
         "filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.txt")
     problem(await client.get("/documents/0123456789abcdef0123456789abcdef"), 404, "not-found")
     problem(await client.get("/documents/nope/content"), 404, "not-found")

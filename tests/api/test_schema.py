@@ -18,7 +18,7 @@ from tests.support.openapi import CONFORMANCE, OFFSET_TYPE, operations
 from tests.support.server import Server, live_server
 
 __all__ = ["live_server"]
-EXAMPLES = 12  # per operation: 25 operations
+EXAMPLES = 12  # per operation: 29 operations
 #: Schemathesis' other checks are left out, as they judge nothing here:
 #: ``negative_data_rejection`` (for invalid data, which these cases are not),
 #: ``positive_data_acceptance`` (valid data naming no document is rightly a 404),
@@ -83,6 +83,18 @@ def test_each_answer_of_a_lifetime_is_the_declared_one(live_server: Server) -> N
          body=b"new", **raw)
     call("PUT", content, 412, path_parameters=one, headers={"If-Match": etag},
          body=b"newer", **raw)
+    signed = json.loads(call("POST", "/documents/{doc_id}/url", 200,
+                             path_parameters=one).content)
+    absolute = signed["url"] if "://" in signed["url"] else live_server.url + signed["url"]
+    assert httpx.get(absolute).content == b"new"
+    moved = call("GET", content, 307, path_parameters=one, query={"redirect": "true"})
+    assert header(moved, "location") == signed["url"]
+    version = "/documents/{doc_id}/versions/{version}/content"
+    kept = call("GET", version, 200, path_parameters={**one, "version": 2})
+    assert kept.content == b"new" and "immutable" in header(kept, "cache-control")
+    call("HEAD", version, 200, path_parameters={**one, "version": 2})
+    call("GET", version, 410, path_parameters={**one, "version": 1})
+    call("GET", version, 404, path_parameters={**one, "version": 3})
     call("DELETE", "/documents/{doc_id}", 412, path_parameters=one,
          headers={"If-Match": etag})
 

@@ -73,6 +73,7 @@ def test_documents_upload_list_download_replace_delete(
     expect(row(page, HOSTILE)).to_have_count(1)
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("#doc-rows img").count() == 0
+    expect(row(page, HOSTILE).locator("a", has_text="View")).to_have_count(0)  # HTML: no view
 
     # search by prefix, then page through with the API's cursor
     page.select_option("#limit", "10")
@@ -201,6 +202,14 @@ def test_a_read_token_cannot_change_anything(
     kept = row(page, "readonly/kept.txt")
     expect(kept).to_have_count(1)
     expect(kept.locator("a[download]", has_text="Download")).to_have_count(1)
+    # a type the service sends inline is viewed in a tab of its own, through a link
+    with context.expect_page() as opened:
+        kept.locator("a[target=_blank]", has_text="View").click()
+    shown = opened.value
+    shown.wait_for_load_state()
+    assert shown.locator("body").inner_text().strip() == "kept"
+    assert "/link" not in shown.url and READ_TOKEN not in shown.url
+    shown.close()
     expect(kept.locator("button", has_text="Replace")).to_have_count(0)
     expect(kept.locator("button", has_text="Delete")).to_have_count(0)
     expect(page.locator("nav a[data-view=upload]")).to_be_hidden()

@@ -1,5 +1,6 @@
 """HTTP header values the service reads and writes: ETags (the document version),
-conditional lists, byte ranges, checksum headers and a safe Content-Disposition.
+conditional lists, byte ranges and checksum headers (Content-Disposition is
+:mod:`blobledger._base.disposition`).
 
 Pure functions, no I/O. A malformed digest header raises :class:`Problem` (400); a
 malformed conditional header matches nothing and a malformed Range is ignored (RFC 9110).
@@ -16,15 +17,13 @@ from __future__ import annotations
 
 import base64
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime
-from urllib.parse import quote
 
 from http_sfv.dictionary import Dictionary
 from werkzeug.datastructures import ETags
-from werkzeug.http import parse_etags, parse_range_header, quote_header_value
+from werkzeug.http import parse_etags, parse_range_header
 
 from blobledger.api.problems import Problem
 
@@ -224,21 +223,3 @@ def _b64_hex(text: str, size: int, what: str) -> str:
     except ValueError:  # binascii.Error included
         raw = b""
     return _sized_hex(raw, size, what)
-
-
-def content_disposition(document_name: str) -> str:
-    """``attachment`` with an ASCII fallback filename and an RFC 5987 ``filename*``.
-
-    werkzeug quotes the fallback (``quote_header_value``, always quoted, as older clients
-    expect); it has no RFC 6266 builder (``dump_options_header`` passes ``filename*``
-    through as given), so the fallback's letters and the percent-encoding stay here.
-    """
-    base = document_name.rsplit("/", 1)[-1] or "download"
-    fallback = "".join(
-        c if 0x20 <= ord(c) < 0x7F and c not in '"\\%;' else "_"
-        for c in unicodedata.normalize("NFKD", base)
-        if not unicodedata.combining(c)
-    ) or "download"
-    encoded = quote(base, safe="!#$&+-.^_`|~")
-    filename = quote_header_value(fallback, allow_token=False)
-    return f"attachment; filename={filename}; filename*=UTF-8''{encoded}"

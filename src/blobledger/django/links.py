@@ -33,16 +33,18 @@ def file_url(storage: Any, name: str) -> str:
     """A URL that reads the file ``name`` of a ``LedgerStorage`` for its ``url_expiry``
     seconds."""
     ledger = storage.ledger()
-    blob, filename = name, posixpath.basename(name)
+    blob, filename, content_type = name, posixpath.basename(name), None
     try:
-        filename = ledger.attachment(name).filename or filename
+        found = ledger.attachment(name)
+        filename, content_type = found.filename or filename, found.content_type
     except NotFound:
         doc = storage._document(name)
         if doc is not None:
-            blob = doc.blob
-    signed = ledger.run(ledger.ledger.store.direct_get(
-        blob, expires_in=storage.url_expiry, filename=filename))
+            blob, content_type = doc.blob, doc.content_type
+    signed = ledger.run(ledger.ledger.store.read_url(
+        blob, expires_in=storage.url_expiry, filename=filename,
+        content_type=content_type or "application/octet-stream"))
     if signed is not None:
-        return str(signed)
+        return str(signed.url)
     return reverse("blobledger:file", kwargs={"name": name}) + "?" + urlencode(
         {"s": sign(name)})

@@ -21,10 +21,10 @@ from django.http import (
 from django.utils.http import http_date, parse_http_date_safe
 from django.views.decorators.http import require_safe
 
+from blobledger._base.disposition import content_disposition
 from blobledger.django.links import check
 from blobledger.django.storage import LedgerStorage
 from blobledger.errors import NotFound
-from blobledger.stores.base import content_disposition
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 #: the bytes of a file from ``start``, ``length`` of them
@@ -91,9 +91,8 @@ def _headers(response: HttpResponseBase, found: _Found, etag: str | None) -> Non
         response["ETag"] = etag
     if found.changed is not None:
         response["Last-Modified"] = http_date(found.changed.timestamp())
-    disposition = content_disposition(found.filename)
-    if disposition is not None:
-        response["Content-Disposition"] = disposition
+    if found.filename:  # attachment: a file view never renders what it serves
+        response["Content-Disposition"] = content_disposition(found.filename)
     response["Cache-Control"] = "private, max-age=0"
     response["X-Content-Type-Options"] = "nosniff"
 

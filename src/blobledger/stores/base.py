@@ -23,7 +23,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import overload
-from urllib.parse import quote
 
 from blobledger.errors import ConditionNotMet, Digests, IntegrityError, StoreError
 
@@ -185,15 +184,6 @@ class ByteReader:
         return b"".join(parts)
 
 
-def content_disposition(filename: str | None) -> str | None:
-    """``attachment`` with the file's name (RFC 6266: an ASCII fallback and the UTF-8 form),
-    or None without a name."""
-    if not filename:
-        return None
-    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in filename)
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
-
-
 def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:
     """Whether ``tags`` satisfy an equality condition (every key equals its value)."""
     if not condition:
@@ -212,6 +202,16 @@ class DirectPut:
     headers: Mapping[str, str]
     expires_at: datetime
     method: str = "PUT"
+
+
+@dataclass(frozen=True)
+class SignedRead:
+    """A short-lived URL that reads one blob, whole or by ``Range``, with no credential of
+    its holder's, until ``expires_at`` (the storage's clock); it opens that blob alone and
+    writes nothing."""
+
+    url: str
+    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -380,12 +380,15 @@ class Store(abc.ABC):
         itself, and refuses any byte past ``size``)."""
         return None
 
-    async def direct_get(self, name: str, *, expires_in: float,
-                         filename: str | None = None) -> str | None:
-        """A short-lived URL through which a client can read ``name`` (and nothing else),
-        answered with ``Content-Disposition: attachment; filename=...`` when ``filename``
-        is given; None where the store cannot sign one (an application then streams the
-        bytes itself)."""
+    # -- signed reads ---------------------------------------------------------------------
+    async def read_url(self, name: str, *, expires_in: float, filename: str,
+                       content_type: str) -> SignedRead | None:
+        """A short-lived URL that reads exactly ``name`` (no other blob, no write) for
+        ``expires_in`` seconds, answering with ``content_type`` and the Content-Disposition
+        of ``filename`` (:func:`blobledger._base.disposition.content_disposition`) and a
+        Cache-Control that keeps the answer no longer than the URL lives
+        (:func:`~blobledger._base.disposition.signed_cache_control`); None where the store
+        has none (local disk: the service signs its own URL)."""
         return None
 
     async def digest_stored(self, name: str) -> Digests:

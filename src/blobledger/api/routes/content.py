@@ -1,5 +1,7 @@
-"""``/documents/{id}/content``: streamed, ranged, conditional downloads, and replacement;
-``/documents/{id}/link``: a download link a browser follows by itself."""
+"""``/documents/{id}/content``: streamed, ranged, conditional downloads (or a redirect to a
+signed URL), and replacement; ``/documents/{id}/versions/{v}/content``: one version's
+immutable bytes; ``/documents/{id}/link``: a download link a browser follows by itself;
+``/documents/{id}/url``: a signed read URL and its expiry."""
 
 from __future__ import annotations
 
@@ -7,15 +9,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
+from blobledger._base.disposition import content_disposition
 from blobledger.api.auth import owner_of, presented_token, require
 from blobledger.api.headers import (
     ByteRange,
     Unsatisfiable,
-    content_disposition,
     etag,
     expected_digests,
     http_date,
@@ -27,6 +29,7 @@ from blobledger.api.headers import (
 from blobledger.api.links import LIFETIME, link_query
 from blobledger.api.openapi import empty, headers, json_body, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
+from blobledger.api.reads import read_url
 from blobledger.api.routes import (
     document_response,
     expected_version,
@@ -51,20 +54,32 @@ REPLACE_BODY = raw_request(
           "properties": {"file": {"type": "string", "format": "binary"}}})
 BYTES = {
     "ETag": "the document's version, quoted", "Last_Modified": "when it last changed",
-    "Accept_Ranges": "`bytes`", "Content_Disposition": "`attachment` with its name",
+    "Accept_Ranges": "`bytes`",
+    "Content_Disposition": "`inline` (raster images, PDF, plain text, audio, video) or "
+                           "`attachment`, with its name",
+    "Cache_Control": "`no-cache` (`private, no-cache` with tokens); a version's route: "
+                     "`public, max-age=31536000, immutable` (`private, ...` with tokens)",
     "Repr_Digest": "`sha-256=:<base64>:` of all its bytes (RFC 9530)"}
 WHOLE = "The document's bytes, of its own media type."
 PART = "The range asked for (Content-Range names it)."
 NOT_MODIFIED = "If-None-Match matched."
+REDIRECT = empty("A signed URL to the bytes (`redirect`): follow it, Range included.",
+                 Location="the signed URL", Cache_Control="`no-store`")
+#: a version's bytes never change: caches may keep them for a year without asking again
+IMMUTABLE = "max-age=31536000, immutable"
+Redirect = Annotated[bool | None, Query(
+    description="`true`: answer 307 to a signed URL of the bytes; `false`: stream them; "
+                "unset: as BLOBLEDGER_DOWNLOADS says (`proxy` by default)")]
 
 
-def _headers(doc: Document) -> dict[str, str]:
+def _headers(doc: Document, cache_control: str) -> dict[str, str]:
     headers = {
+        "Cache-Control": cache_control,
         "ETag": etag(doc.version),
         "Last-Modified": http_date(doc.updated_at),
         "Accept-Ranges": "bytes",
         "Content-Type": safe_content_type(doc),
-        "Content-Disposition": content_disposition(doc.name),
+        "Content-Disposition": content_disposition(doc.name, safe_content_type(doc)),
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "default-src 'none'; sandbox",
     }
@@ -98,6 +113,7 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
             responses={200: raw_response(WHOLE, **BYTES),
                        206: raw_response(PART, **BYTES, Content_Range="the range sent"),
                        304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                       307: REDIRECT,
                        **problems(404, 416, 502, 503)},
             response_class=StreamingResponse,
             dependencies=[Depends(require("read", links=True))])
@@ -105,23 +121,85 @@ async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
              responses={200: empty(WHOLE, **BYTES, Content_Length="its size"),
                         206: empty(PART, **BYTES, Content_Range="the range"),
                         304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                        307: REDIRECT,
                         **problems(404, 416, 503)},
              response_class=Response, dependencies=[Depends(require("read", links=True))])
 async def download(
     request: Request,
     doc_id: str,
+    redirect: Redirect = None,
     range_: Annotated[str | None, Header(alias="Range")] = None,
     if_range: Annotated[str | None, Header(alias="If-Range")] = None,
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
-    """The document's bytes, streamed (Range, If-Range and If-None-Match honoured)."""
+    """The document's bytes, streamed (Range, If-Range and If-None-Match honoured), or a
+    307 to a signed URL of its current version's bytes (``?redirect=true``, or
+    ``BLOBLEDGER_DOWNLOADS=redirect``). Always revalidated by caches (ETag, ``no-cache``)."""
+    settings = settings_of(request)
+    if redirect is None:
+        redirect = settings.downloads == "redirect"
+    private = "private, " if settings.api_tokens else ""
+    if redirect:
+        doc = await ledger_of(request).get(doc_id)
+        if not matches(if_none_match, doc.version):
+            signed = await read_url(request, doc)
+            if signed is not None:
+                return Response(status_code=307, headers={
+                    "Location": signed.url, "Cache-Control": "no-store"})
+    return await _serve(request, doc_id, None, f"{private}no-cache",
+                        range_, if_range, if_none_match)
+
+
+@router.get("/documents/{doc_id}/versions/{version}/content", operation_id="download_version",
+            responses={200: raw_response(WHOLE, **BYTES),
+                       206: raw_response(PART, **BYTES, Content_Range="the range sent"),
+                       304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                       **problems(404, 410, 416, 502, 503)},
+            response_class=StreamingResponse,
+            dependencies=[Depends(require("read", links=True))])
+@router.head("/documents/{doc_id}/versions/{version}/content",
+             operation_id="head_version_content",
+             responses={200: empty(WHOLE, **BYTES, Content_Length="its size"),
+                        206: empty(PART, **BYTES, Content_Range="the range"),
+                        304: empty(NOT_MODIFIED, ETag=BYTES["ETag"]),
+                        **problems(404, 410, 416, 503)},
+             response_class=Response, dependencies=[Depends(require("read", links=True))])
+async def download_version(
+    request: Request,
+    doc_id: str,
+    version: int,
+    range_: Annotated[str | None, Header(alias="Range")] = None,
+    if_range: Annotated[str | None, Header(alias="If-Range")] = None,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+) -> Response:
+    """The bytes of one version, which never change (``Cache-Control: immutable``, a year):
+    the current version's only; an older one is 410 (its blob is gone, or about to be),
+    one not yet written 404."""
+    private = "private" if settings_of(request).api_tokens else "public"
+    return await _serve(request, doc_id, version, f"{private}, {IMMUTABLE}",
+                        range_, if_range, if_none_match)
+
+
+def _not_current(doc: Document, version: int) -> Problem:
+    if version < doc.version:
+        return Problem(410, "version-gone",
+                       f"version {version} was replaced: the document is at {doc.version}")
+    return Problem(404, "not-found", f"the document has no version {version}")
+
+
+async def _serve(request: Request, doc_id: str, version: int | None, cache_control: str,
+                 range_: str | None, if_range: str | None,
+                 if_none_match: str | None) -> Response:
+    """The document's bytes (of ``version``, if given), conditional and ranged."""
     ledger = ledger_of(request)
     for _ in range(ATTEMPTS):
         doc = await ledger.get(doc_id)
-        headers = _headers(doc)
+        if version is not None and doc.version != version:
+            raise _not_current(doc, version)
+        headers = _headers(doc, cache_control)
         if matches(if_none_match, doc.version):
             return Response(status_code=304, headers={
-                k: headers[k] for k in ("ETag", "Last-Modified")})
+                k: headers[k] for k in ("ETag", "Last-Modified", "Cache-Control")})
         wanted = _wanted(doc, range_, if_range)
         size = doc.size or 0
         start, length = (wanted.start, wanted.length) if wanted else (0, size)
@@ -141,6 +219,29 @@ async def download(
                                  background=BackgroundTask(reader.aclose))
     raise Problem(503, "busy", "the document kept changing while being read; retry",
                   headers={"Retry-After": "1"})
+
+
+@router.post("/documents/{doc_id}/url", operation_id="read_url",
+             responses={200: json_body(
+                 "A URL reading the document's current bytes with no credential (Range "
+                 "honoured), and when it stops (null: it does not, with no tokens "
+                 "configured). The blob it opens outlives it.", {
+                     "type": "object", "required": ["url", "expires_at"],
+                     "properties": {"url": {"type": "string"},
+                                    "expires_at": {"type": ["string", "null"],
+                                                   "format": "date-time"}}}),
+                        **problems(404, 503)},
+             dependencies=[Depends(require("read"))])
+async def signed_url(request: Request, doc_id: str) -> dict[str, Any]:
+    """A signed read URL of the document's current version: the store's own where it signs
+    one (Azure SAS, S3 presigned GET), else the service's."""
+    known_id(doc_id)
+    doc = await ledger_of(request).get(doc_id)
+    signed = await read_url(request, doc)
+    if signed is None:  # a token was presented: the service can always sign
+        raise Problem(503, "unavailable", "no signed URL can be made for this request")
+    expires = signed.expires_at.isoformat().replace("+00:00", "Z") if signed.expires_at else None
+    return {"url": signed.url, "expires_at": expires}
 
 
 @router.get("/documents/{doc_id}/link", operation_id="download_link",

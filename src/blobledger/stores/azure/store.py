@@ -42,6 +42,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient, Exponenti
 
 from blobledger import failpoints
 from blobledger._base.aio import prefetch
+from blobledger._base.disposition import content_disposition, signed_cache_control
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
@@ -65,10 +66,10 @@ from blobledger.stores.base import (
     DeleteOutcome,
     DirectPut,
     Hasher,
+    SignedRead,
     Store,
     Tags,
     UncommittedInfo,
-    content_disposition,
     tags_match,
     verify,
 )
@@ -518,10 +519,11 @@ class AzureStore(Store):
             "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
             "Content-Type": content_type})
 
-    async def direct_get(self, name: str, *, expires_in: float,
-                         filename: str | None = None) -> str | None:
-        """A service SAS for this one blob with the read permission only (``r``), its
-        ``Content-Disposition`` fixed by the signature; None without an account key."""
+    async def read_url(self, name: str, *, expires_in: float, filename: str,
+                       content_type: str) -> SignedRead | None:
+        """A service SAS for this one blob with the read permission only (``r``), its answer's
+        Content-Disposition (``rscd``) and Content-Type (``rsct``) fixed by the signature. None
+        without an account key, as :meth:`direct_put`."""
         check_blob_name(name)
         self._client()
         credential = getattr(self._service, "credential", None)
@@ -530,14 +532,17 @@ class AzureStore(Store):
         if not key or not account:
             return None
         now = datetime.now(UTC)
+        expires_at = now + timedelta(seconds=expires_in)
         sas = generate_blob_sas(account_name=account, container_name=self.container_name,
                                 blob_name=name, account_key=key,
                                 permission=BlobSasPermissions(read=True),
-                                expiry=now + timedelta(seconds=expires_in),
-                                start=now - timedelta(minutes=5),
-                                content_disposition=content_disposition(filename))
+                                expiry=expires_at, start=now - timedelta(minutes=5),
+                                content_disposition=content_disposition(
+                                    filename, content_type),
+                                content_type=content_type,
+                                cache_control=signed_cache_control(expires_in))
         url = self._client().get_blob_client(name).url.split("?", 1)[0]
-        return f"{url}?{sas}"
+        return SignedRead(url=f"{url}?{sas}", expires_at=expires_at)
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
         with map_errors(name):

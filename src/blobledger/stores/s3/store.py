@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from blobledger import failpoints
+from blobledger._base.disposition import content_disposition, signed_cache_control
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
@@ -55,10 +56,10 @@ from blobledger.stores.base import (
     DeleteOutcome,
     DirectPut,
     Hasher,
+    SignedRead,
     Store,
     Tags,
     UncommittedInfo,
-    content_disposition,
     tags_match,
     verify,
 )
@@ -411,17 +412,20 @@ class S3Store(Store):
             "If-None-Match": "*", "x-amz-tagging": tagging, "Content-Type": content_type,
             "Content-Length": str(size)})
 
-    async def direct_get(self, name: str, *, expires_in: float,
-                         filename: str | None = None) -> str | None:
-        """A presigned GetObject of this one key, answered with the file's name in
-        ``Content-Disposition``."""
+    async def read_url(self, name: str, *, expires_in: float, filename: str,
+                       content_type: str) -> SignedRead | None:
+        """A presigned GetObject of this one key, its answer's Content-Disposition and
+        Content-Type fixed by the signature (``response-content-disposition``,
+        ``response-content-type``)."""
         s3 = await self._client()
-        params = {"Bucket": self.bucket, "Key": self._key(name)}
-        disposition = content_disposition(filename)
-        if disposition is not None:
-            params["ResponseContentDisposition"] = disposition
-        return str(await s3.generate_presigned_url("get_object", Params=params,
-                                                   ExpiresIn=int(expires_in)))
+        url = await s3.generate_presigned_url("get_object", Params={
+            "Bucket": self.bucket, "Key": self._key(name),
+            "ResponseContentDisposition": content_disposition(filename, content_type),
+            "ResponseContentType": content_type,
+            "ResponseCacheControl": signed_cache_control(expires_in)},
+            ExpiresIn=int(expires_in))
+        return SignedRead(url=str(url), expires_at=datetime.now(UTC)
+                          + timedelta(seconds=int(expires_in)))
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self._abort(self._key(name), handle)

@@ -218,6 +218,8 @@ function docRow(doc) {
   tr.append(sum, whenCell(doc.created_at, "Created"), whenCell(doc.updated_at, "Updated"));
   const actions = el("td", null, "actions");
   actions.append(downloadLink(doc));
+  const view = viewLink(doc);
+  if (view) actions.append(view);
   if (can("write")) {
     const replace = el("button", "Replace");
     replace.type = "button";
@@ -234,14 +236,29 @@ function docRow(doc) {
 // A plain link to the content: the browser streams it to disk with its own progress (the
 // file's name comes from the service's Content-Disposition). With tokens, a click first asks
 // the service for a short-lived link to this document (GET /documents/{id}/link), then
-// follows it.
-function downloadLink(doc) {
-  const a = el("a", "Download", "button");
+// follows it. A "View" link opens, in a tab of its own, the types the service sends inline
+// (raster images, PDF, plain text, audio, video: they cannot script, and the service keeps
+// its sandbox policy on them); every other type is only downloaded.
+const INLINE = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/avif",
+                        "image/bmp", "application/pdf", "text/plain"]);
+
+function shownInline(type) {
+  const essence = String(type || "").split(";")[0].trim().toLowerCase();
+  return INLINE.has(essence) || essence.startsWith("audio/") || essence.startsWith("video/");
+}
+
+function contentLink(doc, label, view) {
+  const a = el("a", label, "button");
   a.href = `/documents/${encodeURIComponent(doc.id)}/content`;
-  a.download = "";
+  if (view) {
+    a.target = "_blank";
+    a.rel = "noopener noreferrer";
+  } else {
+    a.download = "";
+  }
   a.addEventListener("click", async (e) => {
     if (!state.tokens || Number(a.dataset.until || 0) > Date.now()) {
-      say("documents", `Downloading ${doc.name}: the browser shows its progress.`);
+      if (!view) say("documents", `Downloading ${doc.name}: the browser shows its progress.`);
       return;
     }
     e.preventDefault();
@@ -250,13 +267,17 @@ function downloadLink(doc) {
       a.href = link.url;
       a.dataset.until = String(Date.now() + Math.max(0, (link.expires_in || 0) - 10) * 1000);
     } catch (err) {
-      say("documents", `Could not download ${doc.name}: ${err.message}`, true);
+      say("documents", `Could not open ${doc.name}: ${err.message}`, true);
       return;
     }
     a.click();
   });
   return a;
 }
+
+function downloadLink(doc) { return contentLink(doc, "Download", false); }
+
+function viewLink(doc) { return shownInline(doc.content_type) ? contentLink(doc, "View", true) : null; }
 
 async function replaceDoc(doc, file) {
   say("documents", `Replacing ${doc.name}…`);
