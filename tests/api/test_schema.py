@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import Response
 
 from tests.support.openapi import CONFORMANCE, OFFSET_TYPE, operations
-from tests.support.server import Server, live_server
+from tests.support.server import Server, live_service
 
-__all__ = ["live_server"]
+__all__ = ["live_service"]
 EXAMPLES = 12  # per operation: 29 operations
 #: Schemathesis' other checks are left out, as they judge nothing here:
 #: ``negative_data_rejection`` (for invalid data, which these cases are not),
@@ -28,8 +28,8 @@ EXAMPLES = 12  # per operation: 29 operations
 #: (``missing_required_header``, ``unsupported_method``), which these cases never trigger.
 
 
-def test_the_answers_are_those_the_document_declares(live_server: Server) -> None:
-    found = operations(live_server.url)
+def test_the_answers_are_those_the_document_declares(live_service: Server) -> None:
+    found = operations(live_service.url)
     assert len(found) >= 20
     statuses: Counter[int] = Counter()
     for operation in found:
@@ -48,10 +48,10 @@ def test_the_answers_are_those_the_document_declares(live_server: Server) -> Non
     assert any(400 <= s < 500 for s in statuses), statuses
 
 
-def test_each_answer_of_a_lifetime_is_the_declared_one(live_server: Server) -> None:
+def test_each_answer_of_a_lifetime_is_the_declared_one(live_service: Server) -> None:
     """The successes and refusals generated data seldom reaches (a created document, a
     range, a stale If-Match, a tus upload to its end, a direct upload), each checked."""
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{live_service.url}/openapi.json")
 
     def call(method: str, path: str, status: int, **parts: Any) -> Response:
         case = schema[path][method].Case(**parts)
@@ -85,7 +85,7 @@ def test_each_answer_of_a_lifetime_is_the_declared_one(live_server: Server) -> N
          body=b"newer", **raw)
     signed = json.loads(call("POST", "/documents/{doc_id}/url", 200,
                              path_parameters=one).content)
-    absolute = signed["url"] if "://" in signed["url"] else live_server.url + signed["url"]
+    absolute = signed["url"] if "://" in signed["url"] else live_service.url + signed["url"]
     assert httpx.get(absolute).content == b"new"
     moved = call("GET", content, 307, path_parameters=one, query={"redirect": "true"})
     assert header(moved, "location") == signed["url"]

@@ -10,9 +10,9 @@ import time
 
 import httpx
 
-from tests.support.server import Server, live_server, server_state
+from tests.support.server import Server, live_service, server_state
 
-__all__ = ["live_server"]
+__all__ = ["live_service"]
 
 
 def connect(server: Server) -> socket.socket:
@@ -56,8 +56,8 @@ async def wait_for_state(server: Server, expected: dict[str, list[str]],
         await asyncio.sleep(0.1)
 
 
-async def test_client_that_drops_the_connection_halfway(live_server: Server) -> None:
-    before = await server_state(live_server)
+async def test_client_that_drops_the_connection_halfway(live_service: Server) -> None:
+    before = await server_state(live_service)
     boundary = "dropboundary"
     cases = {
         "raw": (b"POST /documents?name=dropped-raw HTTP/1.1\r\nHost: localhost\r\n"
@@ -71,28 +71,28 @@ async def test_client_that_drops_the_connection_halfway(live_server: Server) -> 
                       + os.urandom(1024 * 1024)),
     }
     for head, half in cases.values():
-        sock = connect(live_server)
+        sock = connect(live_service)
         sock.sendall(head + half)
         # the intent is recorded (pending) while the bytes stream, and invisible to readers
-        state = await wait_for_state(live_server, {
+        state = await wait_for_state(live_service, {
             **before, "documents": sorted([*before["documents"], "pending"]),
             "blobs": sorted([*before["blobs"], "pending"])})
         assert state["documents"].count("pending") == 1, state
-        async with httpx.AsyncClient(base_url=live_server.url) as client:
+        async with httpx.AsyncClient(base_url=live_service.url) as client:
             listed = await client.get("/documents", params={"prefix": "dropped"})
         assert listed.json()["items"] == []
         sock.close()  # half the body sent, then gone
         # the failure path resolves the intent: no row, no blob, and the name is free again
-        assert await wait_for_state(live_server, before) == before
-    async with httpx.AsyncClient(base_url=live_server.url) as client:
+        assert await wait_for_state(live_service, before) == before
+    async with httpx.AsyncClient(base_url=live_service.url) as client:
         for name in ("dropped-raw", "dropped-form"):
             again = await client.post("/documents", params={"name": name}, content=b"complete")
             assert again.status_code == 201, again.text
 
 
-async def test_body_shorter_than_content_length_times_out(live_server: Server) -> None:
-    before = await server_state(live_server)
-    sock = connect(live_server)
+async def test_body_shorter_than_content_length_times_out(live_service: Server) -> None:
+    before = await server_state(live_service)
+    sock = connect(live_service)
     sock.sendall(b"POST /documents?name=short HTTP/1.1\r\nHost: localhost\r\n"
                  b"Content-Length: 1000\r\n\r\nonly these bytes")
     status, headers, body = await asyncio.to_thread(read_response, sock)
@@ -101,11 +101,11 @@ async def test_body_shorter_than_content_length_times_out(live_server: Server) -
     assert problem["type"] == "urn:blobledger:problem:body-timeout"
     assert "16 of 1000" in problem["detail"]
     assert headers["connection"] == "close"
-    assert await wait_for_state(live_server, before) == before
+    assert await wait_for_state(live_service, before) == before
 
 
-def test_too_large_by_content_length_before_reading(live_server: Server) -> None:
-    sock = connect(live_server)
+def test_too_large_by_content_length_before_reading(live_service: Server) -> None:
+    sock = connect(live_service)
     sock.sendall(b"POST /documents?name=huge HTTP/1.1\r\nHost: localhost\r\n"
                  b"Content-Length: 6442450944\r\n\r\n")  # 6 GiB announced, not one byte sent
     status, headers, body = read_response(sock)
@@ -114,12 +114,12 @@ def test_too_large_by_content_length_before_reading(live_server: Server) -> None
     assert problem["type"] == "urn:blobledger:problem:upload-too-large"
 
 
-def test_huge_header(live_server: Server) -> None:
-    response = httpx.get(f"{live_server.url}/healthz", headers={"X-Padding": "p" * 30_000})
+def test_huge_header(live_service: Server) -> None:
+    response = httpx.get(f"{live_service.url}/healthz", headers={"X-Padding": "p" * 30_000})
     assert response.status_code == 431
     assert response.headers["content-type"] == "application/problem+json"
     # past what the HTTP parser buffers (64 KiB) uvicorn may answer a plain 400 itself
-    sock = connect(live_server)
+    sock = connect(live_service)
     try:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: "
                      + b"p" * 200_000 + b"\r\n\r\n")
@@ -129,11 +129,11 @@ def test_huge_header(live_server: Server) -> None:
         pass  # the server may reset before the client reads its answer
     finally:
         sock.close()
-    assert httpx.get(f"{live_server.url}/healthz").status_code == 200
+    assert httpx.get(f"{live_service.url}/healthz").status_code == 200
 
 
-async def test_race_of_fifty_creates(live_server: Server) -> None:
-    async with httpx.AsyncClient(base_url=live_server.url, timeout=60) as client:
+async def test_race_of_fifty_creates(live_service: Server) -> None:
+    async with httpx.AsyncClient(base_url=live_service.url, timeout=60) as client:
         responses = await asyncio.gather(*[
             client.post("/documents", params={"name": "raced"}, content=os.urandom(1000))
             for _ in range(50)])
@@ -145,16 +145,16 @@ async def test_race_of_fifty_creates(live_server: Server) -> None:
     assert len(listed["items"]) == 1
 
 
-def test_round_trip_with_curl_shapes(live_server: Server) -> None:
+def test_round_trip_with_curl_shapes(live_service: Server) -> None:
     # the README's form: file first, name after it (equal to the filename)
     files = {"file": ("x.txt", b"hello\n", "text/plain")}
-    created = httpx.post(f"{live_server.url}/documents", files=files, data={"name": "x.txt"})
+    created = httpx.post(f"{live_service.url}/documents", files=files, data={"name": "x.txt"})
     assert created.status_code == 201, created.text
     doc = created.json()
-    content = httpx.get(f"{live_server.url}/documents/{doc['id']}/content")
+    content = httpx.get(f"{live_service.url}/documents/{doc['id']}/content")
     assert content.content == b"hello\n" and content.headers["etag"] == '"1"'
-    ranged = httpx.get(f"{live_server.url}/documents/{doc['id']}/content",
+    ranged = httpx.get(f"{live_service.url}/documents/{doc['id']}/content",
                        headers={"Range": "bytes=1-3"})
     assert (ranged.status_code, ranged.content) == (206, b"ell")
-    assert httpx.get(f"{live_server.url}/readyz").json() == {"status": "ready"}
-    assert httpx.get(f"{live_server.url}/metrics").status_code == 200
+    assert httpx.get(f"{live_service.url}/readyz").json() == {"status": "ready"}
+    assert httpx.get(f"{live_service.url}/metrics").status_code == 200

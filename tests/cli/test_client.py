@@ -46,49 +46,49 @@ def one_error_line(done: subprocess.CompletedProcess[bytes]) -> str:
     return lines[0]
 
 
-def test_put_get_ls_rm(live_server: Server, tmp_path: Path) -> None:
+def test_put_get_ls_rm(live_service: Server, tmp_path: Path) -> None:
     data = os.urandom(3 * 1024 * 1024 + 17)
     source = tmp_path / "report.pdf"
     source.write_bytes(data)
-    put = cli("put", str(source), "--name", "cli/report.pdf", url=live_server.url)
+    put = cli("put", str(source), "--name", "cli/report.pdf", url=live_service.url)
     assert put.stderr == b""  # no progress bar when stderr is not a terminal
     doc = json.loads(put.stdout)
     assert (doc["name"], doc["size"], doc["content_type"]) == ("cli/report.pdf", len(data),
                                                                "application/pdf")
 
     out = tmp_path / "copy.pdf"
-    cli("get", doc["id"], "-o", str(out), url=live_server.url)
+    cli("get", doc["id"], "-o", str(out), url=live_service.url)
     assert out.read_bytes() == data
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
-    assert cli("get", doc["id"], url=live_server.url).stdout == data
+    assert cli("get", doc["id"], url=live_service.url).stdout == data
 
     for i in range(3):
         (tmp_path / f"n{i}").write_bytes(b"%d" % i)
-        cli("put", str(tmp_path / f"n{i}"), "--name", f"cli/n{i}", url=live_server.url)
-    listed = cli("ls", "--prefix", "cli/", "--page-size", "1", url=live_server.url)
+        cli("put", str(tmp_path / f"n{i}"), "--name", f"cli/n{i}", url=live_service.url)
+    listed = cli("ls", "--prefix", "cli/", "--page-size", "1", url=live_service.url)
     rows = [line.split("\t") for line in listed.stdout.decode().splitlines()]
     assert [r[-1] for r in rows] == ["cli/n0", "cli/n1", "cli/n2", "cli/report.pdf"]
     assert rows[-1][:3] == [doc["id"], "1", str(len(data))]
-    as_json = cli("ls", "--prefix", "cli/n", "--json", url=live_server.url)
+    as_json = cli("ls", "--prefix", "cli/n", "--json", url=live_service.url)
     assert [json.loads(line)["name"] for line in as_json.stdout.splitlines()] == [
         "cli/n0", "cli/n1", "cli/n2"]
 
-    stale = cli("rm", doc["id"], "--if-match", "2", url=live_server.url, check=False)
+    stale = cli("rm", doc["id"], "--if-match", "2", url=live_service.url, check=False)
     assert "version 1, not 2" in one_error_line(stale)
-    cli("rm", doc["id"], "--if-match", "1", url=live_server.url)
-    gone = cli("get", doc["id"], "-o", str(tmp_path / "gone"), url=live_server.url,
+    cli("rm", doc["id"], "--if-match", "1", url=live_service.url)
+    gone = cli("get", doc["id"], "-o", str(tmp_path / "gone"), url=live_service.url,
                check=False)
     assert "(HTTP 404)" in one_error_line(gone)
     assert not (tmp_path / "gone").exists()
-    taken = cli("put", str(tmp_path / "n0"), "--name", "cli/n0", url=live_server.url,
+    taken = cli("put", str(tmp_path / "n0"), "--name", "cli/n0", url=live_service.url,
                 check=False)
     assert "already exists (HTTP 409)" in one_error_line(taken)
 
 
-def test_errors_are_one_line(live_server: Server, tmp_path: Path) -> None:
+def test_errors_are_one_line(live_service: Server, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     assert "cannot read" in one_error_line(cli("put", str(tmp_path / "missing"),
-                                               url=live_server.url, check=False))
+                                               url=live_service.url, check=False))
     assert f"cannot connect to {dead}" in one_error_line(cli("ls", url=dead, check=False))
     assert "--url" in one_error_line(cli("ls", "--url", "ftp://x", check=False))
     (tmp_path / "f").write_bytes(b"x")
@@ -97,21 +97,21 @@ def test_errors_are_one_line(live_server: Server, tmp_path: Path) -> None:
     assert told.startswith(f"blobledger: cannot connect to {dead}") and "retry 1 of 1" in told
     assert failed.returncode == 3 and error.startswith("blobledger: error: ")
     assert "failed after 2 attempts" in error
-    bad_name = cli("put", str(tmp_path / "f"), "--name", "../escape", url=live_server.url,
+    bad_name = cli("put", str(tmp_path / "f"), "--name", "../escape", url=live_service.url,
                    check=False)
     assert "(HTTP 400)" in one_error_line(bad_name)
     created = json.loads(cli("put", str(tmp_path / "f"), "--name", "errs/f",
-                             url=live_server.url).stdout)
+                             url=live_service.url).stdout)
     nowhere = cli("get", created["id"], "-o", str(tmp_path / "no" / "dir"),
-                  url=live_server.url, check=False)
+                  url=live_service.url, check=False)
     assert "cannot write" in one_error_line(nowhere)
 
 
-def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None:
+def test_progress_bar_on_a_terminal(live_service: Server, tmp_path: Path) -> None:
     source = tmp_path / "tty.bin"
     source.write_bytes(os.urandom(2 * 1024 * 1024))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")},
-           "BLOBLEDGER_URL": live_server.url, "TERM": "xterm-256color", "COLUMNS": "100"}
+           "BLOBLEDGER_URL": live_service.url, "TERM": "xterm-256color", "COLUMNS": "100"}
     done, drawn = on_a_terminal(blobledger_command("put", str(source)), env)
     assert done.returncode == 0
     # rich's bar: the name, the bar, the share, bytes done of the total, the rate
@@ -121,12 +121,12 @@ def test_progress_bar_on_a_terminal(live_server: Server, tmp_path: Path) -> None
     assert json.loads(done.stdout)["name"] == "tty.bin"
 
 
-def test_put_waits_for_an_attempt_in_progress(live_server: Server, tmp_path: Path) -> None:
+def test_put_waits_for_an_attempt_in_progress(live_service: Server, tmp_path: Path) -> None:
     source = tmp_path / "contended.txt"
     source.write_bytes(b"the bytes of the retry")
     key = "cli-contended-key"
     # an earlier attempt under the same key: half its body sent, its connection still open
-    sock = socket.create_connection(("127.0.0.1", live_server.port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", live_service.port), timeout=10)
     sock.sendall(b"POST /documents?name=contended.txt HTTP/1.1\r\nHost: localhost\r\n"
                  b"Idempotency-Key: " + key.encode() + b"\r\nContent-Type: text/plain\r\n"
                  b"Content-Length: 100\r\n\r\n"
@@ -135,7 +135,7 @@ def test_put_waits_for_an_attempt_in_progress(live_server: Server, tmp_path: Pat
         time.sleep(0.5)
         put = subprocess.Popen(
             blobledger_command("put", str(source), "--idempotency-key", key,
-                               "--url", live_server.url),
+                               "--url", live_service.url),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(1.5)
         assert put.poll() is None  # still retrying: the first attempt holds the key
@@ -144,7 +144,7 @@ def test_put_waits_for_an_attempt_in_progress(live_server: Server, tmp_path: Pat
     out, err = put.communicate(timeout=60)
     assert put.returncode == 0, err.decode()
     doc = json.loads(out)
-    fetched = httpx.get(f"{live_server.url}/documents/{doc['id']}/content")
+    fetched = httpx.get(f"{live_service.url}/documents/{doc['id']}/content")
     assert fetched.content == b"the bytes of the retry"
 
 

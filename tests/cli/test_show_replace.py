@@ -31,17 +31,17 @@ def one_error(done: subprocess.CompletedProcess[str], code: int = 1) -> str:
     return lines[0]
 
 
-def test_show_by_name_and_by_id(live_server: Server, tmp_path: Path) -> None:
+def test_show_by_name_and_by_id(live_service: Server, tmp_path: Path) -> None:
     (tmp_path / "q1.txt").write_bytes(b"first quarter\n")
     # a longer name that begins with the one looked for is listed after it, never taken
     for name in ("show/q1.txt.bak", "show/q1.txt"):
-        assert cli("put", "q1.txt", "--name", name, url=live_server.url,
+        assert cli("put", "q1.txt", "--name", name, url=live_service.url,
                    cwd=tmp_path).returncode == 0
-    by_name = cli("show", "show/q1.txt", "--json", url=live_server.url, cwd=tmp_path)
+    by_name = cli("show", "show/q1.txt", "--json", url=live_service.url, cwd=tmp_path)
     assert by_name.returncode == 0, by_name.stderr
     doc = json.loads(by_name.stdout)
     assert (doc["name"], doc["version"], doc["size"]) == ("show/q1.txt", 1, 14)
-    human = cli("show", doc["id"], url=live_server.url, cwd=tmp_path)
+    human = cli("show", doc["id"], url=live_service.url, cwd=tmp_path)
     assert human.returncode == 0, human.stderr
     fields = dict(line.split(":", 1) for line in human.stdout.splitlines())
     assert {k: v.strip() for k, v in fields.items()} == {
@@ -49,47 +49,47 @@ def test_show_by_name_and_by_id(live_server: Server, tmp_path: Path) -> None:
         "sha256": doc["sha256"], "content type": "text/plain", "state": "ready",
         "created": doc["created_at"], "updated": doc["updated_at"]}
     assert "None" not in human.stdout
-    missing = one_error(cli("show", "show/q2.txt", url=live_server.url, cwd=tmp_path))
+    missing = one_error(cli("show", "show/q2.txt", url=live_service.url, cwd=tmp_path))
     assert "no document is named 'show/q2.txt' or has that id" in missing
-    assert "no document" in one_error(cli("show", "show/q1", url=live_server.url,
+    assert "no document" in one_error(cli("show", "show/q1", url=live_service.url,
                                           cwd=tmp_path))
 
 
-def test_put_replace_with_the_version_read(live_server: Server, tmp_path: Path) -> None:
+def test_put_replace_with_the_version_read(live_service: Server, tmp_path: Path) -> None:
     (tmp_path / "report.txt").write_bytes(b"draft\n")
-    created = cli("put", "report.txt", "--name", "replace/report.txt", url=live_server.url,
+    created = cli("put", "report.txt", "--name", "replace/report.txt", url=live_service.url,
                   cwd=tmp_path)
     doc = json.loads(created.stdout)
     (tmp_path / "final.txt").write_bytes(b"final version\n")
     replaced = cli("put", "final.txt", "--replace", "--name", "replace/report.txt",
-                   url=live_server.url, cwd=tmp_path)
+                   url=live_service.url, cwd=tmp_path)
     assert replaced.returncode == 0, replaced.stderr
     after = json.loads(replaced.stdout)
     assert (after["id"], after["version"], after["size"]) == (doc["id"], 2, 14)
-    content = httpx.get(f"{live_server.url}/documents/{doc['id']}/content")
+    content = httpx.get(f"{live_service.url}/documents/{doc['id']}/content")
     assert content.content == b"final version\n"
     # by id, pinned to the version shown: 2 holds, then 2 is stale
     (tmp_path / "v3.txt").write_bytes(b"third\n")
     third = cli("put", "v3.txt", "--replace", "--name", doc["id"], "--if-version", "2",
-                url=live_server.url, cwd=tmp_path)
+                url=live_service.url, cwd=tmp_path)
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["version"] == 3
     stale = cli("put", "final.txt", "--replace", "--name", "replace/report.txt",
-                "--if-version", "2", url=live_server.url, cwd=tmp_path)
+                "--if-version", "2", url=live_service.url, cwd=tmp_path)
     line = one_error(stale)
     assert "'replace/report.txt' is at version 3, not 2" in line and "HTTP 412" in line
-    assert httpx.get(f"{live_server.url}/documents/{doc['id']}/content").content == b"third\n"
+    assert httpx.get(f"{live_service.url}/documents/{doc['id']}/content").content == b"third\n"
     # what does not go with --replace is a usage error
     for extra in (["--direct"], ["--retries", "3"], ["--idempotency-key", "k"]):
-        refused = cli("put", "final.txt", "--replace", *extra, url=live_server.url,
+        refused = cli("put", "final.txt", "--replace", *extra, url=live_service.url,
                       cwd=tmp_path)
         assert extra[0] in one_error(refused, 2)
     assert "--if-version goes with --replace" in one_error(
-        cli("put", "final.txt", "--if-version", "1", url=live_server.url, cwd=tmp_path), 2)
+        cli("put", "final.txt", "--if-version", "1", url=live_service.url, cwd=tmp_path), 2)
     # no document of that name: nothing is created
-    missing = cli("put", "final.txt", "--replace", url=live_server.url, cwd=tmp_path)
+    missing = cli("put", "final.txt", "--replace", url=live_service.url, cwd=tmp_path)
     assert "no document is named 'final.txt'" in one_error(missing)
-    listed = httpx.get(f"{live_server.url}/documents", params={"prefix": "final"}).json()
+    listed = httpx.get(f"{live_service.url}/documents", params={"prefix": "final"}).json()
     assert listed["items"] == []
 
 

@@ -118,7 +118,7 @@ def fresh_database() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def live_server(azurite: Azurite) -> Iterator[Server]:
+def live_service(azurite: Azurite) -> Iterator[Server]:
     """One server per test module (uploads that stall for 2 s are refused: the setting)."""
     with fresh_database() as url, running_server(
             azurite, url, extra={"BLOBLEDGER_BODY_TIMEOUT": "2s"}) as server:
