@@ -6,7 +6,7 @@ readable line.
 ``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
 ``ClientError("<detail> (HTTP 409)")``; an error answer whose body is not a valid problem
 document, "the server answered 409 with a body that is not a problem document"
-(:mod:`._answers` checks every body the commands read).
+(:mod:`blobledger.client._answers` checks every body the commands read).
 
 Retries are stamina's (:func:`retrying`: bounded attempts and total time, exponential
 backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
@@ -33,8 +33,8 @@ import httpx
 import stamina
 
 from blobledger import __version__
-from blobledger.cli._answers import describe
 from blobledger.cli._output import Progress, one_line
+from blobledger.client._answers import describe
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])

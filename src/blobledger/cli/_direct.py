@@ -31,7 +31,6 @@ from urllib.parse import quote
 
 import httpx
 
-from blobledger.cli._answers import DirectTarget, DocumentAnswer, read
 from blobledger.cli._client import (
     MAX_DELAY,
     ClientError,
@@ -43,6 +42,7 @@ from blobledger.cli._client import (
     retrying,
     unreachable,
 )
+from blobledger.client._answers import DirectTarget, DocumentAnswer, read
 
 #: the headers a direct upload may carry, lower case (and any ``x-amz-checksum-*``)
 ALLOWED_HEADERS = frozenset({

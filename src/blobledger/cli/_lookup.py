@@ -2,8 +2,9 @@
 find it: the service has no lookup by name, so the name is looked for in the listing
 (``GET /documents?prefix=NAME&limit=1``: in name order, a name comes before every longer
 name it begins), then, if no document has that name, the string is taken as an id
-(``GET /documents/{id}``). What the server answers is checked (:mod:`._answers`): a listed
-document of another name is no match, a document of another id is refused."""
+(``GET /documents/{id}``). What the server answers is checked
+(:mod:`blobledger.client._answers`): a listed document of another name is no match, a
+document of another id is refused."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from blobledger.cli._answers import BadAnswer, DocumentAnswer, Page, read
 from blobledger.cli._client import ClientError, check, document_path
+from blobledger.client._answers import BadAnswer, DocumentAnswer, Page, read
 
 #: the longest string tried as an id (the service's ids are 32 hex digits)
 MAX_ID = 128

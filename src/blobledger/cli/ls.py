@@ -17,7 +17,6 @@ from typing import Any
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer, Page, read
 from blobledger.cli._client import (
     ClientError,
     Connection,
@@ -26,6 +25,7 @@ from blobledger.cli._client import (
     open_client,
 )
 from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
+from blobledger.client._answers import DocumentAnswer, Page, read
 
 #: the most pages one listing follows by default (``--max-pages``)
 MAX_PAGES = 10_000

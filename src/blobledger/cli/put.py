@@ -34,7 +34,6 @@ from pathlib import Path
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer, current_version, read
 from blobledger.cli._client import (
     CONNECT_RETRIES,
     ClientError,
@@ -52,6 +51,7 @@ from blobledger.cli._client import (
 from blobledger.cli._direct import direct_upload
 from blobledger.cli._lookup import find
 from blobledger.cli._output import print_json
+from blobledger.client._answers import DocumentAnswer, current_version, read
 
 #: retries after a failed attempt, unless ``--retries`` says otherwise
 RETRIES = 6
