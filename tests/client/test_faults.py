@@ -24,7 +24,12 @@ def record(proxy: FaultProxy) -> list[Request]:
     """Every request the proxy sees from now on (a rule that never applies, put before
     every other one)."""
     seen: list[Request] = []
-    proxy.add(lambda request: seen.append(request) or False, "never", times=10**9)
+
+    def keep(request: Request) -> bool:
+        seen.append(request)
+        return False
+
+    proxy.add(keep, "never", times=10**9)
     proxy.rules.insert(0, proxy.rules.pop())
     return seen
 
