@@ -133,7 +133,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                "Content-Type": content_type, "Content-Length": str(size)}
     with open_client(connection) as client:
         if direct:
-            doc = direct_upload(connection.url, retries, client, path, name, content_type,
+            doc = direct_upload(connection.url, retries, client.http, path, name, content_type,
                                 size, _sha256(path))
             if doc is not None:
                 print_json(doc)
@@ -143,7 +143,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
             for attempt in retrying(retries, connection.url, connect_retries=connect_retries):
                 with attempt:
                     tries = attempt.num
-                    response = _post(client, path, name, size, headers)
+                    response = _post(client.http, path, name, size, headers)
         except TryAgain as exc:
             last = str(exc)
         except httpx.TransportError as exc:
@@ -175,7 +175,7 @@ def replace_content(path: Path, *, key: str | None, content_type: str | None,
             progress = Progress(doc.name, size)
             try:
                 with path.open("rb") as handle:
-                    response = client.put(document_path(doc.id, "/content"), headers=headers,
+                    response = client.http.put(document_path(doc.id, "/content"), headers=headers,
                                           content=read_chunks(handle, progress))
             except OSError as exc:
                 raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -229,7 +229,7 @@ def link(doc_id: str, base: httpx.URL, retries: int) -> Operation[Link]:
 
 class Cursor:
     """The pages of a listing, in order: a cursor the server gave before (a listing that
-    would never end) is refused."""
+    would never end) is refused, once the page that carried it was given."""
 
     def __init__(self, prefix: str, page_size: int) -> None:
         self.prefix = prefix
@@ -238,8 +238,12 @@ class Cursor:
         self.seen: set[str] = set()
         self.number = 0
         self.done = False
+        self.refusal: BadAnswer | None = None
 
     def page(self, retries: int) -> Operation[Page]:
+        if self.refusal is not None:
+            self.done = True
+            raise self.refusal
         params = {"prefix": self.prefix, "limit": str(self.page_size)}
         if self.cursor:
             params["cursor"] = self.cursor
@@ -251,9 +255,8 @@ class Cursor:
         if not self.cursor:
             self.done = True
         elif self.cursor in self.seen:
-            self.done = True
-            raise BadAnswer(f"the server gave page {self.number} the cursor of an earlier "
-                            "page: the listing would never end; stopped")
+            self.refusal = BadAnswer(f"the server gave page {self.number} the cursor of an "
+                                     "earlier page: the listing would never end; stopped")
         else:
             self.seen.add(self.cursor)
         return found
