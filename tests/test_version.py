@@ -26,7 +26,7 @@ def test_every_place_reports_the_metadata_version() -> None:
     shown = CliRunner().invoke(cli, ["--version"])
     assert shown.exit_code == 0 and shown.output.split()[-1] == expected
     with open_client(Connection("http://127.0.0.1:9", None)) as client:
-        assert client.headers["user-agent"] == f"blobledger-cli/{expected}"
+        assert client.http.headers["user-agent"] == f"blobledger-cli/{expected}"
 
 
 def test_the_version_is_written_only_in_pyproject() -> None:

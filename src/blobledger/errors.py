@@ -22,6 +22,7 @@
     │       └── AttachLost     A4 lost: the staged blob was swept before a flush attached it
     ├── StoreUnavailable       the store could not be reached or answered 5xx (retry later)
     ├── SweeperBusy            another sweeper holds the SQLite database's sweep lock
+    ├── ServiceError           an error answer of the service no other error names (a client's)
     └── StoreError             a storage answer the caller can act on
         ├── BlobAlreadyExists  create-only put refused: the name is taken (409 or 412)
         ├── BlobNotFound       no committed blob of that name
@@ -148,6 +149,15 @@ class StoreMissing(ConfigError, StoreUnavailable):
 
 class SweeperBusy(BlobLedgerError):
     """Raised when another sweeper already runs on a database that allows only one (SQLite)."""
+
+
+class ServiceError(BlobLedgerError):
+    """Raised by :mod:`blobledger.client` for an error answer that no other error names
+    (or whose body is not a problem document); ``status`` is its HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class StoreError(BlobLedgerError):

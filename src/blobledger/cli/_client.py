@@ -1,20 +1,20 @@
-"""What the HTTP client commands (put, get, ls, rm) share: the ``--url``/``--token`` options,
-one httpx client, the progress bar (:mod:`._output`), and turning any failure into one
-readable line.
+"""What the HTTP client commands (put, get, ls, rm, show) share: the ``--url``/``--token``
+options, one :class:`blobledger.client.Client` (sent once: the commands retry as said below),
+the progress bar (:mod:`._output`), and turning any failure into one readable line.
 
 ``--url`` defaults to the ``url`` setting (``BLOBLEDGER_URL``, else http://127.0.0.1:8000);
 ``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
 ``ClientError("<detail> (HTTP 409)")``; an error answer whose body is not a valid problem
 document, "the server answered 409 with a body that is not a problem document"
-(:mod:`._answers` checks every body the commands read).
+(:mod:`blobledger.client._answers` checks every body the commands read).
 
 Retries are stamina's (:func:`retrying`: bounded attempts and total time, exponential
-backoff with jitter). Kept here is only what says retry: a connection failure, a 5xx
-(500, 502, 503, 504), or a response that carries ``Retry-After`` (a 429, a 503, the 409 of an
-attempt under the same idempotency key still running), whose wait it honours, given in
-seconds or as an HTTP date. Any other 4xx is final. A connection that cannot be made at all
-is :class:`Unreachable` (exit 3), told with the URL tried and ``BLOBLEDGER_URL``; its
-retries are each told on stderr as they happen.
+backoff with jitter). What says retry is the client's (:mod:`blobledger.client._retry`): a
+connection failure, a 5xx (500, 502, 503, 504), or a response that carries ``Retry-After``
+(a 429, a 503, the 409 of an attempt under the same idempotency key still running), whose
+wait it honours, given in seconds or as an HTTP date. Any other 4xx is final. A connection
+that cannot be made at all is :class:`Unreachable` (exit 3), told with the URL tried and
+``BLOBLEDGER_URL``; its retries are each told on stderr as they happen.
 """
 
 from __future__ import annotations
@@ -23,31 +23,32 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import IO, TypeVar
-from urllib.parse import quote
 
 import click
 import httpx
 import stamina
 
 from blobledger import __version__
-from blobledger.cli._answers import describe
 from blobledger.cli._output import Progress, one_line
+from blobledger.client import Client
+from blobledger.client._answers import describe
+from blobledger.client._core import document_path
+from blobledger.client._retry import (
+    MAX_DELAY,
+    RETRY_AFTER_STATUSES,
+    RETRY_STATUSES,
+    retry_after,
+    says_retry,
+)
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
-__all__ = ["ClientError", "Connection", "Progress", "TryAgain", "Unreachable", "check",
-           "connection_options", "describe", "document_path", "open_client", "read_chunks",
-           "retry_after", "retrying", "unreachable"]
+__all__ = ["MAX_DELAY", "RETRY_AFTER_STATUSES", "RETRY_STATUSES", "ClientError", "Connection",
+           "Progress", "TryAgain", "Unreachable", "answered", "check", "connection_options",
+           "describe", "document_path", "open_client", "read_chunks", "retry_after",
+           "retrying", "unreachable"]
 CHUNK = 1024 * 1024
-#: statuses retried with or without Retry-After
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
-#: statuses retried only when they carry Retry-After
-RETRY_AFTER_STATUSES = frozenset({409, 429, 503})
-#: the longest wait between two attempts (a longer Retry-After is cut to it)
-MAX_DELAY = 10.0
 #: the longest time all the attempts of one request may take
 TOTAL_TIME = 300.0
 #: retries of a connection that cannot be made, unless ``--retries`` is given: a service
@@ -79,27 +80,9 @@ class TryAgain(ClientError):
         """The response, unless it says retry (TryAgain) or failed (ClientError)."""
         if response.status_code < 400:
             return response
-        wait = retry_after(response)
-        if response.status_code in RETRY_STATUSES or (
-                wait is not None and response.status_code in RETRY_AFTER_STATUSES):
-            raise cls(describe(response), wait)
+        if says_retry(response):
+            raise cls(describe(response), retry_after(response))
         raise ClientError(describe(response))
-
-
-def retry_after(response: httpx.Response, now: datetime | None = None) -> float | None:
-    """The wait a ``Retry-After`` asks for, in seconds (delay-seconds or an HTTP date)."""
-    value = response.headers.get("retry-after", "").strip()
-    if not value:
-        return None
-    if value.isascii() and value.isdigit():
-        return float(value[:7])
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def retrying(retries: int, url: str = "", *,
@@ -164,18 +147,16 @@ class Connection:
 
 
 @contextlib.contextmanager
-def open_client(connection: Connection) -> Iterator[httpx.Client]:
-    """The client for the service (never following a redirect); an answer that cannot be
-    read (a broken encoding, a bad header) inside the block is one line, not a
-    traceback."""
+def open_client(connection: Connection) -> Iterator[Client]:
+    """The client for the service (never following a redirect, each request sent once: the
+    commands retry themselves); an answer that cannot be read (a broken encoding, a bad
+    header) inside the block is one line, not a traceback, and an error the client raised
+    is one line of exit 1 (:func:`answered`)."""
     url = connection.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--url must be an http:// or https:// URL, not {url!r}")
-    headers = {"User-Agent": f"blobledger-cli/{__version__}"}
-    if connection.token:
-        headers["Authorization"] = f"Bearer {connection.token}"
-    with httpx.Client(base_url=url, headers=headers, trust_env=False, follow_redirects=False,
-                      timeout=httpx.Timeout(30.0, read=300.0)) as client:
+    with Client(url, connection.token, retries=0, timeout=30.0,
+                user_agent=f"blobledger-cli/{__version__}") as client, answered():
         try:
             yield client
         except httpx.TransportError as exc:
@@ -184,8 +165,16 @@ def open_client(connection: Connection) -> Iterator[httpx.Client]:
             raise ClientError(f"the answer of {url} could not be read: {exc}") from None
 
 
-def document_path(doc_id: str, suffix: str = "") -> str:
-    return f"/documents/{quote(doc_id, safe='')}{suffix}"
+@contextlib.contextmanager
+def answered() -> Iterator[None]:
+    """The client's errors (a problem answered, an answer refused) as :class:`ClientError`:
+    the same line, exit 1."""
+    try:
+        yield
+    except ClientError:
+        raise
+    except BlobLedgerError as exc:
+        raise ClientError(str(exc)) from None
 
 
 def check(response: httpx.Response) -> httpx.Response:

@@ -2,36 +2,34 @@
 find it: the service has no lookup by name, so the name is looked for in the listing
 (``GET /documents?prefix=NAME&limit=1``: in name order, a name comes before every longer
 name it begins), then, if no document has that name, the string is taken as an id
-(``GET /documents/{id}``). What the server answers is checked (:mod:`._answers`): a listed
-document of another name is no match, a document of another id is refused."""
+(``GET /documents/{id}``). What the server answers is checked
+(:mod:`blobledger.client._answers`): a listed document of another name is no match, a
+document of another id is refused."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from blobledger.cli._answers import BadAnswer, DocumentAnswer, Page, read
-from blobledger.cli._client import ClientError, check, document_path
+from blobledger.cli._client import ClientError, check
+from blobledger.client import Client
+from blobledger.client._answers import DocumentAnswer, Page, read
+from blobledger.client._core import document, document_path
 
 #: the longest string tried as an id (the service's ids are 32 hex digits)
 MAX_ID = 128
 
 
-def find(client: httpx.Client, key: str) -> tuple[DocumentAnswer, Any]:
+def find(client: Client, key: str) -> tuple[DocumentAnswer, Any]:
     """The ready document named ``key``, else the one whose id ``key`` is, as the model and
     the JSON value it was read from; ClientError (exit 1) when there is neither."""
-    listed = client.get("/documents", params={"prefix": key, "limit": "1"})
+    listed = client.http.get("/documents", params={"prefix": key, "limit": "1"})
     if listed.status_code != 400:  # 400: not a name the service accepts; maybe an id
         page, data = read(Page, check(listed), "a page of documents")
         if page.items and page.items[0].name == key:
             return page.items[0], data["items"][0]
     if key and len(key) <= MAX_ID and key.isprintable() and "/" not in key:
-        shown = client.get(document_path(key))
+        shown = client.http.get(document_path(key))
         if shown.status_code != 404:
-            doc, data = read(DocumentAnswer, check(shown), "a document")
-            if doc.id != key:
-                raise BadAnswer(f"the server answered the document {doc.id!r} for the id "
-                                f"{key!r}")
-            return doc, data
+            doc = document(check(shown), key)
+            return doc, doc.raw
     raise ClientError(f"no document is named {key!r} or has that id")

@@ -14,8 +14,6 @@ usual ``0666`` less the umask. FILE is never replaced when it is not a plain fil
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hashlib
 import os
@@ -38,15 +36,7 @@ from blobledger.cli._client import (
     open_client,
     unreachable,
 )
-
-
-def announced_sha256(response: httpx.Response) -> str | None:
-    for item in response.headers.get("repr-digest", "").split(","):
-        algorithm, _, value = item.strip().partition("=")
-        if algorithm.lower() == "sha-256" and value.startswith(":") and value.endswith(":"):
-            with contextlib.suppress(binascii.Error, ValueError):
-                return base64.b64decode(value[1:-1], validate=True).hex()
-    return None
+from blobledger.client._core import announced_sha256
 
 
 def copy(response: httpx.Response, out: IO[bytes], progress: Progress) -> str:
@@ -72,7 +62,7 @@ def command(doc_id: str, output: Path | None, url: str | None, token: str | None
 def download(doc_id: str, target: Path | None, connection: Connection) -> int:
     with open_client(connection) as client:
         try:
-            with client.stream("GET", document_path(doc_id, "/content")) as response:
+            with client.http.stream("GET", document_path(doc_id, "/content")) as response:
                 check(response)
                 expected = announced_sha256(response)
                 length = response.headers.get("content-length", "")

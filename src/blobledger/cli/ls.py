@@ -12,20 +12,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import click
-import httpx
 
-from blobledger.cli._answers import DocumentAnswer, Page, read
-from blobledger.cli._client import (
-    ClientError,
-    Connection,
-    check,
-    connection_options,
-    open_client,
-)
+from blobledger.cli._client import ClientError, Connection, connection_options, open_client
 from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
+from blobledger.client import Client
+from blobledger.client._answers import DocumentAnswer
 
 #: the most pages one listing follows by default (``--max-pages``)
 MAX_PAGES = 10_000
@@ -49,7 +42,8 @@ def command(prefix: str, page_size: int, max_pages: int, as_json: bool, url: str
     rows: list[list[str]] = []
     with open_client(connection) as client:
         for page in pages(client, prefix, page_size, max_pages):
-            for doc, data in page:
+            for doc in page:
+                data = doc.raw
                 if as_json:
                     print_json(data)
                 elif rich:
@@ -64,27 +58,19 @@ def command(prefix: str, page_size: int, max_pages: int, as_json: bool, url: str
     return 0
 
 
-def pages(client: httpx.Client, prefix: str, page_size: int,
-          max_pages: int) -> Iterator[list[tuple[DocumentAnswer, Any]]]:
-    """Every page, each checked, following ``next_cursor``: a cursor the server gave before
-    (a listing that would never end) or more than ``max_pages`` pages is an error."""
-    cursor: str | None = None
-    seen: set[str] = set()
-    for number in range(1, max_pages + 1):
-        params = {"prefix": prefix, "limit": str(page_size)}
-        if cursor:
-            params["cursor"] = cursor
-        page, data = read(Page, check(client.get("/documents", params=params)),
-                          "a page of documents")
-        yield list(zip(page.items, data["items"], strict=True))
+def pages(client: Client, prefix: str, page_size: int,
+          max_pages: int) -> Iterator[list[DocumentAnswer]]:
+    """Every page, each checked, following ``next_cursor`` (the client refuses a cursor the
+    server gave before: a listing that would never end); more than ``max_pages`` pages is
+    an error."""
+    cursors: set[str] = set()
+    for number, page in enumerate(client.pages(prefix, page_size=page_size), 1):
+        yield page.items
         cursor = page.next_cursor
-        if not cursor:
-            return
-        if cursor in seen:
-            raise ClientError(f"the server gave page {number} the cursor of an earlier page: "
-                              "the listing would never end; stopped")
-        seen.add(cursor)
-    raise ClientError(f"stopped after {max_pages:,} pages (--max-pages): the listing goes on")
+        if cursor and cursor not in cursors and number >= max_pages:
+            raise ClientError(f"stopped after {max_pages:,} pages (--max-pages): the listing "
+                              "goes on")
+        cursors.add(cursor or "")
 
 
 __all__ = ["command", "display_name"]

@@ -34,7 +34,6 @@ from pathlib import Path
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer, current_version, read
 from blobledger.cli._client import (
     CONNECT_RETRIES,
     ClientError,
@@ -52,6 +51,7 @@ from blobledger.cli._client import (
 from blobledger.cli._direct import direct_upload
 from blobledger.cli._lookup import find
 from blobledger.cli._output import print_json
+from blobledger.client._answers import DocumentAnswer, current_version, read
 
 #: retries after a failed attempt, unless ``--retries`` says otherwise
 RETRIES = 6
@@ -133,7 +133,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                "Content-Type": content_type, "Content-Length": str(size)}
     with open_client(connection) as client:
         if direct:
-            doc = direct_upload(connection.url, retries, client, path, name, content_type,
+            doc = direct_upload(connection.url, retries, client.http, path, name, content_type,
                                 size, _sha256(path))
             if doc is not None:
                 print_json(doc)
@@ -143,7 +143,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
             for attempt in retrying(retries, connection.url, connect_retries=connect_retries):
                 with attempt:
                     tries = attempt.num
-                    response = _post(client, path, name, size, headers)
+                    response = _post(client.http, path, name, size, headers)
         except TryAgain as exc:
             last = str(exc)
         except httpx.TransportError as exc:
@@ -175,7 +175,7 @@ def replace_content(path: Path, *, key: str | None, content_type: str | None,
             progress = Progress(doc.name, size)
             try:
                 with path.open("rb") as handle:
-                    response = client.put(document_path(doc.id, "/content"), headers=headers,
+                    response = client.http.put(document_path(doc.id, "/content"), headers=headers,
                                           content=read_chunks(handle, progress))
             except OSError as exc:
                 raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None

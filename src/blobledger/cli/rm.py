@@ -5,14 +5,7 @@ from __future__ import annotations
 import click
 import httpx
 
-from blobledger.cli._client import (
-    Connection,
-    check,
-    connection_options,
-    document_path,
-    open_client,
-    unreachable,
-)
+from blobledger.cli._client import Connection, connection_options, open_client, unreachable
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger rm 0f3c...\n"
@@ -24,13 +17,10 @@ from blobledger.cli._client import (
 def command(doc_id: str, if_match: str | None, url: str | None, token: str | None) -> int:
     """Delete document ID."""
     connection = Connection.resolve(url, token)
-    headers = {}
-    if if_match:
-        version = if_match.strip().strip('"')
-        headers["If-Match"] = f'"{version}"'
+    version = if_match.strip().strip('"') if if_match else None
     with open_client(connection) as client:
         try:
-            check(client.delete(document_path(doc_id), headers=headers))
+            client.delete(doc_id, if_match=version)
         except httpx.HTTPError as exc:
             raise unreachable(connection.url, exc) from None
     return 0

@@ -10,10 +10,10 @@ from typing import Any
 import click
 import httpx
 
-from blobledger.cli._answers import DocumentAnswer
 from blobledger.cli._client import Connection, connection_options, open_client, unreachable
 from blobledger.cli._lookup import find
 from blobledger.cli._output import display_name, print_json
+from blobledger.client._answers import DocumentAnswer
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger show reports/2026/q1.pdf\n"

@@ -1,7 +1,7 @@
-"""What the client commands read from the server, checked before anything is done with it.
+"""What the client reads from the server, checked before anything is done with it.
 
-The server is not trusted: a body that is not what the command expects is an error of one
-line (exit 1), never a traceback nor a guess.
+The server is not trusted: a body that is not what the client expects is an error of one
+line (:class:`BadAnswer`), never a traceback nor a guess.
 
 - An error answer's body is a problem document (RFC 9457): a JSON object whose ``type``,
   ``title``, ``detail`` and ``instance`` are strings and whose ``status`` is an integer HTTP
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from blobledger.errors import BlobLedgerError
 
@@ -29,11 +29,17 @@ MAX_PROBLEM = 64 * 1024
 #: the longest detail shown (the rest is cut)
 MAX_DETAIL = 500
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="_Strict")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
+    _raw: Any = PrivateAttr(default=None)
+
+    @property
+    def raw(self) -> Any:
+        """The JSON value this was read from, as the server sent it."""
+        return self._raw
 
 
 class Problem(_Strict):
@@ -47,7 +53,8 @@ class Problem(_Strict):
 
 
 class DocumentAnswer(_Strict):
-    """The members of a document the commands print or use."""
+    """A document as the service answers it (``blobledger.client.DocumentInfo``): the
+    members the client uses, checked; any other member is kept (``model_extra``)."""
 
     id: str = Field(min_length=1, max_length=1024)
     name: str = Field(max_length=4096)
@@ -69,7 +76,7 @@ class Page(_Strict):
 
 class DirectTarget(_Strict):
     """``POST /uploads``'s answer: where and how to send the bytes (checked further by
-    :mod:`blobledger.cli._direct` before anything is sent)."""
+    :mod:`blobledger.client._direct` before anything is sent)."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")
     method: str
@@ -142,7 +149,7 @@ def current_version(response: httpx.Response) -> int | None:
 
 
 class BadAnswer(BlobLedgerError):
-    """A success answer whose body is not what the command expects (one line, exit 1)."""
+    """A success answer whose body is not what the client expects."""
 
 
 def read(model: type[M], response: httpx.Response, what: str) -> tuple[M, Any]:
@@ -150,7 +157,12 @@ def read(model: type[M], response: httpx.Response, what: str) -> tuple[M, Any]:
     line naming what was expected, otherwise."""
     try:
         data = _json(response.content)
-        return model.model_validate(data), data
+        found = model.model_validate(data)
+        found._raw = data
+        if isinstance(found, Page):
+            for item, value in zip(found.items, data["items"], strict=True):
+                item._raw = value
+        return found, data
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the body"
@@ -167,3 +179,11 @@ def _json(body: bytes) -> Any:
         return pydantic_core.from_json(body, allow_inf_nan=False)
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+
+
+class Link(_Strict):
+    """``GET /documents/{id}/link``: a URL that opens the content without the token, for
+    ``expires_in`` seconds (None: as long as the document is there)."""
+
+    url: str = Field(min_length=1, max_length=8192)
+    expires_in: int | None = Field(default=None, ge=0)

@@ -1,0 +1,150 @@
+"""The async client: :mod:`._core`'s operations, run on ``httpx.AsyncClient``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from blobledger.client import _core
+from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
+from blobledger.client._core import Call, Data, Operation, Sleep
+from blobledger.client._retry import backoff
+from blobledger.client._setup import Setup, bounded
+
+
+class AsyncClient:
+    """:class:`~blobledger.client.Client`'s operations, awaited (the same checks, errors
+    and retries). A file given as ``data`` is read in the event loop's thread."""
+
+    def __init__(self, url: str, token: str | None = None, *, retries: int = _core.RETRIES,
+                 timeout: float = 30.0, user_agent: str | None = None) -> None:
+        self._setup = Setup.of(url, token, retries, user_agent)
+        self.http = httpx.AsyncClient(**self._setup.options(timeout))
+        self._store = httpx.AsyncClient(**Setup.store_options())
+
+    @property
+    def url(self) -> str:
+        return str(self._setup.base)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+        await self._store.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def create(self, name: str, data: Data, *, content_type: str | None = None,
+                     idempotency_key: str | None = None) -> DocumentAnswer:
+        return await self._run(_core.create(name, data, content_type, idempotency_key,
+                                            self._setup.retries))
+
+    async def replace(self, doc_id: str, data: Data, *, if_match: int | str,
+                      content_type: str | None = None) -> DocumentAnswer:
+        return await self._run(_core.replace(doc_id, data, if_match, content_type,
+                                             self._setup.retries))
+
+    async def get(self, doc_id: str) -> DocumentAnswer:
+        return await self._run(_core.get(doc_id, self._setup.retries))
+
+    async def delete(self, doc_id: str, *, if_match: int | str | None = None) -> None:
+        await self._run(_core.delete(doc_id, if_match, self._setup.retries))
+
+    async def link(self, doc_id: str) -> Link:
+        return await self._run(_core.link(doc_id, self._setup.base, self._setup.retries))
+
+    async def pages(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[Page]:
+        cursor = _core.Cursor(prefix, page_size)
+        while not cursor.done:
+            yield await self._run(cursor.page(self._setup.retries))
+
+    async def documents(self, prefix: str = "", *,
+                        page_size: int = 100) -> AsyncIterator[DocumentAnswer]:
+        async for page in self.pages(prefix, page_size=page_size):
+            for item in page.items:
+                yield item
+
+    async def upload_direct(self, name: str, data: Data, *,
+                            content_type: str | None = None) -> DocumentAnswer:
+        return await self._run(_core.direct_upload(name, data, content_type, self.url,
+                                                   self._setup.retries))
+
+    async def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
+                         upload_url: str | None = None,
+                         chunk_size: int = _core.TUS_CHUNK) -> DocumentAnswer:
+        return await self._run(_core.tus_upload(name, data, content_type, self._setup.base,
+                                                upload_url, chunk_size, self._setup.retries))
+
+    async def read(self, doc_id: str, *, start: int = 0, end: int | None = None) -> bytes:
+        return b"".join([chunk async for chunk in self.stream(doc_id, start=start, end=end)])
+
+    async def stream(self, doc_id: str, *, start: int = 0,
+                     end: int | None = None) -> AsyncIterator[bytes]:
+        """As :meth:`Client.stream <blobledger.client.Client.stream>`."""
+        download = _core.Download(doc_id, start, end)
+        failures = 0
+        while True:
+            reached = download.offset
+            try:
+                async with self._stream(download.call()) as response:
+                    download.answered(await self._read(response)
+                                      if response.status_code >= 300 else response)
+                    async for chunk in response.aiter_bytes():
+                        yield download.take(chunk)
+                if download.complete():
+                    break
+            except httpx.TransportError:
+                failures = 0 if download.offset > reached else failures + 1
+                if failures > self._setup.retries:
+                    raise
+                await asyncio.sleep(backoff(failures))
+        download.finish()
+
+    def _stream(self, call: Call) -> Any:
+        return self.http.stream(call.method, call.path, params=call.params,
+                                headers=call.headers)
+
+    async def _run(self, operation: Operation[_core.T]) -> _core.T:
+        try:
+            step = next(operation)
+            while True:
+                outcome: _core.Outcome = None
+                if isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                else:
+                    try:
+                        outcome = await self._send(step)
+                    except httpx.TransportError as exc:
+                        outcome = exc
+                step = operation.send(outcome)
+        except StopIteration as stop:
+            result: _core.T = stop.value
+            return result
+
+    async def _send(self, call: Call) -> httpx.Response:
+        client = self._store if call.store else self.http
+        content = call.body.achunks(call.offset, call.length) if call.body else None
+        request = client.build_request(call.method, call.path, params=call.params,
+                                       headers=call.headers, content=content, json=call.json)
+        return await self._read(await client.send(request, stream=True))
+
+    @staticmethod
+    async def _read(response: httpx.Response) -> httpx.Response:
+        """The answer, read (an error answer's body: at most MAX_PROBLEM bytes and one)."""
+        try:
+            limit = MAX_PROBLEM if response.status_code >= 300 else None
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if limit is not None and len(body) > limit:
+                    break
+        finally:
+            await response.aclose()
+        return bounded(response, bytes(body))

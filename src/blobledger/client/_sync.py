@@ -1,0 +1,165 @@
+"""The blocking client: :mod:`._core`'s operations, run on ``httpx.Client``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from blobledger.client import _core
+from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
+from blobledger.client._core import Call, Data, Operation, Sleep
+from blobledger.client._retry import backoff
+from blobledger.client._setup import Setup, bounded
+
+
+class Client:
+    """The blobledger service at ``url``, with ``token`` (sent as ``Authorization:
+    Bearer``). Every answer is checked before it is used; an error answer is raised as
+    blobledger's own exception (``NotFound``, ``PreconditionFailed``, ``NameTaken``, …;
+    ``ServiceError`` for the others); a body that is not what was asked for is
+    ``BadAnswer``; a connection that failed after ``retries`` retries is httpx's
+    ``TransportError``. Use it as a context manager, or ``close()`` it."""
+
+    def __init__(self, url: str, token: str | None = None, *, retries: int = _core.RETRIES,
+                 timeout: float = 30.0, user_agent: str | None = None) -> None:
+        self._setup = Setup.of(url, token, retries, user_agent)
+        self.http = httpx.Client(**self._setup.options(timeout))
+        self._store = httpx.Client(**Setup.store_options())
+
+    @property
+    def url(self) -> str:
+        return str(self._setup.base)
+
+    def close(self) -> None:
+        self.http.close()
+        self._store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def create(self, name: str, data: Data, *, content_type: str | None = None,
+               idempotency_key: str | None = None) -> DocumentAnswer:
+        """A new document ``name`` holding ``data`` (bytes or a binary file)."""
+        return self._run(_core.create(name, data, content_type, idempotency_key,
+                                      self._setup.retries))
+
+    def replace(self, doc_id: str, data: Data, *, if_match: int | str,
+                content_type: str | None = None) -> DocumentAnswer:
+        """The document's new bytes, if it is still at version ``if_match``."""
+        return self._run(_core.replace(doc_id, data, if_match, content_type,
+                                       self._setup.retries))
+
+    def get(self, doc_id: str) -> DocumentAnswer:
+        """The document's metadata."""
+        return self._run(_core.get(doc_id, self._setup.retries))
+
+    def delete(self, doc_id: str, *, if_match: int | str | None = None) -> None:
+        """Delete the document (only at version ``if_match``, if given)."""
+        self._run(_core.delete(doc_id, if_match, self._setup.retries))
+
+    def link(self, doc_id: str) -> Link:
+        """A URL that opens the document's content without the token."""
+        return self._run(_core.link(doc_id, self._setup.base, self._setup.retries))
+
+    def pages(self, prefix: str = "", *, page_size: int = 100) -> Iterator[Page]:
+        """The pages of the ready documents whose names start with ``prefix``."""
+        cursor = _core.Cursor(prefix, page_size)
+        while not cursor.done:
+            yield self._run(cursor.page(self._setup.retries))
+
+    def documents(self, prefix: str = "", *, page_size: int = 100) -> Iterator[DocumentAnswer]:
+        """Every ready document whose name starts with ``prefix``, in name order."""
+        for page in self.pages(prefix, page_size=page_size):
+            yield from page.items
+
+    def upload_direct(self, name: str, data: Data, *,
+                      content_type: str | None = None) -> DocumentAnswer:
+        """A new document, its bytes sent straight to the store (``POST /uploads``)."""
+        return self._run(_core.direct_upload(name, data, content_type, self.url,
+                                             self._setup.retries))
+
+    def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
+                   upload_url: str | None = None,
+                   chunk_size: int = _core.TUS_CHUNK) -> DocumentAnswer:
+        """A new document by tus, in parts of ``chunk_size``, resumed after a broken part
+        (and, given ``upload_url``, an upload begun before)."""
+        return self._run(_core.tus_upload(name, data, content_type, self._setup.base,
+                                          upload_url, chunk_size, self._setup.retries))
+
+    def read(self, doc_id: str, *, start: int = 0, end: int | None = None) -> bytes:
+        """The document's bytes (``start`` to ``end``, inclusive, if given)."""
+        return b"".join(self.stream(doc_id, start=start, end=end))
+
+    def stream(self, doc_id: str, *, start: int = 0,
+               end: int | None = None) -> Iterator[bytes]:
+        """The document's bytes as they come; a broken connection is resumed from the
+        offset reached, if the document is still the same version (else
+        ``PreconditionFailed``); the whole document is checked against its SHA-256."""
+        download = _core.Download(doc_id, start, end)
+        failures = 0
+        while True:
+            reached = download.offset
+            try:
+                with self._stream(download.call()) as response:
+                    download.answered(self._read(response) if response.status_code >= 300
+                                      else response)
+                    for chunk in response.iter_bytes():
+                        yield download.take(chunk)
+                if download.complete():
+                    break
+            except httpx.TransportError:
+                failures = 0 if download.offset > reached else failures + 1
+                if failures > self._setup.retries:
+                    raise
+                time.sleep(backoff(failures))
+        download.finish()
+
+    def _stream(self, call: Call) -> Any:
+        return self.http.stream(call.method, call.path, params=call.params,
+                                headers=call.headers)
+
+    def _run(self, operation: Operation[_core.T]) -> _core.T:
+        try:
+            step = next(operation)
+            while True:
+                outcome: _core.Outcome = None
+                if isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                else:
+                    try:
+                        outcome = self._send(step)
+                    except httpx.TransportError as exc:
+                        outcome = exc
+                step = operation.send(outcome)
+        except StopIteration as stop:
+            result: _core.T = stop.value
+            return result
+
+    def _send(self, call: Call) -> httpx.Response:
+        client = self._store if call.store else self.http
+        content = call.body.chunks(call.offset, call.length) if call.body else None
+        request = client.build_request(call.method, call.path, params=call.params,
+                                       headers=call.headers, content=content, json=call.json)
+        return self._read(client.send(request, stream=True))
+
+    @staticmethod
+    def _read(response: httpx.Response) -> httpx.Response:
+        """The answer, read (an error answer's body: at most MAX_PROBLEM bytes and one)."""
+        try:
+            limit = MAX_PROBLEM if response.status_code >= 300 else None
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if limit is not None and len(body) > limit:
+                    break
+        finally:
+            response.close()
+        return bounded(response, bytes(body))

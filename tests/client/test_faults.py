@@ -1,0 +1,120 @@
+"""The client through a fault proxy in front of a real server: a download cut halfway is
+resumed from where it broke, and only if the document is still the same; what says retry
+is retried, and nothing else is."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import httpx
+import pytest
+
+from blobledger.client import AsyncClient, Client
+from blobledger.errors import NameTaken, PreconditionFailed
+from tests.support.faultproxy import FaultProxy, Request
+from tests.support.server import Server
+
+
+def through(proxy: FaultProxy) -> str:
+    return f"http://127.0.0.1:{proxy.port}"
+
+
+def record(proxy: FaultProxy) -> list[Request]:
+    """Every request the proxy sees from now on (a rule that never applies, put before
+    every other one)."""
+    seen: list[Request] = []
+
+    def keep(request: Request) -> bool:
+        seen.append(request)
+        return False
+
+    proxy.add(keep, "never", times=10**9)
+    proxy.rules.insert(0, proxy.rules.pop())
+    return seen
+
+
+def content_get(request: Request) -> bool:
+    return request.method == "GET" and request.path.endswith("/content")
+
+
+def test_a_cut_download_resumes_from_the_offset_reached(server: Server,
+                                                        proxy: FaultProxy) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    with Client(through(proxy), retries=3) as client:
+        doc = client.create(f"faults/{uuid.uuid4().hex}.bin", data)
+        proxy.add(content_get, "reset_response", times=2)
+        seen = record(proxy)
+        assert client.read(doc.id) == data
+    assert proxy.injected["reset_response"] == 2
+    ranges = [r.header("range") for r in seen if content_get(r)]
+    assert len(ranges) == 3 and ranges[0] is None
+    assert all(r is not None and r.startswith("bytes=") and not r.startswith("bytes=0-")
+               for r in ranges[1:])
+    assert [r.header("if-range") for r in seen if content_get(r)][1:] == ['"1"', '"1"']
+
+
+async def test_a_document_changed_between_the_cut_and_the_resume_is_not_spliced(
+        server: Server, proxy: FaultProxy) -> None:
+    data = os.urandom(2 * 1024 * 1024)
+    async with AsyncClient(through(proxy), retries=3) as client:
+        doc = await client.create(f"faults/{uuid.uuid4().hex}.bin", data)
+        proxy.add(content_get, "reset_response")
+
+        def replace_first(request: Request) -> bool:  # before the resumed GET goes on
+            if content_get(request) and request.header("range"):
+                replaced = httpx.put(f"{server.url}/documents/{doc.id}/content",
+                                     content=b"new bytes", headers={"If-Match": '"1"'})
+                assert replaced.status_code == 200, replaced.text
+            return False
+
+        proxy.add(replace_first, "never", times=10**9)
+        with pytest.raises(PreconditionFailed, match="changed while it was read"):
+            await client.read(doc.id)
+        assert await client.read(doc.id) == b"new bytes"
+
+
+def test_503_with_retry_after_is_retried_under_the_same_key(server: Server,
+                                                            proxy: FaultProxy) -> None:
+    name = f"faults/{uuid.uuid4().hex}.bin"
+    seen = record(proxy)
+    proxy.add(lambda r: r.method == "POST", "status:503:1", times=2)
+    with Client(through(proxy), retries=3) as client:
+        doc = client.create(name, b"retried")
+    posts = [r for r in seen if r.method == "POST"]
+    assert proxy.injected["status"] == 2 and len(posts) == 3
+    assert len({r.header("idempotency-key") for r in posts}) == 1
+    assert httpx.get(f"{server.url}/documents/{doc.id}/content").content == b"retried"
+
+
+def test_409_and_412_are_never_retried(server: Server, proxy: FaultProxy) -> None:
+    seen = record(proxy)
+    with Client(through(proxy), retries=5) as client:
+        doc = client.create(f"faults/{uuid.uuid4().hex}.bin", b"one")
+        before = len(seen)
+        with pytest.raises(NameTaken):
+            client.create(doc.name, b"two")
+        with pytest.raises(PreconditionFailed):
+            client.replace(doc.id, b"two", if_match=7)
+        with pytest.raises(PreconditionFailed):
+            client.delete(doc.id, if_match=7)
+    assert [r.method for r in seen[before:]] == ["POST", "PUT", "DELETE"]
+
+
+def test_a_connection_refused_is_retried_then_raised() -> None:
+    from tests.support.services import free_port
+
+    with Client(f"http://127.0.0.1:{free_port()}", retries=1) as client, \
+            pytest.raises(httpx.ConnectError):
+        client.get("0" * 32)
+
+
+def test_a_tus_upload_resumes_after_a_broken_part(server: Server, proxy: FaultProxy) -> None:
+    data = os.urandom(600_000)
+    seen = record(proxy)
+    proxy.add(lambda r: r.method == "PATCH", "reset_request")
+    with Client(through(proxy), retries=3) as client:
+        doc = client.upload_tus(f"faults/{uuid.uuid4().hex}.bin", data, chunk_size=200_000)
+        assert client.read(doc.id) == data
+    assert proxy.injected["reset_request"] == 1
+    assert [r.method for r in seen].count("HEAD") >= 2  # the offset asked for again
