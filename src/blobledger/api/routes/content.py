@@ -29,7 +29,6 @@ from blobledger.api.headers import (
 from blobledger.api.links import LIFETIME, link_query
 from blobledger.api.openapi import empty, headers, json_body, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
-from blobledger.api.routes.reads import read_url
 from blobledger.api.routes import (
     document_response,
     expected_version,
@@ -39,6 +38,7 @@ from blobledger.api.routes import (
     safe_content_type,
     settings_of,
 )
+from blobledger.api.routes.reads import read_url
 from blobledger.api.uploads import read_upload
 from blobledger.protocol.documents import Document
 from blobledger.stores.base import BlobReader
