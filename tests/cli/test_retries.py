@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ import pytest
 
 from blobledger.cli._client import retry_after
 from tests.support.server import blobledger_command
+from tests.support.threaded import serving
 
 #: a status, its headers (or what makes them when it is sent) and its JSON body
 Answer = tuple[int, dict[str, str] | Callable[[], dict[str, str]], dict[str, object]]
@@ -62,12 +62,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def scripted() -> Iterator[Scripted]:
-    server = Scripted()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(Scripted()) as server:
+        yield server
 
 
 def put(server: Scripted, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.support.server import Server, blobledger_command
+from tests.support.threaded import serving
 
 
 def cli(*args: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -125,12 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def untrusted() -> Iterator[Untrusted]:
-    server = Untrusted()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(Untrusted()) as server:
+        yield server
 
 
 def test_show_distrusts_the_server(untrusted: Untrusted, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ another loopback port."""
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from tests.hostile.support import Served, serve
+from tests.support.threaded import serving
 from tests.web.conftest import CHROMIUM_FLAGS, chromium_path
 
 pytestmark = pytest.mark.skipif(not Path(chromium_path()).is_file(),
@@ -51,14 +51,8 @@ def service() -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[str]:
     """Another origin: the same loopback address, another port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Page)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,13 @@ the latency proxy): one lifecycle, so each proxy only says what it does with a c
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socketserver
 import threading
-from typing import Self
+from collections.abc import Iterator
+from typing import Self, TypeVar
+
+S = TypeVar("S", bound=socketserver.BaseServer)
 
 
 class ThreadedServer:
@@ -67,3 +72,16 @@ class ThreadedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def serving(server: S) -> Iterator[S]:
+    """A standard-library HTTP server (``socketserver`` style) answering in a daemon thread
+    until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

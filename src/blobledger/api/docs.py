@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException
 from starlette.responses import FileResponse, HTMLResponse, Response
 
 from blobledger import __version__
+from blobledger.web import page_headers
 
 SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
 OWN = Path(__file__).parent / "static"
@@ -35,13 +36,7 @@ CONTENT_SECURITY_POLICY = (
     "font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
-HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-cache",
-}
+HEADERS = page_headers(CONTENT_SECURITY_POLICY)
 PAGE = f"""<!doctype html>
 <html lang="en">
 <head>

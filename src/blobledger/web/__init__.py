@@ -20,13 +20,17 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
-HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-cache",
-}
+
+
+def page_headers(content_security_policy: str) -> dict[str, str]:
+    """The headers of a page the service serves itself (and of its files): its policy, no
+    sniffing, no referrer, never framed, revalidated on every use."""
+    return {"Content-Security-Policy": content_security_policy,
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
+
+
+HEADERS = page_headers(CONTENT_SECURITY_POLICY)
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
 
