@@ -1,4 +1,4 @@
-"""The interleaving explorer in the suite, time-bounded: about 40 s on SQLite and local disk
+"""The interleaving explorer in the suite, time-bounded: about 30 s on SQLite and local disk
 and short runs on PostgreSQL with Azurite and with moto's S3 (``scripts/explore --minutes N``
 runs it longer), and the interleavings of ``scenarios.py`` replayed."""
 
@@ -16,7 +16,7 @@ from tests.support.services import Azurite, MotoS3
 
 def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path) -> None:
     examples = STATS.examples
-    explore(SqliteLocal(tmp_path), seconds=40, batch=20)
+    explore(SqliteLocal(tmp_path), seconds=30, batch=20)
     assert STATS.examples - examples >= 20  # at least one whole batch ran
 
 

@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from tests.hostile.support import Served, serve
 from tests.support.openapi import CONFORMANCE, operations
 
-EXAMPLES = 20  # per operation and mode
+EXAMPLES = 12  # per operation and mode
 
 
 @pytest.fixture(scope="module")
