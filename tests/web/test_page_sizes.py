@@ -320,18 +320,21 @@ def test_a_download_is_a_plain_link_streamed_to_disk(
     sign_in(page, base, WRITE_TOKEN)
     page.fill("#prefix", f"download-{size}/")
     page.click("#search-form button[type=submit]")
+    page.wait_for_load_state("networkidle")  # the sign-in's own load of the list is done too
+    expect(page.locator("#doc-rows tr")).to_have_count(1)
     link = row(page, name).locator("a[download]", has_text="Download")
     expect(link).to_have_attribute("href", f"/documents/{doc['id']}/content")
     no_sideways_scroll(page)
+    clicked = link.element_handle()  # the very link (a later load of the list renders anew)
     with page.expect_download(timeout=60_000) as caught:
-        link.click()
+        clicked.click()
     saved = tmp_path / "saved.bin"
     caught.value.save_as(saved)
     assert caught.value.failure() is None
     assert caught.value.suggested_filename == "big.bin"
     assert saved.read_bytes() == data
     # the browser fetched it as a download: the page's scripts never held its bytes
-    href = link.get_attribute("href") or ""
+    href = clicked.get_attribute("href") or ""
     assert href.startswith(f"/documents/{doc['id']}/content?") and "sig=" in href
     assert WRITE_TOKEN not in href and not [u for u in urls if WRITE_TOKEN in u]
     assert not [u for u in urls if u.startswith("blob:")]
