@@ -501,21 +501,11 @@ class AzureStore(Store):
         blob with any number of bytes its one Put Blob carries, until the SAS expires.
         Completion then refuses it (the size is checked against what the store holds) and
         gives the upload up, and the sweeper removes the blob."""
-        check_blob_name(name)
-        self._client()
-        credential = getattr(self._service, "credential", None)
-        key = getattr(credential, "account_key", None)
-        account = getattr(credential, "account_name", None)
-        if not key or not account:
+        signed = self._blob_sas(name, BlobSasPermissions(create=True), expires_in)
+        if signed is None:
             return None
-        expires_at = datetime.now(UTC) + timedelta(seconds=expires_in)
-        sas = generate_blob_sas(account_name=account, container_name=self.container_name,
-                                blob_name=name, account_key=key,
-                                permission=BlobSasPermissions(create=True),
-                                expiry=expires_at, start=datetime.now(UTC) - timedelta(
-                                    minutes=5))
-        url = self._client().get_blob_client(name).url.split("?", 1)[0]
-        return DirectPut(url=f"{url}?{sas}", expires_at=expires_at, headers={
+        url, expires_at = signed
+        return DirectPut(url=url, expires_at=expires_at, headers={
             "x-ms-blob-type": "BlockBlob", "If-None-Match": "*",
             "Content-Type": content_type})
 
@@ -524,6 +514,21 @@ class AzureStore(Store):
         """A service SAS for this one blob with the read permission only (``r``), its answer's
         Content-Disposition (``rscd``) and Content-Type (``rsct``) fixed by the signature. None
         without an account key, as :meth:`direct_put`."""
+        signed = self._blob_sas(
+            name, BlobSasPermissions(read=True), expires_in,
+            content_disposition=content_disposition(filename, content_type),
+            content_type=content_type, cache_control=signed_cache_control(expires_in))
+        if signed is None:
+            return None
+        url, expires_at = signed
+        return SignedRead(url=url, expires_at=expires_at)
+
+    def _blob_sas(self, name: str, permission: BlobSasPermissions, expires_in: float,
+                  **overrides: Any) -> tuple[str, datetime] | None:
+        """A service SAS URL for the one blob ``name`` with ``permission`` (and the answer's
+        header ``overrides``), valid from five minutes ago (clock skew) for ``expires_in``
+        seconds, and its expiry; None without an account key (a SAS would then be a user
+        delegation SAS, not offered yet)."""
         check_blob_name(name)
         self._client()
         credential = getattr(self._service, "credential", None)
@@ -534,15 +539,11 @@ class AzureStore(Store):
         now = datetime.now(UTC)
         expires_at = now + timedelta(seconds=expires_in)
         sas = generate_blob_sas(account_name=account, container_name=self.container_name,
-                                blob_name=name, account_key=key,
-                                permission=BlobSasPermissions(read=True),
+                                blob_name=name, account_key=key, permission=permission,
                                 expiry=expires_at, start=now - timedelta(minutes=5),
-                                content_disposition=content_disposition(
-                                    filename, content_type),
-                                content_type=content_type,
-                                cache_control=signed_cache_control(expires_in))
+                                **overrides)
         url = self._client().get_blob_client(name).url.split("?", 1)[0]
-        return SignedRead(url=f"{url}?{sas}", expires_at=expires_at)
+        return f"{url}?{sas}", expires_at
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
         with map_errors(name):
