@@ -49,6 +49,9 @@ class Result:
     def scalars(self) -> list[Any]:
         return [row[0] for row in self.rows]
 
+    def all(self) -> list[tuple[Any, ...]]:
+        return list(self.rows)
+
 
 class DjangoConnection:
     """A Django database alias seen as the connection the protocol's steps expect."""

@@ -1,4 +1,5 @@
-"""The records: ``documents`` and ``blobs`` (the blobs table doubles as the storage outbox).
+"""The records: ``documents`` and ``blobs`` (the blobs table doubles as the storage outbox),
+and ``events`` (the outbox of what happened, with its delivery log).
 
 Embedded in an application's database, the tables may carry a prefix and live in a schema of
 the application's choosing: ``BLOBLEDGER_TABLE_PREFIX`` (``bl_`` gives ``bl_blobs``, and
@@ -206,6 +207,82 @@ class UploadRow(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     #: a digest of the bearer token that created the upload (never the token), or None
     owner: Mapped[str | None] = mapped_column(String(64))
+
+
+class EventType(StrEnum):
+    """What an event says happened (written by the change itself, in its transaction)."""
+
+    READY = "document.ready"
+    REPLACED = "document.replaced"
+    DELETED = "document.deleted"
+    ATTACHED = "attachment.attached"
+    DETACHED = "attachment.detached"
+
+
+class EventState(StrEnum):
+    PENDING = "pending"  # not yet delivered to every target (or claimed by a worker now)
+    DELIVERED = "delivered"  # every target answered yes
+    DEAD = "dead"  # ``attempts`` reached the maximum: left for ``blobledger events replay``
+
+
+class EventRow(Base):
+    """One event: written in the transaction of the change it describes (the outbox of
+    :mod:`blobledger.protocol.events`), delivered at least once by the delivery worker.
+    ``id`` orders them; ``event_id`` is the ``webhook-id`` (the same on every retry);
+    ``subject`` is what they are ordered by (a document's id; an attachment's blob name).
+    ``attempt``/``lease_until`` are a delivery worker's claim, like a sweeper's on a blob."""
+
+    __tablename__ = table_name("events")
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(40), nullable=False, unique=True)
+    type: Mapped[str] = mapped_column(String(32), nullable=False)
+    subject: Mapped[str] = mapped_column(String(1024), nullable=False)
+    document_id: Mapped[str | None] = mapped_column(String(32))
+    blob_name: Mapped[str | None] = mapped_column(String(1024))
+    owner_table: Mapped[str | None] = mapped_column(String(255))
+    owner_key: Mapped[str | None] = mapped_column(String(255))
+    owner_column: Mapped[str | None] = mapped_column(String(255))
+    version: Mapped[int | None] = mapped_column(Integer)
+    name: Mapped[str | None] = mapped_column(String(1024))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    md5: Mapped[str | None] = mapped_column(String(32))
+    content_type: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    payload: Mapped[str] = mapped_column(Text, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    attempt: Mapped[str | None] = mapped_column(String(32))
+    lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index(index_name("events", "state_next"), "state", "next_attempt_at"),
+        Index(index_name("events", "subject_id"), "subject", "id"),
+    )
+
+
+class DeliveryRow(Base):
+    """One delivery attempt of one event to one target (a webhook URL, an in-process
+    handler): the attempt log ``blobledger events show`` prints."""
+
+    __tablename__ = table_name("event_deliveries")
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(40), nullable=False, index=True)
+    attempt_no: Mapped[int] = mapped_column(Integer, nullable=False)
+    target: Mapped[str] = mapped_column(String(1024), nullable=False)
+    claim: Mapped[str | None] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime())
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)  # ok, failed
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 def utcnow() -> datetime:

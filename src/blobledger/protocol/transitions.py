@@ -49,6 +49,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from blobledger.config import Settings, sweep_margin
 from blobledger.db import Database
 from blobledger.errors import AttachLost, Digests, InvalidInput, NameTaken, QuotaExceeded
+from blobledger.protocol import events
 from blobledger.protocol.clock import at
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import (
@@ -57,6 +58,7 @@ from blobledger.protocol.models import (
     BlobState,
     DocumentRow,
     DocumentStatus,
+    EventType,
     IdempotencyKeyRow,
     KeyState,
     UploadMode,
@@ -181,7 +183,7 @@ _attach = update(blobs).where(
     *_mine, blobs.c.kind == BlobKind.ATTACHMENT.value,
 ).values(state=ATTACHED, attempt=None, owner_table=bindparam("o_table"),
          owner_key=bindparam("o_key"), owner_column=bindparam("o_column"), changed_at=NOW,
-         lease_until=NOW)
+         lease_until=NOW).returning(*events.attachment_columns(blobs))
 _owned = (blobs.c.state == ATTACHED, blobs.c.owner_table == bindparam("o_table"),
           blobs.c.owner_key == bindparam("o_key"))
 _insert_upload = insert(uploads).values(
@@ -231,32 +233,44 @@ def attach(conn: Any, blob_name: str, attempt: str, owner: Owner, offset: float 
     """A4 on the application's connection, inside its transaction: the staged blob row
     ``pending -> attached`` by compare-and-set on its name, state and staging token, recording
     the owner. False if it lost (a sweeper fenced the staged blob: the caller must fail its
-    transaction). Never commits."""
-    result = conn.execute(_attach, dict(
+    transaction). Writes ``attachment.attached`` with it. Never commits."""
+    rows = _rows(conn.execute(_attach, dict(
         b_name=blob_name, b_attempt=attempt, o_table=owner.table, o_key=owner.key,
-        o_column=owner.column, now_s=offset))
-    return _count(result) == 1
+        o_column=owner.column, now_s=offset)))
+    events.write_sync(conn, [events.attachment_row(EventType.ATTACHED, row, owner)
+                             for row in rows], offset)
+    return len(rows) == 1
 
 
 def detach_replaced(conn: Any, owner: Owner, keep: Sequence[str], offset: float = 0.0) -> int:
     """Detach or replace, on the application's connection: every blob attached to the owner's
     column that the column no longer holds goes ``attached -> deleting`` (the outbox), in the
-    same transaction as the owner's update. The number moved."""
+    same transaction as the owner's update, each with its ``attachment.detached``. The
+    number moved."""
     query = update(blobs).where(*_owned, blobs.c.owner_column == bindparam("o_column"))
     if keep:
         query = query.where(blobs.c.name.not_in(list(keep)))
-    result = conn.execute(query.values(state=DELETING, changed_at=NOW, lease_until=NOW), dict(
-        o_table=owner.table, o_key=owner.key, o_column=owner.column, now_s=offset))
-    return _count(result)
+    rows = _rows(conn.execute(
+        query.values(state=DELETING, changed_at=NOW, lease_until=NOW)
+        .returning(*events.attachment_columns(blobs)),
+        dict(o_table=owner.table, o_key=owner.key, o_column=owner.column, now_s=offset)))
+    events.write_sync(conn, [events.attachment_row(EventType.DETACHED, row, owner)
+                             for row in sorted(rows)], offset)
+    return len(rows)
 
 
 def detach_owner(conn: Any, table: str, key: str, offset: float = 0.0) -> int:
     """The owner row is deleted: every blob attached to it goes ``attached -> deleting``, in
-    the transaction that deletes it. The number moved."""
-    result = conn.execute(
-        update(blobs).where(*_owned).values(state=DELETING, changed_at=NOW, lease_until=NOW),
-        dict(o_table=table, o_key=key, now_s=offset))
-    return _count(result)
+    the transaction that deletes it, each with its ``attachment.detached``. The number
+    moved."""
+    rows = _rows(conn.execute(
+        update(blobs).where(*_owned).values(state=DELETING, changed_at=NOW, lease_until=NOW)
+        .returning(*events.attachment_columns(blobs), blobs.c.owner_column),
+        dict(o_table=table, o_key=key, now_s=offset)))
+    events.write_sync(conn, [
+        events.attachment_row(EventType.DETACHED, row[:-1], Owner(table, key, row[-1]))
+        for row in sorted(rows)], offset)
+    return len(rows)
 
 
 def attached_to(conn: Any, owner: Owner, names: Sequence[str]) -> set[str]:
@@ -691,6 +705,7 @@ class Transitions:
                 return None
             row = (await conn.execute(_ready_document, params)).one()
             doc = Document.from_row(row)
+            await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             if upload_id is not None:
@@ -736,20 +751,27 @@ class Transitions:
                     documents.c.status == DocumentStatus.READY.value))).scalar_one_or_none()
                 return ReplaceOutcome(current_version=current)
             await conn.execute(_to_deleting, dict(params, b_name=intent.old_blob))
-        return ReplaceOutcome(document=Document.from_row(row))
+            doc = Document.from_row(row)
+            await events.write(conn, [events.document_row(
+                EventType.REPLACED, doc, digests.md5, previous_blob=intent.old_blob)],
+                self.offset)
+        return ReplaceOutcome(document=doc)
 
     # -- delete ---------------------------------------------------------------------------
     async def delete_document(self, doc_id: str, version: int) -> bool:
-        """Remove a ready document at ``version``; its blob to the deletion path."""
+        """Remove a ready document at ``version``; its blob to the deletion path, and
+        ``document.deleted`` written with it."""
         async with self.db.transaction() as conn:
-            blob = (await conn.execute(
+            row = (await conn.execute(
                 delete(documents)
                 .where(documents.c.id == doc_id, documents.c.version == version,
                        documents.c.status == DocumentStatus.READY.value)
-                .returning(documents.c.blob_name))).scalar_one_or_none()
-            if blob is None:
+                .returning(*documents.c))).one_or_none()
+            if row is None:
                 return False
-            await conn.execute(_to_deleting, dict(b_name=blob, **self.times()))
+            await conn.execute(_to_deleting, dict(b_name=row.blob_name, **self.times()))
+            await events.write(conn, [events.document_row(
+                EventType.DELETED, Document.from_row(row), row.md5)], self.offset)
         return True
 
     # -- a live writer's failure path -----------------------------------------------------
@@ -890,6 +912,7 @@ class Transitions:
                 await conn.execute(_to_deleting, params)
                 return "deleting"
             doc = Document.from_row(row)
+            await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             await conn.execute(update(uploads).where(uploads.c.blob_name == name).values(
@@ -984,6 +1007,12 @@ async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
 
 class _Undo(Exception):
     """Raised inside a transaction to roll it back: its compare-and-set lost half-way."""
+
+
+def _rows(result: Any) -> list[tuple[Any, ...]]:
+    """The rows a statement returned, as tuples (an application's SQLAlchemy connection, or
+    the Django integration's)."""
+    return [tuple(row) for row in result.all()]
 
 
 def _count(result: object) -> int:
