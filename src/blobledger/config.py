@@ -40,6 +40,14 @@ BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 1
 BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
 BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
 BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
+BLOBLEDGER_WEBHOOK_URLS            events are POSTed to these      unset (no webhooks)
+BLOBLEDGER_WEBHOOK_SECRET          ``whsec_…``: signs them         unset
+BLOBLEDGER_EVENT_MAX_ATTEMPTS      an event is dead after N fails  10
+BLOBLEDGER_EVENT_BACKOFF           first retry after; doubles      5s (at most 1h apart)
+BLOBLEDGER_EVENT_LEASE             a delivery worker's claim       1m
+BLOBLEDGER_EVENT_BATCH             events claimed at once          100
+BLOBLEDGER_EVENT_TIMEOUT           one webhook call's limit        10s
+BLOBLEDGER_EVENT_INTERVAL          delivery polls this often       1s
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
 BLOBLEDGER_OTEL                    OpenTelemetry spans             off
@@ -56,6 +64,8 @@ deleted document's old blob outlives every signed read URL issued for it (docs/p
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import os
 import tomllib
@@ -108,7 +118,12 @@ DEFAULT_STORE_URL = "file://./var/blobs"
 DEFAULT_URL = "http://127.0.0.1:8000"
 ENV_PREFIX = "BLOBLEDGER_"
 #: fields whose values are secrets: shown masked by ``blobledger config``
-SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string"})
+SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string",
+                           "webhook_secret"})
+#: how a Standard Webhooks secret begins (the rest is base64)
+WEBHOOK_SECRET_PREFIX = "whsec_"
+#: the longest wait between two delivery attempts of one event
+MAX_EVENT_BACKOFF = 3600.0
 #: where the values being checked came from (:func:`load_settings`): named in the errors
 _ORIGINS: ContextVar[Sequence[_Layer]] = ContextVar("blobledger_settings_origins", default=())
 
@@ -167,6 +182,30 @@ def _origins(value: object) -> object:
     return tuple(dict.fromkeys(parse_origin(item) for item in split_list(value)))
 
 
+def _webhook_urls(value: object) -> object:
+    urls = tuple(dict.fromkeys(item.strip() for item in split_list(value)))
+    for url in urls:
+        if not url.startswith(("http://", "https://")) or len(url) > 1000:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return urls
+
+
+def _webhook_secret(value: object) -> object:
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            return None
+        body = value.removeprefix(WEBHOOK_SECRET_PREFIX)
+        try:
+            key = base64.b64decode(body, validate=True)
+        except (ValueError, binascii.Error):
+            key = b""
+        if not value.startswith(WEBHOOK_SECRET_PREFIX) or len(key) < 16:
+            raise ValueError("must be whsec_ followed by at least 16 bytes in base64 "
+                             "(e.g. whsec_ + `openssl rand -base64 32`)")
+    return value
+
+
 def _public_url(value: object) -> object:
     if isinstance(value, str):
         return parse_public_url(value) if value.strip() else None
@@ -180,6 +219,8 @@ Tokens = Annotated[dict[str, frozenset[str]], BeforeValidator(_tokens)]
 Hosts = Annotated[tuple[str, ...], BeforeValidator(_hosts)]
 Origins = Annotated[tuple[str, ...], BeforeValidator(_origins)]
 PublicUrl = Annotated[str | None, BeforeValidator(_public_url)]
+WebhookUrls = Annotated[tuple[str, ...], BeforeValidator(_webhook_urls)]
+WebhookSecret = Annotated[str | None, BeforeValidator(_webhook_secret)]
 
 
 class Settings(BaseModel):
@@ -225,6 +266,17 @@ class Settings(BaseModel):
     #: the base of the URLs the service hands out; None: the address a connection came in on
     public_url: PublicUrl = None
     sweep_interval: Duration | None = None
+    #: events are POSTed to these, signed per Standard Webhooks with ``webhook_secret``
+    webhook_urls: WebhookUrls = ()
+    webhook_secret: WebhookSecret = None
+    #: an event whose delivery failed this many times is ``dead`` (``events replay``)
+    event_max_attempts: Count = 10
+    #: the wait after the first failed attempt; doubled after each (MAX_EVENT_BACKOFF at most)
+    event_backoff: Duration = 5.0
+    event_lease: Duration = 60.0
+    event_batch: Count = 100
+    event_timeout: Duration = 10.0
+    event_interval: Duration = 1.0
     url: str = DEFAULT_URL
     token: str | None = None
     otel: bool = False
@@ -243,7 +295,8 @@ class Settings(BaseModel):
         "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
         "resumable_expiry", "direct_upload_expiry",
         "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads",
-        "body_rate_window", "max_open_uploads", "max_reserved_names")
+        "body_rate_window", "max_open_uploads", "max_reserved_names", "event_max_attempts",
+        "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval")
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -300,6 +353,18 @@ class Settings(BaseModel):
                 "URL must never outlive its blob")
         return self
 
+    @model_validator(mode="after")
+    def _webhooks_signed(self) -> Settings:
+        if self.webhook_urls and not self.webhook_secret:
+            raise ValueError("BLOBLEDGER_WEBHOOK_URLS needs BLOBLEDGER_WEBHOOK_SECRET "
+                             "(whsec_…): receivers verify every delivery's signature")
+        if self.event_lease <= self.event_timeout:
+            raise ValueError(
+                f"BLOBLEDGER_EVENT_LEASE ({format_duration(self.event_lease)}) must exceed "
+                f"BLOBLEDGER_EVENT_TIMEOUT ({format_duration(self.event_timeout)}): a claim "
+                "must outlast one webhook call")
+        return self
+
     def with_(self, **changes: object) -> Settings:
         """A copy with these fields changed, checked again."""
         return Settings(**{**{name: getattr(self, name) for name in Settings.model_fields},
@@ -316,6 +381,8 @@ class Settings(BaseModel):
             data["azure"]["connection_string"] = _mask_connection_string(
                 self.azure.connection_string)
         data["database_url"] = _mask_url(self.database_url)
+        if self.webhook_secret:
+            data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
         return data
 
 

@@ -26,7 +26,9 @@ published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, 
 an emulator that ignores the tag condition: the tags compared, not yet written); in every
 store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
 its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
-and ``deletion.after_{claim,tag,delete}``.
+and ``deletion.after_{claim,tag,delete}``. In the event delivery worker, ``events.after_claim``
+(a batch claimed, nothing sent), ``events.after_send`` (every target called, the event not
+yet marked) and ``events.after_mark``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

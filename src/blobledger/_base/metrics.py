@@ -73,9 +73,10 @@ _LAST: dict[str, dict[str, Any]] = {}
 
 
 def last_reports() -> dict[str, dict[str, Any] | None]:
-    """The latest sweep and reconcile summaries of this process (None: none ran yet)."""
+    """The latest sweep, reconcile and event delivery summaries of this process (None:
+    none ran yet)."""
     return {kind: (dict(_LAST[kind]) if kind in _LAST else None)
-            for kind in ("sweep", "reconcile")}
+            for kind in ("sweep", "reconcile", "events")}
 
 
 def record_sweep(report: SweepReport) -> None:
@@ -101,3 +102,26 @@ def record_reconcile(report: ReconcileReport) -> None:
     RECONCILE_LAST_RUN.set(time.time())
     RECONCILE_LAST_SECONDS.set(report.seconds)
     RECONCILE_BLOBS.set(report.blobs)
+
+
+EVENTS_DELIVERED = Counter("blobledger_events_delivered",
+                           "Events delivered to every target (marked delivered)")
+EVENTS_FAILURES = Counter("blobledger_event_delivery_failures",
+                          "Failed delivery attempts (one per target that refused or failed)")
+EVENTS_DEAD = Counter("blobledger_events_dead",
+                      "Events moved to the dead-letter state (max attempts reached)")
+EVENTS_LAG = Gauge("blobledger_events_lag_seconds",
+                   "How long the oldest pending event has waited (0: none pending)")
+EVENTS_PENDING = Gauge("blobledger_events_pending", "Events not yet delivered")
+EVENTS_DEAD_NOW = Gauge("blobledger_events_dead_now", "Events in the dead-letter state")
+
+
+def record_delivery(report: Any) -> None:
+    """Publish one delivery run (the delivery worker's ``DeliveryReport``)."""
+    _LAST["events"] = {"at": time.time(), **report.as_dict()}
+    EVENTS_DELIVERED.inc(report.delivered)
+    EVENTS_FAILURES.inc(report.failures)
+    EVENTS_DEAD.inc(report.dead)
+    EVENTS_LAG.set(report.lag or 0.0)
+    EVENTS_PENDING.set(report.pending)
+    EVENTS_DEAD_NOW.set(report.dead_now)

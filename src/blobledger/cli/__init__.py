@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("rm", "delete a document"),
     "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
     "reconcile": ("reconcile", "compare the container with the database"),
+    "events": ("events", "list, show, replay and deliver events"),
     "check": ("check", "check the invariants on the live database and store"),
     "doctor": ("doctor", "check the configured store's features"),
     "experiments": ("experiments", "re-run the measured storage behaviours"),

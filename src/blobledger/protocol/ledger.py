@@ -24,7 +24,7 @@ import logging
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
@@ -65,6 +65,7 @@ from blobledger.errors import (
 )
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.protocol.documents import Data, Document, as_stream, limit_size
+from blobledger.protocol.events import Event
 from blobledger.protocol.migrate import migrate_database
 from blobledger.protocol.models import (
     COMMITTED_TAG as COMMITTED,
@@ -83,6 +84,7 @@ from blobledger.protocol.models import (
     BlobState,
     DocumentRow,
     DocumentStatus,
+    EventType,
     KeyState,
     UploadState,
     utcnow,
@@ -98,6 +100,8 @@ PAGE = 500
 
 #: a name known only after the bytes have streamed (see ``Ledger.create``)
 NameSource = Callable[[], Awaitable[str]]
+#: an in-process event handler (see ``Ledger.on``)
+H = TypeVar("H", bound=Callable[..., object])
 LOST = "the upload was abandoned: its intent was taken over while this attempt was paused"
 
 
@@ -138,6 +142,8 @@ class Ledger:
         _check_layout(self.settings)
         self._migrate = migrate
         self._creates = create
+        #: in-process event handlers by event type (:meth:`on`), called by the delivery worker
+        self.handlers: dict[str, list[Callable[[Event], object]]] = {}
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -234,6 +240,24 @@ class Ledger:
     @settings.setter
     def settings(self, settings: Settings) -> None:
         self.transitions.settings = settings
+
+    # -- events ---------------------------------------------------------------------------
+    def on(self, event_type: str) -> Callable[[H], H]:
+        """Register an in-process handler for an event type (``document.ready``, …): a sync
+        or async callable taking the :class:`~blobledger.protocol.events.Event`, called at
+        least once per event by the delivery worker that runs with this ledger
+        (:mod:`blobledger.workers.delivery`). Raising (or returning False) is a failed
+        attempt, retried with backoff. Handlers must be idempotent (key: ``event.event_id``).
+        """
+        if event_type not in {kind.value for kind in EventType}:
+            raise InvalidInput(f"no event type {event_type!r} (one of: "
+                               f"{', '.join(kind.value for kind in EventType)})")
+
+        def register(handler: H) -> H:
+            self.handlers.setdefault(event_type, []).append(handler)
+            return handler
+
+        return register
 
     # -- time -----------------------------------------------------------------------------
     @property

@@ -1,0 +1,241 @@
+"""The delivery worker: every event to every target, at least once, its state in the database.
+
+Targets are the ledger's in-process handlers for the event's type (``@ledger.on(...)``) and
+the configured webhooks (``BLOBLEDGER_WEBHOOK_URLS``, signed per Standard Webhooks with
+``BLOBLEDGER_WEBHOOK_SECRET``). One :meth:`Delivery.run_once` claims due events in batches
+until none is due:
+
+1. **Claim** (:func:`blobledger.protocol.events.claim`): pending events due now whose lease
+   has lapsed, oldest first, and only the first undelivered event of each subject (a
+   document's events are delivered in the order they were written; a failing one holds the
+   later ones back until it is delivered, or replayed once dead). The claim writes a token of
+   its own and a lease (``BLOBLEDGER_EVENT_LEASE``).
+2. **Send** to every target that has not yet taken the event (the attempt log says which
+   did), logging each attempt (target, start, end, outcome, status, error).
+3. **Mark**, by compare-and-set on the claim's token: ``delivered`` when every target took
+   it; else the attempt counted and the event due again after the backoff
+   (``BLOBLEDGER_EVENT_BACKOFF``, doubled per attempt), or ``dead`` after
+   ``BLOBLEDGER_EVENT_MAX_ATTEMPTS``.
+
+A worker that dies or pauses anywhere leaves the event ``pending`` and claimed until the lease
+lapses; another worker then claims it and sends it again (the same ``webhook-id``: receivers
+deduplicate on it). A paused worker that wakes after that can no longer mark the event: its
+token was replaced, so it neither marks another's event delivered nor counts an attempt twice.
+
+Failpoints: ``events.after_claim`` (a batch claimed, nothing sent), ``events.after_send``
+(every target called, the event not yet marked) and ``events.after_mark``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+import httpx
+
+from blobledger import failpoints
+from blobledger._base import metrics, webhooks
+from blobledger.config import MAX_EVENT_BACKOFF, Settings
+from blobledger.protocol import events
+from blobledger.protocol.events import Event
+from blobledger.protocol.ledger import Ledger
+
+log = logging.getLogger("blobledger.delivery")
+
+#: a target's name in the attempt log
+Target = tuple[str, Callable[[Event], Awaitable[None]]]
+
+
+@dataclass
+class DeliveryReport:
+    """What one run did; ``to_log()`` is its one summary line."""
+
+    claimed: int = 0
+    delivered: int = 0
+    failures: int = 0  # failed attempts to one target
+    retried: int = 0  # events due again after a backoff
+    dead: int = 0  # events moved to the dead-letter state
+    lost: int = 0  # marks refused: the claim lapsed and another worker holds the event
+    pending: int = 0  # after the run
+    dead_now: int = 0  # after the run
+    lag: float | None = None  # the oldest pending event's age after the run (seconds)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+    def to_log(self) -> str:
+        return json.dumps({"event": "deliver", **self.as_dict()})
+
+
+def backoff(settings: Settings, attempts: int) -> float:
+    """The wait before the next try after ``attempts`` failed ones (at least 1)."""
+    return float(min(MAX_EVENT_BACKOFF, settings.event_backoff * 2 ** max(0, attempts - 1)))
+
+
+class Delivery:
+    """One delivery worker over a ledger: its handlers and the configured webhooks."""
+
+    def __init__(self, ledger: Ledger, *, client: httpx.AsyncClient | None = None,
+                 batch: int | None = None) -> None:
+        self.ledger = ledger
+        self.settings = ledger.settings
+        self.batch = batch or self.settings.event_batch
+        self._client = client
+
+    def targets(self, event: Event) -> list[Target]:
+        """Where ``event`` goes: the handlers for its type, then the webhooks."""
+        found: list[Target] = []
+        for handler in self.ledger.handlers.get(event.type, []):
+            name = f"handler:{getattr(handler, '__module__', '?')}." \
+                   f"{getattr(handler, '__qualname__', repr(handler))}"
+            found.append((name, _call(handler)))
+        for url in self.settings.webhook_urls:
+            found.append((f"webhook:{url}", self._post(url)))
+        return found
+
+    def _post(self, url: str) -> Callable[[Event], Awaitable[None]]:
+        async def post(event: Event) -> None:
+            body = json.dumps(event.body(), sort_keys=True).encode()
+            assert self.settings.webhook_secret is not None  # the settings insist
+            headers = webhooks.headers(self.settings.webhook_secret, event.event_id, body)
+            client = self._client or httpx.AsyncClient()
+            try:
+                response = await client.post(url, content=body, headers=headers,
+                                             timeout=self.settings.event_timeout)
+            finally:
+                if self._client is None:
+                    await client.aclose()
+            if not 200 <= response.status_code < 300:
+                raise _Refused(response.status_code)
+        return post
+
+    async def run_once(self) -> DeliveryReport:
+        """Claim and deliver due events until none is due; the run's report."""
+        report = DeliveryReport()
+        started = time.monotonic()
+        while True:
+            async with self.ledger.db.transaction() as conn:
+                token, claimed = await events.claim(conn, self.batch, self.settings.event_lease,
+                                                    self.ledger.clock_offset)
+            if not claimed:
+                break
+            report.claimed += len(claimed)
+            await failpoints.hit("events.after_claim")
+            # one event per subject in a claim: they may go out together
+            await asyncio.gather(*(self._deliver(token, event, report) for event in claimed))
+        async with self.ledger.db.transaction(readonly=True) as conn:
+            counts = await events.counts(conn)
+            report.lag = await events.oldest_pending(conn, self.ledger.clock_offset)
+        report.pending, report.dead_now = counts[events.PENDING], counts[events.DEAD]
+        report.seconds = time.monotonic() - started
+        metrics.record_delivery(report)
+        return report
+
+    async def _deliver(self, token: str, event: Event, report: DeliveryReport) -> None:
+        offset = self.ledger.clock_offset
+        async with self.ledger.db.transaction(readonly=True) as conn:
+            done = await events.succeeded_targets(conn, event.event_id)
+        errors: list[str] = []
+        attempt_no = event.attempts + 1
+        for name, send in self.targets(event):
+            if name in done:
+                continue
+            began = datetime.now(UTC)
+            status: int | None = None
+            error: str | None = None
+            try:
+                await send(event)
+            except _Refused as exc:
+                status, error = exc.status, f"answered {exc.status}"
+            except Exception as exc:  # a handler's or a transport's failure: retried
+                error = f"{type(exc).__name__}: {exc}".strip()
+            if error is not None:
+                errors.append(f"{name}: {error}")
+                report.failures += 1
+            elif name.startswith("webhook:"):
+                status = 200
+            async with self.ledger.db.transaction() as conn:
+                await events.log_attempt(conn, event.event_id, attempt_no, name, token,
+                                         began, ok=error is None, status_code=status,
+                                         error=error, offset=offset)
+        await failpoints.hit("events.after_send")
+        async with self.ledger.db.transaction() as conn:
+            if not errors:
+                won = await events.mark_delivered(conn, event.event_id, token, offset)
+                report.delivered += won
+            else:
+                dead = attempt_no >= self.settings.event_max_attempts
+                won = await events.mark_failed(
+                    conn, event.event_id, token, "; ".join(errors), dead=dead,
+                    retry_in=backoff(self.settings, attempt_no), offset=offset)
+                if won and dead:
+                    report.dead += 1
+                    log.warning("event %s (%s) is dead after %d attempts: %s", event.event_id,
+                                event.type, attempt_no, errors[-1])
+                elif won:
+                    report.retried += 1
+        if not won:
+            report.lost += 1
+        await failpoints.hit("events.after_mark")
+
+
+class _Refused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"answered {status}")
+        self.status = status
+
+
+def _call(handler: Callable[[Event], object]) -> Callable[[Event], Awaitable[None]]:
+    """A handler as a coroutine function: an async one awaited, a sync one run in a thread
+    (it must not block the loop). False from either is a failure."""
+    async def call(event: Event) -> None:
+        if inspect.iscoroutinefunction(handler):
+            result = await handler(event)
+        else:
+            result = await asyncio.to_thread(handler, event)
+            if inspect.isawaitable(result):
+                result = await result
+        if result is False:
+            raise RuntimeError("the handler returned False")
+    return call
+
+
+async def deliver_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
+                          on_report: Callable[[DeliveryReport], None] | None = None) -> None:
+    """Deliver every ``interval`` seconds until ``stop`` is set; a failing run (the database
+    away) is logged and tried again next time."""
+    delivery = Delivery(ledger)
+    while not stop.is_set():
+        try:
+            report = await delivery.run_once()
+            if on_report is not None:
+                on_report(report)
+        except Exception:
+            log.exception("event delivery failed; trying again in %.1fs", interval)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        except TimeoutError:
+            pass
+
+
+def background_delivery(settings: Settings) -> Callable[[Ledger], Awaitable[None]] | None:
+    """A worker for ``serve`` delivering events every ``event_interval`` while webhooks are
+    configured (None: no webhook, no worker; in-process handlers live in an application's
+    own process, which runs :func:`deliver_forever` itself)."""
+    if not settings.webhook_urls:
+        return None
+    interval = settings.event_interval
+
+    async def delivery(ledger: Ledger) -> None:
+        await deliver_forever(ledger, interval=interval, stop=asyncio.Event())
+
+    return delivery
+
