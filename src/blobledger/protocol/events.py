@@ -46,8 +46,14 @@ REPLAYED = "ok-replayed"
 #: the first characters of a delivery claim's token (an event's ``attempt``)
 CLAIM_PREFIX = "e:"
 
+#: every column named (a statement compiled without its parameters, as the Django
+#: integration compiles, must still insert them all)
+_WRITTEN = ("event_id", "type", "subject", "document_id", "blob_name", "owner_table",
+            "owner_key", "owner_column", "version", "name", "size", "sha256", "md5",
+            "content_type", "payload")
 _insert_event = insert(events).values(
-    state=PENDING, attempts=0, created_at=NOW, next_attempt_at=NOW, lease_until=NOW)
+    state=PENDING, attempts=0, created_at=NOW, next_attempt_at=NOW, lease_until=NOW,
+    **{column: bindparam(column) for column in _WRITTEN})
 
 
 def new_event_id() -> str:
