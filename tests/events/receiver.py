@@ -71,7 +71,7 @@ def receiving(receiver: Receiver | None = None) -> Iterator[Receiver]:
     found = receiver or Receiver()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             status = found.handle(body, {k.lower(): v for k, v in self.headers.items()})
             self.send_response(status)

@@ -29,6 +29,7 @@ Failpoints: ``events.after_claim`` (a batch claimed, nothing sent), ``events.aft
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -36,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+
 import httpx
 
 from blobledger import failpoints
@@ -106,19 +108,25 @@ class Delivery:
             body = json.dumps(event.body(), sort_keys=True).encode()
             assert self.settings.webhook_secret is not None  # the settings insist
             headers = webhooks.headers(self.settings.webhook_secret, event.event_id, body)
-            client = self._client or httpx.AsyncClient()
-            try:
-                response = await client.post(url, content=body, headers=headers,
-                                             timeout=self.settings.event_timeout)
-            finally:
-                if self._client is None:
-                    await client.aclose()
+            if self._client is None:
+                self._client = httpx.AsyncClient()
+            response = await self._client.post(url, content=body, headers=headers,
+                                               timeout=self.settings.event_timeout)
             if not 200 <= response.status_code < 300:
                 raise _Refused(response.status_code)
         return post
 
     async def run_once(self) -> DeliveryReport:
         """Claim and deliver due events until none is due; the run's report."""
+        owned = self._client is None
+        try:
+            return await self._run()
+        finally:
+            if owned and self._client is not None:
+                await self._client.aclose()
+                self._client = None
+
+    async def _run(self) -> DeliveryReport:
         report = DeliveryReport()
         started = time.monotonic()
         while True:
@@ -129,8 +137,14 @@ class Delivery:
                 break
             report.claimed += len(claimed)
             await failpoints.hit("events.after_claim")
-            # one event per subject in a claim: they may go out together
-            await asyncio.gather(*(self._deliver(token, event, report) for event in claimed))
+            if self.ledger.db.engine.dialect.name == "sqlite":
+                # one writer at a time: a worker stopped at a failpoint while another of its
+                # events is inside a transaction would hold the database's only write lock
+                for event in claimed:
+                    await self._deliver(token, event, report)
+            else:  # one event per subject in a claim: they may go out together
+                await asyncio.gather(*(self._deliver(token, event, report)
+                                       for event in claimed))
         async with self.ledger.db.transaction(readonly=True) as conn:
             counts = await events.counts(conn)
             report.lag = await events.oldest_pending(conn, self.ledger.clock_offset)
@@ -220,10 +234,8 @@ async def deliver_forever(ledger: Ledger, *, interval: float, stop: asyncio.Even
                 on_report(report)
         except Exception:
             log.exception("event delivery failed; trying again in %.1fs", interval)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
-        except TimeoutError:
-            pass
 
 
 def background_delivery(settings: Settings) -> Callable[[Ledger], Awaitable[None]] | None:
