@@ -211,3 +211,58 @@ async def test_upgrade_gives_uploads_an_owner(kind: str, tmp_path: Path) -> None
     finally:
         if kind == "postgresql":
             await drop_database(url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_adds_the_events(kind: str, tmp_path: Path) -> None:
+    """0007 adds ``events`` and ``event_deliveries``: a previous release's database (0006)
+    upgrades with no event for its past changes; its ready document's next change writes
+    one, and a new document's ``document.ready``, in order."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade, "0006")
+        await db.dispose()
+        await seed_previous_release_rows(url, store)
+        async with Ledger(Database(url), store) as ledger:
+            async with ledger.db.engine.connect() as conn:
+                assert (await conn.execute(text("SELECT count(*) FROM events"))) \
+                    .scalar_one() == 0
+            await ledger.delete("d1")
+            doc = await ledger.create("new.txt", b"new")
+            async with ledger.db.engine.connect() as conn:
+                rows = (await conn.execute(text(
+                    "SELECT type, subject, state FROM events ORDER BY id"))).all()
+            assert [tuple(row) for row in rows] == [
+                ("document.deleted", "d1", "pending"), ("document.ready", doc.id, "pending")]
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)
+
+
+async def seed_previous_release_rows(url: str, store: LocalStore) -> str:
+    """A ready document as release 0006 holds it (no idempotency key)."""
+    blob = f"documents/{uuid.uuid4().hex}.txt"
+
+    async def one() -> AsyncIterator[bytes]:
+        yield b"0006 bytes"
+
+    digests = await store.put(blob, one(), tags={"state": "committed"})
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        params = dict(blob=blob, now=NOW, sha=digests.sha256, md5=digests.md5,
+                      size=digests.size)
+        await conn.execute(text(
+            "INSERT INTO documents (id, name, status, blob_name, version, size, content_type, "
+            "sha256, md5, created_at, updated_at) VALUES ('d1', 'old.txt', 'ready', :blob, 1, "
+            ":size, 'text/plain', :sha, :md5, :now, :now)"), params)
+        await conn.execute(text(
+            "INSERT INTO blobs (name, document_id, kind, state, content_type, size, sha256, "
+            "md5, lease_until, created_at, changed_at) VALUES (:blob, 'd1', 'create', "
+            "'committed', 'text/plain', :size, :sha, :md5, :now, :now, :now)"), params)
+    await db.dispose()
+    return blob
