@@ -14,7 +14,9 @@ write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azuri
 that compares first) and before the ledger's tag reads and checksum reads
 (:class:`PausingStore`), so each backend's real guard semantics is what is exercised.
 
-After every step the invariants I1, I3 and I5 hold (:func:`blobledger.workers.invariants.check`; I4
+After every step the events agree with the changes (exactly one per committed change, in
+order per document, none without its change: :meth:`Explorer._check_events`), and the
+invariants I1, I3 and I5 hold (:func:`blobledger.workers.invariants.check`; I4
 at a settle step, once every operation has finished, every live upload's client finished
 it, and the clock is past every cutoff: first with the sweeper alone, then after
 ``reconcile --fix``), and every answer a client got agrees with a simple model:
@@ -64,6 +66,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from blobledger import failpoints
@@ -85,8 +88,15 @@ from blobledger.errors import (
 )
 from blobledger.protocol.attachments import StagedBlob, StagedUpload
 from blobledger.protocol.documents import Document
+from blobledger.protocol.events import events
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.models import PENDING_TAG, STATE_TAG, UploadState
+from blobledger.protocol.models import (
+    PENDING_TAG,
+    STATE_TAG,
+    BlobRow,
+    DocumentRow,
+    UploadState,
+)
 from blobledger.sqlalchemy import CLOCK_OFFSET
 from blobledger.stores.base import DirectPut
 from blobledger.uploads.direct import DirectUploads
@@ -842,6 +852,72 @@ class Explorer(RuleBasedStateMachine):
             self._fail(report.render())
         await self._check_model()
         await self._check_attachments()
+        await self._check_events()
+
+    async def _check_events(self) -> None:
+        """Every committed change has exactly one event, in order per document, and no
+        event is without its change: a document's events are ``document.ready`` (version 1)
+        then one ``document.replaced`` per later version, then at most one
+        ``document.deleted``, agreeing with its row (ready: the last event names its version
+        and blob; gone: the last is the delete; pending: none); an acknowledged version has
+        its event with the acknowledged SHA-256; an attachment's are ``attached`` once A4
+        committed, then ``detached`` once it was detached, nothing for a blob never
+        attached."""
+        async with self.ledger.db.transaction(readonly=True) as conn:
+            found = (await conn.execute(select(
+                events.c.subject, events.c.type, events.c.version, events.c.blob_name,
+                events.c.sha256, events.c.document_id).order_by(events.c.id))).all()
+            docs = {row.id: row for row in (await conn.execute(select(
+                DocumentRow.__table__))).all()}
+            blob_rows = {row.name: row for row in (await conn.execute(select(
+                BlobRow.__table__))).all()}
+        by_subject: dict[str, list[Any]] = {}
+        for row in found:
+            by_subject.setdefault(row.subject, []).append(row)
+        for subject, rows in by_subject.items():
+            kinds = [row.type for row in rows]
+            if rows[0].document_id is None:  # an attachment's
+                blob = blob_rows.get(subject)
+                expected = ["attachment.attached"] if blob is not None and \
+                    blob.state == "attached" else ["attachment.attached", "attachment.detached"]
+                if kinds != expected:
+                    self._fail(f"attachment {subject} has events {kinds}, expected {expected}"
+                               f" (its row: {blob.state if blob else 'gone'})")
+                continue
+            versions = [row.version for row in rows]
+            changes = [row for row in rows if row.type != "document.deleted"]
+            want = ["document.ready"] + ["document.replaced"] * (len(changes) - 1)
+            if [row.type for row in changes] != want or \
+                    [row.version for row in changes] != list(range(1, len(changes) + 1)) or \
+                    kinds[:len(changes)] != want or len(kinds) - len(changes) > 1:
+                self._fail(f"document {subject}'s events are out of order or repeated: "
+                           f"{list(zip(kinds, versions, strict=True))}")
+            doc = docs.get(subject)
+            last = rows[-1]
+            if doc is None or doc.status != "ready":
+                if last.type != "document.deleted":
+                    self._fail(f"document {subject} is {doc.status if doc else 'gone'} "
+                               f"but its last event is {last.type} v{last.version}")
+            elif (last.type, last.version, last.blob_name) != (
+                    want[-1], doc.version, doc.blob_name):
+                self._fail(f"document {subject} is ready at v{doc.version} ({doc.blob_name}) "
+                           f"but its last event is {last.type} v{last.version}")
+        for doc in docs.values():
+            if doc.status == "ready" and doc.id not in by_subject:
+                self._fail(f"document {doc.id} is ready without a document.ready event")
+        for blob in blob_rows.values():
+            if blob.state == "attached" and blob.name not in by_subject:
+                self._fail(f"attachment {blob.name} is attached without its event")
+        for doc_id, known in self.known.items():
+            shas = {row.version: row.sha256 for row in by_subject.get(doc_id, [])
+                    if row.type != "document.deleted"}
+            for version, sha in known.acked.items():
+                if shas.get(version) != sha:
+                    self._fail(f"acknowledged v{version} of {doc_id} has no event of its own "
+                               f"(events: {shas})")
+            if known.deleted and [row.type for row in by_subject.get(doc_id, [])][-1:] != \
+                    ["document.deleted"]:
+                self._fail(f"acknowledged delete of {doc_id} has no event")
 
     # -- rules -------------------------------------------------------------------------
     @initialize()
