@@ -102,7 +102,8 @@ async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
     assert pg_url is not None
     db = Database(pg_url)
     async with db.session() as session:
-        await session.execute(text("TRUNCATE documents, blobs, idempotency_keys, uploads"))
+        await session.execute(text(
+            "TRUNCATE documents, blobs, idempotency_keys, uploads, processing"))
     await db.dispose()
     return pg_url
 

@@ -34,11 +34,14 @@ from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
-    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``)."""
+    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), and the processing of held
+    documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors are configured)."""
+    from blobledger.workers.processing import background_processing
     from blobledger.workers.sweeper import background_sweeper
 
-    sweeper = background_sweeper(settings.sweep_interval)
-    return [sweeper] if sweeper is not None else []
+    workers = [background_sweeper(settings.sweep_interval),
+               background_processing(settings.processors, settings.processing_interval)]
+    return [worker for worker in workers if worker is not None]
 
 
 def is_loopback(host: str) -> bool:
