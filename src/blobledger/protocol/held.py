@@ -124,9 +124,9 @@ class Held:
         return self.transitions.db
 
     def _params(self, token: str, work: Work, **extra: Any) -> dict[str, Any]:
-        return dict(w_doc=work.document_id, w_version=work.version,
-                    w_processor=work.processor, w_token=token, **self.transitions.times(),
-                    **extra)
+        return {"w_doc": work.document_id, "w_version": work.version,
+                "w_processor": work.processor, "w_token": token,
+                **self.transitions.times(), **extra}
 
     async def claim(self, processors: tuple[str, ...], limit: int,
                     lease: float) -> tuple[str, list[Work]]:
