@@ -26,7 +26,8 @@ published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, 
 an emulator that ignores the tag condition: the tags compared, not yet written); in every
 store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
 its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
-and ``deletion.after_{claim,tag,delete}``.
+and ``deletion.after_{claim,tag,delete}``; in the processing of held documents,
+``processing.after_{claim,run,verdict}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

@@ -32,6 +32,10 @@ Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`
 :meth:`remove_deleted`, :meth:`purge_keys`; an upload's row goes with its intent's
 (``staged_handles`` names the parts to drop first).
 
+Held documents (``protocol/held.py``): C4 and the roll-forward make a held creation ``held``
+and insert its work rows; the moves out of ``held`` (ready, or rejected to the deletion
+path) are :class:`blobledger.protocol.held.Held`'s, built on these statements.
+
 Statements are built once (building one per call cost more CPU than the round trip).
 """
 
