@@ -169,16 +169,18 @@ async def test_name_after_upload_follows_the_policy(open_ledger: LedgerFactory) 
 async def test_sweeper_roll_forward_holds(open_ledger: LedgerFactory) -> None:
     """A writer that died after C3: the sweeper's roll-forward makes the creation held,
     with its work, as C4 would have."""
-    async with open_ledger() as ledger:
+    async with open_ledger() as ledger, open_ledger(clock_offset=400) as later:
         intent = await ledger.begin_create("rolled.png", "image/png", hold=True)
-        await ledger.upload(intent, PNG)
+        digests = await ledger.upload(intent, PNG)
         await ledger.confirm(intent)
         await ledger.tag_committed(intent)
-    async with open_ledger(clock_offset=400) as later:
         swept = await Sweeper(later).run_once()
         assert swept.rolled_forward == 1
         with pytest.raises(NotFound):
             await later.get(intent.document_id)
         assert [r.processor for r in await work_rows(later)] == ["content-type"]
+        # the writer, woken, is answered the held document the sweeper made
+        answered = await ledger.commit_create(intent, digests)
+        assert (answered.id, answered.status) == (intent.document_id, "held")
         assert (await ProcessingWorker(later).run_once()).ready == 1
         assert (await later.get(intent.document_id)).status == "ready"

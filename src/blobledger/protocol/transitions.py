@@ -753,11 +753,12 @@ class Transitions:
         return doc
 
     async def settled_create(self, intent: Intent) -> Document | None:
-        """After a lost C4: the document if the sweeper rolled this creation forward."""
+        """After a lost C4: the document if the sweeper rolled this creation forward (ready,
+        or held: a held creation's roll-forward makes it held, as C4 would)."""
         async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(documents).where(
                 documents.c.id == intent.document_id))).one_or_none()
-        if (row is None or row.status != DocumentStatus.READY
+        if (row is None or row.status not in (DocumentStatus.READY, DocumentStatus.HELD)
                 or row.blob_name != intent.blob_name or row.version != 1):
             return None
         return Document.from_row(row)
