@@ -103,7 +103,7 @@ async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
     db = Database(pg_url)
     async with db.session() as session:
         await session.execute(text("TRUNCATE documents, blobs, idempotency_keys, uploads, "
-                                   "events, event_deliveries"))
+                                   "events, event_deliveries, processing"))
     await db.dispose()
     return pg_url
 

@@ -48,12 +48,23 @@ BLOBLEDGER_EVENT_LEASE             a delivery worker's claim       1m
 BLOBLEDGER_EVENT_BATCH             events claimed at once          100
 BLOBLEDGER_EVENT_TIMEOUT           one webhook call's limit        10s
 BLOBLEDGER_EVENT_INTERVAL          delivery polls this often       1s
+BLOBLEDGER_HOLD                    ``asked`` or ``always``         asked (held when asked)
+BLOBLEDGER_HOLD_PREFIXES           names under these are held      unset
+BLOBLEDGER_PROCESSORS              ``content-type``, ``scan``      unset (none)
+BLOBLEDGER_SCAN_COMMAND            the scanner's argv              unset
+BLOBLEDGER_SCAN_URL                the scanner's HTTP endpoint     unset
+BLOBLEDGER_SCAN_TIMEOUT            one scan may take               1m
+BLOBLEDGER_PROCESSING_LEASE        a worker's claim on held work   10m
+BLOBLEDGER_PROCESSING_ATTEMPTS     failed runs before a rejection  5
+BLOBLEDGER_PROCESSING_INTERVAL     ``serve`` looks for held work   2s
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
 BLOBLEDGER_OTEL                    OpenTelemetry spans             off
 BLOBLEDGER_CLOCK_OFFSET            test hook: seconds ahead        0
 BLOBLEDGER_FAILPOINTS              test hook: see failpoints       unset
 =================================  ==============================  =========================
+
+Held documents and processors: docs/pipeline.md.
 
 Durations read ``90``, ``90s``, ``15m``, ``2h``, ``1d``; sizes ``1048576``, ``64MiB``, ``5GiB``.
 ``sweep_after`` must exceed ``upload_deadline`` by at least :data:`SWEEP_MARGIN` (and by 10%):
@@ -204,6 +215,20 @@ def _webhook_secret(value: object) -> object:
             raise ValueError("must be whsec_ followed by at least 16 bytes in base64 "
                              "(e.g. whsec_ + `openssl rand -base64 32`)")
     return value
+#: the processors that ship (``BLOBLEDGER_PROCESSORS``), in the order they are listed
+PROCESSORS = ("content-type", "scan")
+
+
+def _processors(value: object) -> object:
+    names = tuple(dict.fromkeys(split_list(value)))
+    unknown = [name for name in names if name not in PROCESSORS]
+    if unknown:
+        raise ValueError(f"unknown processor {unknown[0]!r} (known: {', '.join(PROCESSORS)})")
+    return names
+
+
+def _prefixes(value: object) -> object:
+    return tuple(dict.fromkeys(split_list(value)))
 
 
 def _public_url(value: object) -> object:
@@ -221,6 +246,8 @@ Origins = Annotated[tuple[str, ...], BeforeValidator(_origins)]
 PublicUrl = Annotated[str | None, BeforeValidator(_public_url)]
 WebhookUrls = Annotated[tuple[str, ...], BeforeValidator(_webhook_urls)]
 WebhookSecret = Annotated[str | None, BeforeValidator(_webhook_secret)]
+Processors = Annotated[tuple[str, ...], BeforeValidator(_processors)]
+Prefixes = Annotated[tuple[str, ...], BeforeValidator(_prefixes)]
 
 
 class Settings(BaseModel):
@@ -277,6 +304,23 @@ class Settings(BaseModel):
     event_batch: Count = 100
     event_timeout: Duration = 10.0
     event_interval: Duration = 1.0
+    #: which creations are held until every processor accepted them: ``asked`` (those
+    #: whose writer asks), ``always`` (every one); and those under ``hold_prefixes``
+    hold: Literal["asked", "always"] = "asked"
+    hold_prefixes: Prefixes = ()
+    #: the processors a held document waits for (docs/pipeline.md)
+    processors: Processors = ()
+    #: the external scanner: a command (argv, shell-quoted; ``{path}`` for a temporary file,
+    #: else the bytes on stdin) or an HTTP endpoint the bytes are POSTed to
+    scan_command: str | None = None
+    scan_url: str | None = None
+    scan_timeout: Duration = 60.0
+    #: how long a worker's claim on held work lasts (must exceed the scan's timeout)
+    processing_lease: Duration = 600.0
+    #: failed runs of one processor (errors, timeouts) before the document is rejected
+    processing_attempts: Count = 5
+    #: how often ``serve`` looks for held work (when processors are configured)
+    processing_interval: Duration = 2.0
     url: str = DEFAULT_URL
     token: str | None = None
     otel: bool = False
@@ -296,7 +340,8 @@ class Settings(BaseModel):
         "resumable_expiry", "direct_upload_expiry",
         "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads",
         "body_rate_window", "max_open_uploads", "max_reserved_names", "event_max_attempts",
-        "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval")
+        "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval",
+        "scan_timeout", "processing_lease", "processing_attempts", "processing_interval")
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -365,6 +410,20 @@ class Settings(BaseModel):
                 "must outlast one webhook call")
         return self
 
+    @model_validator(mode="after")
+    def _processors_configured(self) -> Settings:
+        if "scan" in self.processors and not (self.scan_command or self.scan_url):
+            raise ValueError("BLOBLEDGER_PROCESSORS names scan: set BLOBLEDGER_SCAN_COMMAND "
+                             "or BLOBLEDGER_SCAN_URL")
+        if self.scan_command and self.scan_url:
+            raise ValueError("set BLOBLEDGER_SCAN_COMMAND or BLOBLEDGER_SCAN_URL, not both")
+        if self.processing_lease <= self.scan_timeout:
+            raise ValueError(
+                f"BLOBLEDGER_PROCESSING_LEASE ({format_duration(self.processing_lease)}) must "
+                f"exceed BLOBLEDGER_SCAN_TIMEOUT ({format_duration(self.scan_timeout)}): a "
+                "scan must end before another worker may take its work over")
+        return self
+
     def with_(self, **changes: object) -> Settings:
         """A copy with these fields changed, checked again."""
         return Settings(**{**{name: getattr(self, name) for name in Settings.model_fields},
@@ -426,6 +485,12 @@ def describe_errors(exc: ValidationError, layers: Sequence[_Layer] = ()) -> list
         layer = next((layer for layer in layers if layer.holds(key)), _Layer({}))
         lines.append(layer.describe(key, message))
     return lines
+
+
+def held_by_settings(settings: Settings, name: str) -> bool:
+    """Whether the settings hold a creation of this name (``hold`` always, or the name under
+    one of ``hold_prefixes``), whatever its writer asked."""
+    return settings.hold == "always" or any(name.startswith(p) for p in settings.hold_prefixes)
 
 
 def sweep_margin(upload_deadline: float) -> float:

@@ -29,6 +29,8 @@ its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before
 and ``deletion.after_{claim,tag,delete}``. In the event delivery worker, ``events.after_claim``
 (a batch claimed, nothing sent), ``events.after_send`` (every target called, the event not
 yet marked) and ``events.after_mark``.
+and ``deletion.after_{claim,tag,delete}``; in the processing of held documents,
+``processing.after_{claim,run,verdict}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

@@ -95,7 +95,7 @@ class Job:
 
     target: Target
     failpoints: str
-    op: str  # create | replace | delete | sweep | tus | direct
+    op: str  # create | replace | delete | sweep | tus | direct | process
     args: dict[str, Any] = field(default_factory=dict)
     clock_offset: float = 0.0
     #: where a paused child writes its outcome (JSON), and its clock offset once woken
@@ -144,6 +144,8 @@ async def _run(job: Job) -> dict[str, Any]:
             # Runs in the main thread right after SIGCONT, before the next bytecode of the
             # stopped code: the writer wakes to a clock that moved on while it slept.
             signal.signal(signal.SIGCONT, lambda *_: set_clock_offset(ledger, wake))
+        if "settings" in args:  # e.g. the processors of held documents
+            ledger.settings = ledger.settings.with_(**args["settings"])
         if job.op == "create":
             return _answer(await ledger.create(
                 args["name"], chunks(payload(args["seed"])), idempotency_key=args.get("key")))
@@ -166,6 +168,10 @@ async def _run(job: Job) -> dict[str, Any]:
         if job.op == "direct":
             doc_id = await direct_upload(ledger, args["name"], payload(args["seed"]))
             return _answer(await ledger.get(doc_id))
+        if job.op == "process":
+            from blobledger.workers.processing import ProcessingWorker
+
+            return {"processing": (await ProcessingWorker(ledger).run_once()).as_dict()}
         if job.op == "sweep":
             from blobledger.workers.sweeper import Sweeper
 

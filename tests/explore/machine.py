@@ -4,7 +4,8 @@ ledger in which client operations run as asyncio tasks that stop at every protoc
 interleaved with sweeps (which include the deletion path), ``reconcile --fix`` and jumps of
 the clock.
 
-The writers: create (keyed or not, and retries under the key), replace, delete; direct
+The writers: create (keyed or not, and retries under the key), a held create (processed by
+processing runs, which stop at their steps too), replace, delete; direct
 uploads (begin, the client's put to the store's URL or to ``serve``, completions, two of
 them at once, cancel); tus uploads (create, PATCHes whose last one completes, a HEAD as from
 another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
@@ -31,7 +32,10 @@ it, and the clock is past every cutoff: first with the sweeper alone, then after
   client's bytes; an honest client's upload is never given up, and is lost only once the
   client cancelled it or it expired; a content PUT answered 201 still has its intent;
 - a blob acknowledged as staged can be attached unless a sweep ran past its age, and an
-  attached blob is readable with its bytes until it is detached.
+  attached blob is readable with its bytes until it is detached;
+- a held document is never visible to a reader (I5: not through ``get``, not listed) until
+  a processing run accepted it; then it is a ready document like another; at a settle none
+  is left held.
 
 What is visible while an operation is suspended may be that operation's own effect (a
 replace suspended after R4 already shows its version); the model allows exactly the effects
@@ -102,6 +106,7 @@ from blobledger.stores.base import DirectPut
 from blobledger.uploads.direct import DirectUploads
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.invariants import check
+from blobledger.workers.processing import ProcessingWorker
 from blobledger.workers.reconciler import reconcile
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.explore.backends import Backend, OwnerRow
@@ -111,7 +116,8 @@ T = TypeVar("T")
 #: uploads that outlive a request expire before they can be swept (a loss before expiry is a
 #: violation, never a sweep)
 SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
-            "direct_upload_expiry": 120.0, "resumable_expiry": 120.0}
+            "direct_upload_expiry": 120.0, "resumable_expiry": 120.0,
+            "processors": ("content-type",)}
 EXPIRY = SETTINGS["direct_upload_expiry"]
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
@@ -120,6 +126,8 @@ MAX_OFFSET = 12 * 3600.0
 #: a settle moves the clock this far: past sweep_after, the grace and a sweeper's lease
 SETTLE_JUMP = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE + 1
 NAMES = ("a", "b")
+#: the names of held creations (their bytes declare no type: the check accepts them)
+HELD_NAMES = ("h",)
 AZURE_API_VERSION = "2021-12-02"  # a client's put to a SAS URL names the API it speaks
 #: the longest an operation may take to reach its next step (or its end)
 STEP_TIMEOUT = 30.0
@@ -149,7 +157,7 @@ async def _suspend_here(point: str) -> None:
 WRITERS = ("create", "retry", "replace", "delete", "stage")
 UPLOAD_KINDS = ("direct_begin", "direct_put", "direct_complete", "direct_cancel",
                 "tus_create", "tus_patch", "tus_head", "tus_terminate")
-KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper")
+KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing")
 #: the completions of an upload: each may answer its document or staged blob
 COMPLETIONS = ("direct_complete", "tus_patch", "tus_head")
 
@@ -242,6 +250,8 @@ class Op:
                 "replace": f"replace({self.doc_id}, v{self.expected})",
                 "delete": f"delete({self.doc_id}, v{self.expected})",
                 "stage": "stage()",
+                "held": f"create({self.name!r}, held)",
+                "processing": "processing run",
                 "sweeper": "sweeper run"}[self.kind]
         return f"op{self.n} {what}"
 
@@ -330,6 +340,7 @@ class Known:
     sha256: str
     deleted: bool = False
     acked: dict[int, str] = field(default_factory=dict)  # version -> SHA-256
+    held: bool = False  # acknowledged held, not yet seen accepted
 
 
 @dataclass
@@ -410,10 +421,14 @@ class Explorer(RuleBasedStateMachine):
                 return await self._upload_step(op, op.upload)
             if op.kind == "stage":
                 return await self.ledger.stage(_chunks(op.data), filename="staged.bin")
-            if op.kind in ("create", "retry"):
+            if op.kind in ("create", "retry", "held"):
                 assert op.name is not None
                 return await self.ledger.create(op.name, _chunks(op.data),
-                                                idempotency_key=op.key)
+                                                idempotency_key=op.key,
+                                                hold=op.kind == "held")
+            if op.kind == "processing":
+                await ProcessingWorker(self.ledger, batch=1).run_once()
+                return None
             if op.kind == "sweeper":
                 # one worker, so the run stops at one step at a time
                 await Sweeper(self.ledger, parallel=1).run_once()
@@ -474,7 +489,8 @@ class Explorer(RuleBasedStateMachine):
             return
         if exc is not None:
             self._event(f"op{op.n}", op.kind, "failed:", type(exc).__name__)
-            if op.kind == "sweeper" and not isinstance(exc, SweeperBusy):
+            if op.kind == "processing" or (op.kind == "sweeper"
+                                           and not isinstance(exc, SweeperBusy)):
                 self._fail(f"{op.label()} failed: {type(exc).__name__}: {exc}")
             if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
                 self._fail(f"{op.label()} failed with an unclear error "
@@ -488,8 +504,8 @@ class Explorer(RuleBasedStateMachine):
                            "for other bytes")
             return
         doc = op.task.result()
-        if op.kind == "sweeper":
-            self._event(f"op{op.n}", "sweeper", "finished")
+        if op.kind in ("sweeper", "processing"):
+            self._event(f"op{op.n}", op.kind, "finished")
             return
         if op.kind == "delete":
             self._event(f"op{op.n}", "delete", "acknowledged")
@@ -515,8 +531,11 @@ class Explorer(RuleBasedStateMachine):
             if answer != first:
                 self._fail(f"{op.label()} answered {answer}, but the first answer under "
                            f"its key was {first}")
+        if doc.status != "ready" and (op.kind != "held" or doc.status != "held"):
+            self._fail(f"{op.label()} answered a document {doc.status}")
         if doc.id not in self.known:
-            self.known[doc.id] = Known(doc.id, doc.name, 1, op.sha256, acked={1: op.sha256})
+            self.known[doc.id] = Known(doc.id, doc.name, 1, op.sha256, acked={1: op.sha256},
+                                       held=doc.status == "held")
 
     # -- uploads that outlive a request, and staged blobs ---------------------------------
     async def _upload_step(self, op: Op, up: Upload) -> Any:
@@ -811,6 +830,17 @@ class Explorer(RuleBasedStateMachine):
                     self._fail(f"{doc_id} is visible (v{doc.version}) after its "
                                "acknowledged delete")
                 continue
+            if known.held:
+                state = await self.ledger.hold_state(doc_id)
+                if state is not None and state.status != "held":
+                    self._fail(f"{doc_id} was {state.status}: {state.reason}")
+                if doc is not None:  # accepted (I5: a held document is never listed)
+                    known.held = False
+                elif state is not None or deleting:
+                    continue  # still held; or accepted and being deleted
+            if doc is None and known.held:
+                self._fail(f"{doc_id} was acknowledged held, and is neither held nor "
+                           "visible now")
             if doc is None:
                 if not deleting:
                     self._fail(f"{doc_id} v{known.version} vanished, and no delete of it "
@@ -825,7 +855,7 @@ class Explorer(RuleBasedStateMachine):
                 self._fail(f"{doc_id} shows v{doc.version} ({doc.sha256}); acknowledged: "
                            f"v{known.version} ({known.sha256}); no running replace explains it")
         for doc_id, doc in visible.items():  # never acknowledged
-            makers = [op for op in self.ops_run if op.kind in ("create", "retry")
+            makers = [op for op in self.ops_run if op.kind in ("create", "retry", "held")
                       and op.sha256 == doc.sha256 and op.name == doc.name]
             uploads = [up for up in self.uploads if up.doc_id == doc_id
                        and up.name == doc.name and up.sha256 == doc.sha256]
@@ -930,6 +960,25 @@ class Explorer(RuleBasedStateMachine):
         op = self._op("create", name=name, group=group,
                       key=f"key-{group}" if keyed else None,
                       data=f"create {group} of {name} ".encode() * 20)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, name=st.sampled_from(HELD_NAMES))
+    def start_held_create(self, name: str) -> Op:
+        group = next(self.groups)
+        op = self._op("held", name=name, group=group,
+                      data=f"held create {group} of {name} ".encode() * 20)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @precondition(lambda self: any(k.held for k in self.known.values()))
+    @rule(target=ops)
+    def start_processing(self) -> Op:
+        """A processing run that stops at each of its steps (a paused processing worker:
+        another run claims its work once its lease is past)."""
+        op = self._op("processing")
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op
@@ -1130,6 +1179,7 @@ class Explorer(RuleBasedStateMachine):
             await self._finish(op)
         for up in self.uploads:
             await self._conclude(up)
+        await self._process_all()
         self._move_clock(SETTLE_JUMP)
         for _ in range(4):
             self.sweeps.append(self.offset)
@@ -1142,6 +1192,17 @@ class Explorer(RuleBasedStateMachine):
         await self._check(settled=True, reconciled=False)  # what the sweeper alone leaves
         await reconcile(self.ledger, fix=True, older_than=self.settings.upload_deadline)
         await self._check(settled=True)
+
+    async def _process_all(self) -> None:
+        """Processing runs until none claims anything: every held document is decided (the
+        check accepts every held creation's bytes: none is left held)."""
+        while (report := await ProcessingWorker(self.ledger).run_once()).claimed:
+            self._event("processing", *[f"{k}={v}" for k, v in report.as_dict().items()
+                                        if isinstance(v, int) and v])
+        left = [d for d, k in self.known.items() if k.held and not k.deleted
+                and await self.ledger.hold_state(d) is not None]
+        if left:
+            self._fail(f"held after every processing run: {left}")
 
     async def _late_put(self, invariant: str, subject: str) -> bool:
         """Whether an I4 finding is a blob that a client put to its direct upload's own URL

@@ -266,6 +266,27 @@ def upload_lands_after_the_sweepers_delete(r: Replay) -> None:
 
 #: interleavings that broke the writers added after the documents', with the backends whose
 #: semantics they exercise (S3: unconditional tag writes, ETag-only deletes)
+#: past the processing lease of a paused processing run
+PAST_PROCESSING_LEASE = 601.0
+
+
+def processing_paused_past_its_lease(r: Replay) -> None:
+    """A held create, rolled forward by the sweeper while its writer sleeps after C3 (held,
+    not ready); a processing run sleeps after its verdict is known, past its lease; another
+    run claims the work and accepts it; the first wakes and decides nothing."""
+    writer: Op = r.start_held_create(name="h")
+    r.machine.run_to(writer, "create.after_tag")
+    r.jump_clock(seconds=PAST_SWEEP_AFTER)
+    r.sweep()
+    r.finish(writer)
+    paused: Op = r.start_processing()
+    r.machine.run_to(paused, "processing.after_run")
+    r.jump_clock(seconds=PAST_PROCESSING_LEASE)
+    r.finish(r.start_processing())
+    r.finish(paused)
+    r.settle()
+
+
 WRITERS: list[tuple[Scenario, str]] = [
     (duplicate_completion_before_the_first_verified, "sqlite-local"),
     (duplicate_staged_completion_before_the_first_verified, "sqlite-local"),
@@ -290,6 +311,7 @@ SCENARIOS: list[Scenario] = [
     retry_after_a_replace,
     retry_after_a_delete,
     retry_with_other_bytes,
+    processing_paused_past_its_lease,
 ]
 
 

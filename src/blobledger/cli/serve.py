@@ -34,12 +34,16 @@ from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
-    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), and the event delivery
-    worker while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``)."""
+    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), the event delivery worker
+    while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), and the
+    processing of held documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors
+    are configured)."""
     from blobledger.workers.delivery import background_delivery
+    from blobledger.workers.processing import background_processing
     from blobledger.workers.sweeper import background_sweeper
 
-    workers = [background_sweeper(settings.sweep_interval), background_delivery(settings)]
+    workers = [background_sweeper(settings.sweep_interval), background_delivery(settings),
+               background_processing(settings.processors, settings.processing_interval)]
     return [worker for worker in workers if worker is not None]
 
 

@@ -41,7 +41,7 @@ from blobledger._base.names import (
     new_blob_name,
     new_document_id,
 )
-from blobledger.config import Settings
+from blobledger.config import Settings, held_by_settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database, connection_lost, once_more_if_lost
 from blobledger.errors import (
@@ -66,6 +66,7 @@ from blobledger.errors import (
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.protocol.documents import Data, Document, as_stream, limit_size
 from blobledger.protocol.events import Event
+from blobledger.protocol.held import Held, HoldState
 from blobledger.protocol.migrate import migrate_database
 from blobledger.protocol.models import (
     COMMITTED_TAG as COMMITTED,
@@ -137,6 +138,8 @@ class Ledger:
         self.db = db
         self.store = store
         self.transitions = Transitions(db, settings or Settings(), clock_offset)
+        #: the processing of held documents (``protocol/held.py``)
+        self.held = Held(self.transitions)
         if self.settings.version_table:
             db.version_table = self.settings.version_table
         _check_layout(self.settings)
@@ -290,9 +293,16 @@ class Ledger:
         sha256: str | None = None,
         md5: str | None = None,
         name_after_upload: NameSource | None = None,
+        hold: bool = False,
+        owner: str | None = None,
     ) -> Document:
         """Create a document; it becomes visible only once its bytes are committed (the span
         ``create``, parent of the steps' spans).
+
+        ``hold`` (or the settings' hold policy for the name): with processors configured,
+        the document is returned ``held``, committed and stored but invisible to readers
+        until every processor has accepted it (docs/pipeline.md); :meth:`hold_state` tells
+        its state. ``owner`` names its writer (the service passes a digest of the token).
 
         ``name=None`` with ``name_after_upload``: the name is known only once the bytes have
         streamed (a form whose ``name`` field follows its file). The intent is then recorded
@@ -313,7 +323,7 @@ class Ledger:
             raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
         with telemetry.span("create") as span:
             doc = await self._create(name, data, content_type, idempotency_key, sha256, md5,
-                                     name_after_upload)
+                                     name_after_upload, hold, owner)
             span.set("document_id", doc.id)
             span.set("blob_name", doc.blob)
             return doc
@@ -321,6 +331,7 @@ class Ledger:
     async def _create(
         self, name: str | None, data: Data, content_type: str, idempotency_key: str | None,
         sha256: str | None, md5: str | None, name_after_upload: NameSource | None,
+        hold: bool = False, owner: str | None = None,
     ) -> Document:
         rename = name_after_upload if name is None else None
         intent: Intent | None = None
@@ -332,7 +343,8 @@ class Ledger:
         resumed = intent is not None
         if intent is None:
             try:
-                intent = await self.begin_create(name, content_type, idempotency_key)
+                intent = await self.begin_create(name, content_type, idempotency_key,
+                                                 hold=hold, owner=owner)
             except DBIntegrityError:  # the key was reserved meanwhile: look again
                 assert idempotency_key is not None
                 found = await self._by_key(idempotency_key, name, content_type, data, rename)
@@ -348,7 +360,8 @@ class Ledger:
                                          rename=rename)
 
     async def begin_create(
-        self, name: str | None, content_type: str, idempotency_key: str | None = None
+        self, name: str | None, content_type: str, idempotency_key: str | None = None, *,
+        hold: bool = False, owner: str | None = None,
     ) -> Intent:
         """C1: the pending document and blob row, this attempt's; NameTaken if the name is
         taken (``None``: recorded under a placeholder until :meth:`confirm` names it)."""
@@ -358,7 +371,7 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, name or ""),
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
-            deadline=_deadline(self.settings.upload_deadline))
+            deadline=_deadline(self.settings.upload_deadline), hold=hold, owner=owner)
         with _step("begin_create", intent):
             await self.inserted(intent, self.transitions.begin_create(
                 intent, placeholder or name or "", idempotency_key))
@@ -475,6 +488,10 @@ class Ledger:
         if the version already differs)."""
         async with self.db.session(readonly=True) as session:
             doc = await self._ready_row(session, doc_id)
+        if self.settings.processors and held_by_settings(self.settings, doc.name):
+            raise InvalidInput(
+                f"{doc.name!r} is held by the settings and a replace is never held: delete "
+                "the document and create it again (docs/pipeline.md)")
         if doc.version != expected_version:
             raise PreconditionFailed(
                 f"document is at version {doc.version}, not {expected_version}",
@@ -646,6 +663,14 @@ class Ledger:
                 yield chunk
         finally:
             await reader.aclose()
+
+    async def hold_state(self, doc_id: str) -> HoldState | None:
+        """A held or rejected document's state (``held`` with each processor's verdict so
+        far, or ``rejected`` with the reason); None for a ready or unknown id. For its
+        writer only: the caller compares ``owner`` (readers are told NotFound)."""
+        if not isinstance(doc_id, str) or not _plausible_id(doc_id):
+            return None
+        return await self.held.state(doc_id)
 
     # -- reads ----------------------------------------------------------------------------
     async def get(self, doc_id: str) -> Document:

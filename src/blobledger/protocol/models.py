@@ -18,7 +18,17 @@ import re
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, DateTime, Index, Integer, MetaData, String, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from blobledger.config import table_layout
@@ -58,6 +68,8 @@ def index_name(base: str, suffix: str) -> str:
 class DocumentStatus(StrEnum):
     PENDING = "pending"
     READY = "ready"
+    #: committed and stored, invisible to readers until every processor accepted it
+    HELD = "held"
 
 
 class BlobState(StrEnum):
@@ -105,6 +117,13 @@ class DocumentRow(Base):
     md5: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    #: C4 makes this creation ``held`` rather than ``ready`` (decided at C1: asked by its
+    #: writer or by the settings' hold policy; see ``protocol/held.py``)
+    hold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False,
+                                       server_default=false())
+    #: who wrote the document (a digest of its token, ``api.auth.owner_of``), or None: the
+    #: one caller told a held document's state
+    owner: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (Index(index_name("documents", "status_name"), "status", "name"),)
 
@@ -283,6 +302,35 @@ class DeliveryRow(Base):
     outcome: Mapped[str] = mapped_column(String(16), nullable=False)  # ok, failed
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+class WorkState(StrEnum):
+    PENDING = "pending"  # the processor has not given its verdict yet
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class ProcessingRow(Base):
+    """One processor's work on one held document's version: the processing outbox. Claimed
+    by a worker's token (``attempt``) until ``lease_until``, like the sweeper's claims; the
+    verdict is recorded by compare-and-set on that token (``protocol/held.py``). A
+    rejection's row stays (with ``owner`` and ``reason``) after its document went to the
+    deletion path, so the writer can read why, until ``changed_at`` is older than the
+    idempotency retention."""
+
+    __tablename__ = table_name("processing")
+    __table_args__ = (Index(index_name("processing", "state_lease"), "state", "lease_until"),)
+
+    document_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    processor: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)  # WorkState
+    attempt: Mapped[str | None] = mapped_column(String(32))
+    lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    reason: Mapped[str | None] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(1024), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
 
 
 def utcnow() -> datetime:

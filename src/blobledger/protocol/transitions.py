@@ -32,6 +32,10 @@ Workers (``Sweeper``): :meth:`claim`, :meth:`remove_swept`, :meth:`roll_forward`
 :meth:`remove_deleted`, :meth:`purge_keys`; an upload's row goes with its intent's
 (``staged_handles`` names the parts to drop first).
 
+Held documents (``protocol/held.py``): C4 and the roll-forward make a held creation ``held``
+and insert its work rows; the moves out of ``held`` (ready, or rejected to the deletion
+path) are :class:`blobledger.protocol.held.Held`'s, built on these statements.
+
 Statements are built once (building one per call cost more CPU than the round trip).
 """
 
@@ -43,10 +47,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Table, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    Row,
+    Table,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
-from blobledger.config import Settings, sweep_margin
+from blobledger.config import Settings, held_by_settings, sweep_margin
 from blobledger.db import Database
 from blobledger.errors import AttachLost, Digests, InvalidInput, NameTaken, QuotaExceeded
 from blobledger.protocol import events
@@ -61,6 +77,7 @@ from blobledger.protocol.models import (
     EventType,
     IdempotencyKeyRow,
     KeyState,
+    ProcessingRow,
     UploadMode,
     UploadRow,
     UploadState,
@@ -71,10 +88,13 @@ documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
 keys: Table = IdempotencyKeyRow.__table__  # type: ignore[assignment]
 uploads: Table = UploadRow.__table__  # type: ignore[assignment]
+processing: Table = ProcessingRow.__table__  # type: ignore[assignment]
 
 PENDING, COMMITTED, DELETING, ATTACHED = (s.value for s in BlobState)
 #: the metadata key that makes an upload stage an attachment instead of a document
 ATTACHMENT_KEY = "attachment"
+#: the metadata key by which an upload's writer asks that its document be held ("true")
+HOLD_KEY = "hold"
 #: the name of a pending document whose real name is not known yet: control characters are
 #: never part of a real name (``names.check_document_name``), so it cannot collide
 PLACEHOLDER = "\x01unnamed:"
@@ -126,7 +146,7 @@ _take_over = update(blobs).where(
 _rename = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.name == bindparam("d_placeholder"),
-).values(name=bindparam("d_name"))
+).values(name=bindparam("d_name"), hold=documents.c.hold | bindparam("d_hold"))
 _commit_blob = update(blobs).where(*_mine).values(
     state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
     md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
@@ -138,10 +158,13 @@ _commit_claimed = update(blobs).where(
     blobs.c.kind == BlobKind.CREATE.value, blobs.c.attempt.startswith(CLAIM_PREFIX),
 ).values(state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
          md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+#: C4's document: ``ready``, or ``held`` when its creation is held and processors are
+#: configured (``d_processing``): then it waits for their verdicts (``protocol/held.py``)
 _ready_document = update(documents).where(
     documents.c.id == bindparam("d_id"), documents.c.status == DocumentStatus.PENDING.value,
     documents.c.blob_name == bindparam("b_name"),
-).values(status=DocumentStatus.READY.value, size=bindparam("b_size"),
+).values(status=case((documents.c.hold == true(), bindparam("d_processing")),
+                     else_=DocumentStatus.READY.value), size=bindparam("b_size"),
          sha256=bindparam("b_sha256"), md5=bindparam("b_md5"), updated_at=NOW,
          ).returning(*documents.c)
 _key_done = update(keys).where(
@@ -224,6 +247,10 @@ _close_settled_upload = update(uploads).where(
         documents.c.id == uploads.c.document_id, documents.c.blob_name == uploads.c.blob_name,
         documents.c.status == DocumentStatus.READY.value).exists(),
 ).values(state=UploadState.DONE.value, changed_at=NOW)
+#: in C4's transaction, for a document it made held: one pending work row per processor
+_insert_work = insert(processing).values(
+    state="pending", attempt=None, lease_until=NOW, attempts=0, created_at=NOW,
+    changed_at=NOW)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
     blobs.c.attempt.is_(None))
@@ -324,6 +351,8 @@ class Intent:
     old_blob: str | None = None  # the blob a replacement moves away from
     placeholder: str | None = None  # a creation recorded under a placeholder name
     deadline: float = 0.0  # the event loop's clock: the upload must finish by then
+    hold: bool = False  # the writer asks C4 to make the creation held (docs/pipeline.md)
+    owner: str | None = None  # who writes it (``api.auth.owner_of``), told its held state
 
 
 @dataclass(frozen=True)
@@ -472,7 +501,8 @@ class Transitions:
                         content_type=intent.content_type, **times))
                 await conn.execute(_insert_document, dict(
                     id=intent.document_id, name=name, blob_name=intent.blob_name,
-                    content_type=intent.content_type, **times))
+                    content_type=intent.content_type, **self._holding(intent, name),
+                    **times))
                 await conn.execute(_insert_blob, dict(
                     name=intent.blob_name, document_id=intent.document_id,
                     kind=intent.kind.value, content_type=intent.content_type,
@@ -519,7 +549,8 @@ class Transitions:
                 await _within_quota(conn, owner, True, times)
                 await conn.execute(_insert_document, dict(
                     id=intent.document_id, name=name, blob_name=intent.blob_name,
-                    content_type=intent.content_type, **times))
+                    content_type=intent.content_type, **self._holding(intent, name),
+                    **times))
                 await conn.execute(_insert_blob, dict(
                     name=intent.blob_name, document_id=intent.document_id,
                     kind=intent.kind.value, content_type=intent.content_type,
@@ -552,6 +583,28 @@ class Transitions:
                 id=upload_id, mode=mode.value, blob_name=intent.blob_name, document_id="",
                 attempt=intent.attempt, length=length, handle="", meta=json.dumps(meta),
                 owner=owner.id if owner else None, **times))
+
+    def _holding(self, intent: Intent, name: str) -> dict[str, object]:
+        """C1's hold decision (asked by the writer, or the settings' policy for the name; a
+        placeholder is judged again when it is renamed) and the writer's name."""
+        hold = intent.hold or (intent.placeholder is None
+                               and held_by_settings(self.settings, name))
+        return {"hold": hold, "owner": intent.owner}
+
+    def _settle(self) -> dict[str, str]:
+        """C4's parameter: what a held creation becomes (``held`` while processors are
+        configured; with none there is nothing to wait for)."""
+        status = DocumentStatus.HELD if self.settings.processors else DocumentStatus.READY
+        return {"d_processing": status.value}
+
+    async def _hold(self, conn: Any, row: Any) -> None:
+        """In C4's transaction: a document made ``held`` gets its pending work, one row per
+        configured processor, for its version."""
+        if row.status != DocumentStatus.HELD:
+            return
+        await conn.execute(_insert_work, [dict(
+            document_id=row.id, version=row.version, processor=name, owner=row.owner,
+            name=row.name, **self.times()) for name in self.settings.processors])
 
     def _expiry(self, mode: UploadMode) -> float:
         return (self.settings.resumable_expiry if mode == UploadMode.TUS
@@ -668,7 +721,7 @@ class Transitions:
                 if rename is not None and intent.placeholder is not None:
                     await conn.execute(_rename, dict(
                         d_id=intent.document_id, d_placeholder=intent.placeholder,
-                        d_name=rename))
+                        d_name=rename, d_hold=held_by_settings(self.settings, rename)))
                     await conn.execute(update(keys).where(
                         keys.c.blob_name == intent.blob_name,
                         keys.c.state == KeyState.PENDING.value).values(name=rename))
@@ -697,15 +750,18 @@ class Transitions:
         lost."""
         params = dict(b_name=intent.blob_name, b_attempt=intent.attempt, d_id=intent.document_id,
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
-                      u_id=upload_id, **self.times(expires=self.settings.idempotency_retention))
+                      u_id=upload_id, **self._settle(),
+                      **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
             if _count(await conn.execute(_commit_blob, params)) != 1 and (
                     intent.kind != BlobKind.CREATE
                     or _count(await conn.execute(_commit_claimed, params)) != 1):
                 return None
             row = (await conn.execute(_ready_document, params)).one()
+            await self._hold(conn, row)
             doc = Document.from_row(row)
-            await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
+            if doc.status == DocumentStatus.READY:  # a held one's is written at its acceptance
+                await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             if upload_id is not None:
@@ -713,11 +769,12 @@ class Transitions:
         return doc
 
     async def settled_create(self, intent: Intent) -> Document | None:
-        """After a lost C4: the document if the sweeper rolled this creation forward."""
+        """After a lost C4: the document if the sweeper rolled this creation forward (ready,
+        or held: a held creation's roll-forward makes it held, as C4 would)."""
         async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(documents).where(
                 documents.c.id == intent.document_id))).one_or_none()
-        if (row is None or row.status != DocumentStatus.READY
+        if (row is None or row.status not in (DocumentStatus.READY, DocumentStatus.HELD)
                 or row.blob_name != intent.blob_name or row.version != 1):
             return None
         return Document.from_row(row)
@@ -900,7 +957,7 @@ class Transitions:
         """C4 on behalf of a creation whose writer stopped after C3: ``ready``, ``deleting``
         (no pending document points at it any more) or ``lost`` (the claim is not ours)."""
         params = dict(b_name=name, b_attempt=token, b_size=digests.size,
-                      b_sha256=digests.sha256, b_md5=digests.md5,
+                      b_sha256=digests.sha256, b_md5=digests.md5, **self._settle(),
                       **self.times(expires=self.settings.idempotency_retention))
         async with self.db.transaction() as conn:
             if _count(await conn.execute(_commit_blob, params)) != 1:
@@ -911,8 +968,10 @@ class Transitions:
             if row is None:
                 await conn.execute(_to_deleting, params)
                 return "deleting"
+            await self._hold(conn, row)
             doc = Document.from_row(row)
-            await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
+            if doc.status == DocumentStatus.READY:  # a held one's is written at its acceptance
+                await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
             await conn.execute(_key_done, dict(
                 params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             await conn.execute(update(uploads).where(uploads.c.blob_name == name).values(

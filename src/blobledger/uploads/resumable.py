@@ -64,6 +64,7 @@ from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import BlobKind, UploadMode, UploadState
 from blobledger.protocol.transitions import (
     ATTACHMENT_KEY,
+    HOLD_KEY,
     Intent,
     UploadOwner,
     UploadRecord,
@@ -141,7 +142,9 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
     else:
         assert name is not None
         intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
-                        BlobKind.CREATE, new_token(), content_type)
+                        BlobKind.CREATE, new_token(), content_type,
+                        hold=meta.get(HOLD_KEY, "").lower() in ("1", "true"),
+                        owner=owner.id if owner else None)
         await ledger.inserted(intent, ledger.transitions.begin_upload(
             intent, name, upload_id, length, "", meta, mode=mode, owner=owner))
     await failpoints.hit(f"{mode.value}.after_create")

@@ -7,9 +7,11 @@ import binascii
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from blobledger._base.names import check_document_name
 from blobledger.api.auth import require
+from blobledger.api.guard import OWNER_KEY
 from blobledger.api.headers import etag, expected_digests, matches
 from blobledger.api.openapi import empty, headers, json_body, problems, raw_request
 from blobledger.api.problems import Problem
@@ -22,7 +24,9 @@ from blobledger.api.routes import (
     settings_of,
 )
 from blobledger.api.uploads import query_param, read_upload
+from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
+from blobledger.protocol.held import HELD, HoldState
 
 router = APIRouter(tags=["documents"])
 
@@ -57,7 +61,8 @@ def _after(cursor: str) -> str:
 
 @router.post(
     "/documents", status_code=201, openapi_extra=CREATE_BODY,
-    responses={201: {"model": Document, "description": "The document, ready.",
+    responses={201: {"model": Document, "description": "The document, ready (or held: "
+                     "`status` says, docs/pipeline.md).",
                      "headers": headers(ETag=ETAG, Location="the document's URL")},
                **problems(409, 413, 422, 429, 502, 503)},
     dependencies=[Depends(require("write"))],
@@ -69,15 +74,40 @@ async def create_document(
     repr_digest: Annotated[str | None, Header(alias="Repr-Digest",
                            description="sha-256=:<base64>: of the file's bytes")] = None,
     content_md5: Annotated[str | None, Header(alias="Content-MD5")] = None,
+    hold: Annotated[bool, Query(description="held until every processor accepted it "
+                                "(docs/pipeline.md)")] = False,
 ) -> Response:
-    """Create a document; its bytes stream to the store and it becomes visible last."""
+    """Create a document; its bytes stream to the store and it becomes visible last (a held
+    one, ``status: held``, once every processor accepted it)."""
     ledger = ledger_of(request)
     sha256, md5 = expected_digests(repr_digest, content_md5)
     upload = await read_upload(request, settings_of(request).max_upload_bytes, named=True)
     doc = await ledger.create(upload.name, upload.data, content_type=upload.content_type,
                               idempotency_key=idempotency_key, sha256=sha256, md5=md5,
-                              name_after_upload=upload.late_name)
+                              name_after_upload=upload.late_name, hold=hold,
+                              owner=writer_of(request))
     return document_response(doc, 201)
+
+
+def writer_of(request: Request) -> str | None:
+    """Who the request writes as: the Guard's owner (a digest of its token; the one
+    anonymous population when no tokens are configured)."""
+    owner = getattr(request.state, OWNER_KEY, None)
+    return owner if isinstance(owner, str) else None
+
+
+async def held_answer(request: Request, doc_id: str) -> Response | None:
+    """A held or rejected document's state, for its writer only (None for anyone else:
+    the caller answers 404, as for an id that does not exist)."""
+    state: HoldState | None = await ledger_of(request).hold_state(doc_id)
+    writer = writer_of(request)
+    if state is None or writer is None or state.owner != writer:
+        return None
+    if state.status == HELD:
+        return JSONResponse(state.to_json(), status_code=200)
+    raise Problem(410, "document-rejected",
+                  f"document {doc_id} was rejected: {state.reason}", reason=state.reason,
+                  processors=state.processors)
 
 
 @router.get("/documents", responses={200: json_body("A page of documents.", PAGE),
@@ -114,8 +144,17 @@ async def show_document(
     doc_id: str,
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
-    """A ready document (a pending or unknown id is a 404)."""
-    doc = await ledger_of(request).get(doc_id)
+    """A ready document (a pending or unknown id is a 404; a held one too, except to its
+    writer, who is told its state: held, or rejected (410) with the reason)."""
+    try:
+        doc = await ledger_of(request).get(doc_id)
+    except NotFound:
+        answer = await held_answer(request, doc_id)
+        if answer is None:
+            raise
+        if request.method == "HEAD":
+            return Response(status_code=answer.status_code)
+        return answer
     if matches(if_none_match, doc.version):
         return Response(status_code=304, headers={"ETag": etag(doc.version)})
     response = document_response(doc)

@@ -1,0 +1,186 @@
+"""Held documents on a real database and store: invisible to every read path until every
+processor accepted them, deleted through the deletion path when one rejects them, and
+decided once, by the worker that holds the claim."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from blobledger import Ledger
+from blobledger.errors import InvalidInput, NotFound
+from blobledger.protocol.documents import Document
+from blobledger.protocol.models import BlobRow, BlobState, ProcessingRow
+from blobledger.workers.processing import ProcessingWorker
+from blobledger.workers.sweeper import Sweeper
+from tests.held.conftest import PDF, PNG, SCANNER, LedgerFactory
+
+LEASE_PAST = 700.0  # past the default processing lease (600 s)
+
+
+async def invisible(ledger: Ledger, doc: Document) -> None:
+    """Every library read path answers as for an absent document."""
+    with pytest.raises(NotFound):
+        await ledger.get(doc.id)
+    with pytest.raises(NotFound):
+        await ledger.open(doc.id)
+    with pytest.raises(NotFound):
+        async for _ in ledger.read(doc.id):
+            pass
+    assert doc.id not in [d.id for d in await ledger.page()]
+    assert doc.id not in [d.id async for d in ledger.list()]
+    assert doc.id not in [d.id for d in await ledger.page(prefix=doc.name)]
+
+
+async def work_rows(ledger: Ledger) -> list[ProcessingRow]:
+    async with ledger.db.session() as session:
+        return list((await session.execute(select(ProcessingRow))).scalars())
+
+
+async def test_held_until_accepted_then_ready_once(open_ledger: LedgerFactory) -> None:
+    async with open_ledger() as ledger:
+        doc = await ledger.create("photo.png", PNG, content_type="image/png", hold=True,
+                                  owner="w1")
+        assert doc.status == "held"
+        await invisible(ledger, doc)
+        state = await ledger.hold_state(doc.id)
+        assert state is not None and state.status == "held" and state.owner == "w1"
+        assert state.processors == {"content-type": "pending"}
+        report = await ProcessingWorker(ledger).run_once()
+        assert (report.claimed, report.ready, report.rejected) == (1, 1, 0)
+        ready = await ledger.get(doc.id)
+        assert ready.status == "ready" and ready.version == 1 and ready.sha256 == doc.sha256
+        assert b"".join([c async for c in ledger.read(doc.id)]) == PNG
+        assert await ledger.hold_state(doc.id) is None
+        assert await work_rows(ledger) == []
+        again = await ProcessingWorker(ledger).run_once()
+        assert again.claimed == 0 and again.ready == 0
+
+
+async def test_rejected_goes_through_the_deletion_path(open_ledger: LedgerFactory) -> None:
+    async with open_ledger() as ledger:
+        doc = await ledger.create("fake.png", PDF, content_type="image/png", hold=True,
+                                  idempotency_key="k-fake")
+        report = await ProcessingWorker(ledger).run_once()
+        assert report.rejected == 1 and report.ready == 0
+        await invisible(ledger, doc)
+        state = await ledger.hold_state(doc.id)
+        assert state is not None and state.status == "rejected"
+        assert state.reason is not None and "application/pdf" in state.reason
+        async with ledger.db.session() as session:
+            row = await session.get(BlobRow, doc.blob)
+        assert row is not None and row.state == BlobState.DELETING
+        swept = await Sweeper(ledger).run_once()
+        assert swept.deleted == 1
+        assert [info async for info in ledger.store.list(ledger.settings.blob_prefix)] == []
+        # the name is free again, and the key no longer answers with the rejected document
+        again = await ledger.create("fake.png", PNG, content_type="image/png")
+        assert again.status == "ready"
+        with pytest.raises(Exception, match="deleted"):
+            await ledger.create("fake.png", PDF, content_type="image/png",
+                                idempotency_key="k-fake")
+
+
+async def test_a_worker_whose_lease_lapsed_cannot_decide(open_ledger: LedgerFactory) -> None:
+    """A paused worker (its claim's lease lapsed, another worker claimed the row) loses
+    both verdicts; the document is decided once, by the owner of the claim."""
+    async with open_ledger() as first, open_ledger(clock_offset=LEASE_PAST) as later:
+        doc = await first.create("a.png", PNG, content_type="image/png", hold=True)
+        token, claimed = await first.held.claim(("content-type",), 4, 600)
+        assert len(claimed) == 1
+        # nobody else claims it while the lease holds
+        assert (await first.held.claim(("content-type",), 4, 600))[1] == []
+        token2, claimed2 = await later.held.claim(("content-type",), 4, 600)
+        assert [w.attempts for w in claimed2] == [2]
+        assert await first.held.reject(token, claimed[0], "late") == "lost"
+        assert await first.held.accept(token, claimed[0]) == "lost"
+        assert not await first.held.failed(token, claimed[0], "late", 1)
+        with pytest.raises(NotFound):
+            await first.get(doc.id)
+        assert await later.held.accept(token2, claimed2[0]) == "ready"
+        # the first worker, woken later still, finds the document settled
+        assert await first.held.reject(token, claimed[0], "late") == "gone"
+        assert (await first.get(doc.id)).status == "ready"
+
+
+async def test_every_processor_must_accept(open_ledger: LedgerFactory) -> None:
+    async with open_ledger(processors=("content-type", "scan"),
+                           scan_command=SCANNER) as ledger:
+        clean = await ledger.create("clean.txt", b"hello", content_type="text/plain",
+                                    hold=True)
+        infected = await ledger.create("bad.txt", b"X5O EICAR test", hold=True,
+                                       content_type="text/plain", owner="w")
+        assert {(r.document_id, r.processor) for r in await work_rows(ledger)} == {
+            (d.id, p) for d in (clean, infected) for p in ("content-type", "scan")}
+        report = await ProcessingWorker(ledger, batch=1).run_once()
+        assert (report.ready, report.rejected) == (1, 1)
+        assert (await ledger.get(clean.id)).status == "ready"
+        state = await ledger.hold_state(infected.id)
+        assert state is not None and state.status == "rejected"
+        assert state.reason == "stream: Eicar-Test-Signature FOUND"
+
+
+async def test_failing_processor_is_retried_then_rejects(open_ledger: LedgerFactory,
+                                                       tmp_path: object) -> None:
+    async with open_ledger(processors=("scan",), scan_command="sh -c 'exit 3'",
+                           processing_attempts=2) as ledger:
+        doc = await ledger.create("x.bin", b"bytes", hold=True)
+        first = await ProcessingWorker(ledger).run_once()
+        assert first.failed == 1 and first.rejected == 0
+        state = await ledger.hold_state(doc.id)
+        assert state is not None and state.status == "held"
+        assert (await ProcessingWorker(ledger).run_once()).claimed == 0  # backing off
+        ledger.clock_offset = 60
+        second = await ProcessingWorker(ledger).run_once()
+        assert second.failed == 1 and second.rejected == 1
+        state = await ledger.hold_state(doc.id)
+        assert state is not None and state.status == "rejected"
+        assert state.reason is not None and "scan failed 2 times" in state.reason
+        assert "exited 3" in state.reason
+
+
+async def test_hold_policy_and_replace(open_ledger: LedgerFactory) -> None:
+    async with open_ledger(hold_prefixes=("inbox/",)) as ledger:
+        held = await ledger.create("inbox/a.txt", b"text", content_type="text/plain")
+        assert held.status == "held"
+        free = await ledger.create("out/a.txt", b"text", content_type="text/plain")
+        assert free.status == "ready"
+        await ProcessingWorker(ledger).run_once()
+        ready = await ledger.get(held.id)
+        with pytest.raises(InvalidInput, match="never held"):
+            await ledger.replace(ready.id, b"other", expected_version=1)
+        replaced = await ledger.replace(free.id, b"other", expected_version=1)
+        assert replaced.version == 2
+    async with open_ledger(processors=()) as ledger:
+        asked = await ledger.create("no-processors.txt", b"x", hold=True)
+        assert asked.status == "ready"  # nothing to wait for
+
+
+async def test_name_after_upload_follows_the_policy(open_ledger: LedgerFactory) -> None:
+    async def late() -> str:
+        return "inbox/late.txt"
+
+    async with open_ledger(hold_prefixes=("inbox/",)) as ledger:
+        doc = await ledger.create(None, b"late", content_type="text/plain",
+                                  name_after_upload=late)
+        assert doc.status == "held" and doc.name == "inbox/late.txt"
+
+
+async def test_sweeper_roll_forward_holds(open_ledger: LedgerFactory) -> None:
+    """A writer that died after C3: the sweeper's roll-forward makes the creation held,
+    with its work, as C4 would have."""
+    async with open_ledger() as ledger, open_ledger(clock_offset=400) as later:
+        intent = await ledger.begin_create("rolled.png", "image/png", hold=True)
+        digests = await ledger.upload(intent, PNG)
+        await ledger.confirm(intent)
+        await ledger.tag_committed(intent)
+        swept = await Sweeper(later).run_once()
+        assert swept.rolled_forward == 1
+        with pytest.raises(NotFound):
+            await later.get(intent.document_id)
+        assert [r.processor for r in await work_rows(later)] == ["content-type"]
+        # the writer, woken, is answered the held document the sweeper made
+        answered = await ledger.commit_create(intent, digests)
+        assert (answered.id, answered.status) == (intent.document_id, "held")
+        assert (await ProcessingWorker(later).run_once()).ready == 1
+        assert (await later.get(intent.document_id)).status == "ready"
