@@ -8,7 +8,8 @@ else in blobledger writes these tables. Times are the database's (:mod:`blobledg
 Writers (``Ledger``): C1 :meth:`begin_create`, :meth:`take_over` (a retry resumes a dead
 attempt's intent), :meth:`confirm` (before C3/R3: the intent is still this attempt's, its
 lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, R1
-:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document`, and
+:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document` (both also detach
+the ended version's variants, :func:`~blobledger.protocol.variant_owner.detach_variants`), and
 :meth:`abandon` (a live writer's failure path: its intent to the deletion path).
 
 Attachments (``Ledger.stage`` and :mod:`blobledger.sqlalchemy`): A1 :meth:`begin_stage`,
@@ -64,6 +65,7 @@ from blobledger.protocol.models import (
     UploadState,
 )
 from blobledger.protocol.owners import Owner, owner_holds
+from blobledger.protocol.variant_owner import detach_variants
 
 documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
@@ -736,6 +738,7 @@ class Transitions:
                     documents.c.status == DocumentStatus.READY.value))).scalar_one_or_none()
                 return ReplaceOutcome(current_version=current)
             await conn.execute(_to_deleting, dict(params, b_name=intent.old_blob))
+            await detach_variants(conn, intent.document_id, intent.expected_version, params)
         return ReplaceOutcome(document=Document.from_row(row))
 
     # -- delete ---------------------------------------------------------------------------
@@ -750,6 +753,7 @@ class Transitions:
             if blob is None:
                 return False
             await conn.execute(_to_deleting, dict(b_name=blob, **self.times()))
+            await detach_variants(conn, doc_id, version, self.times())
         return True
 
     # -- a live writer's failure path -----------------------------------------------------
