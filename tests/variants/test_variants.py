@@ -52,7 +52,8 @@ async def test_made_once_removed_with_its_version(ledger: Ledger) -> None:
     with pytest.raises(VersionEnded):
         await make_variant(ledger, doc.id, "thumb", version=1)
     small = await make_variant(ledger, doc.id, "thumb")
-    assert (small.version, size_of(await read(ledger, small.blob))) == (2, (40, 20))  # never enlarged
+    # never enlarged
+    assert (small.version, size_of(await read(ledger, small.blob))) == (2, (40, 20))
     await settle(ledger)
     assert await stored_variants(ledger) == [small.blob]
 
@@ -153,3 +154,11 @@ async def test_a_version_ended_while_its_variant_was_made(
     assert await variant_rows(ledger) == {}
     assert await stored_variants(ledger) == []
     assert (await check(ledger, settled=True)).ok
+
+
+async def test_racing_first_requests_make_it_once(ledger: Ledger) -> None:
+    doc = await ledger.create("a.png", png(), content_type="image/png")
+    made = await asyncio.gather(*(make_variant(ledger, doc.id, "thumb") for _ in range(4)))
+    assert len({v.blob for v in made}) == 1
+    assert list((await variant_rows(ledger)).values()) == ["attached"]
+    assert await stored_variants(ledger) == [made[0].blob]
