@@ -77,6 +77,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    PlainSerializer,
     ValidationError,
     create_model,
     field_validator,
@@ -197,7 +198,8 @@ Tokens = Annotated[dict[str, frozenset[str]], BeforeValidator(_tokens)]
 Hosts = Annotated[tuple[str, ...], BeforeValidator(_hosts)]
 Origins = Annotated[tuple[str, ...], BeforeValidator(_origins)]
 PublicUrl = Annotated[str | None, BeforeValidator(_public_url)]
-Variants = Annotated[dict[str, VariantSpec], BeforeValidator(_variants)]
+Variants = Annotated[dict[str, VariantSpec], BeforeValidator(_variants), PlainSerializer(
+    lambda specs: ",".join(str(spec) for spec in specs.values()), when_used="json")]
 
 
 class Settings(BaseModel):

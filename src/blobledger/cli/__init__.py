@@ -65,6 +65,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
     "reconcile": ("reconcile", "compare the container with the database"),
     "check": ("check", "check the invariants on the live database and store"),
+    "variants": ("variants", "make the derived images of documents now"),
     "doctor": ("doctor", "check the configured store's features"),
     "experiments": ("experiments", "re-run the measured storage behaviours"),
     "lifecycle-policy": ("lifecycle_policy", "print the Azure or S3 lifecycle rule"),

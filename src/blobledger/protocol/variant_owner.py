@@ -48,7 +48,7 @@ def is_variant(owner: Owner) -> bool:
     return owner.table == DOCUMENTS and owner.column.startswith(VARIANT_COLUMN)
 
 
-async def detach_variants(conn: Any, doc_id: str, version: int, times: dict[str, float]) -> int:
+async def detach_variants(conn: Any, doc_id: str, version: int, times: dict[str, Any]) -> int:
     """Every variant attached to this document version ``attached -> deleting``, on the
     caller's connection inside its transaction (R4, the delete). The number moved."""
     result = await conn.execute(_detach, dict(o_key=version_key(doc_id, version), **times))
