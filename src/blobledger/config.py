@@ -46,7 +46,7 @@ BLOBLEDGER_OTEL                    OpenTelemetry spans             off
 BLOBLEDGER_VARIANTS                derived images, ``thumb=256x256`` unset (none)
 BLOBLEDGER_VARIANT_FORMAT          ``webp``, ``jpeg`` or ``png``   webp
 BLOBLEDGER_VARIANT_QUALITY         lossy quality, 1-100            80
-BLOBLEDGER_MAX_IMAGE_PIXELS        larger sources are refused      50000000
+BLOBLEDGER_MAX_IMAGE_PIXELS        larger sources are refused      64000000
 BLOBLEDGER_MAX_IMAGE_BYTES         larger sources are refused      64MiB
 BLOBLEDGER_VARIANT_LEASE           a variant maker's claim lasts   1m
 BLOBLEDGER_CLOCK_OFFSET            test hook: seconds ahead        0
@@ -263,7 +263,7 @@ class Settings(BaseModel):
     variant_format: Literal["webp", "jpeg", "png"] = "webp"
     variant_quality: Count = 80
     #: a source image with more pixels than this is refused (a decompression bomb)
-    max_image_pixels: Count = 50_000_000
+    max_image_pixels: Count = 64_000_000
     #: a source image larger than this (bytes) is refused before it is read
     max_image_bytes: Size = 64 * 1024**2
     #: how long a variant maker's claim lasts; a request waiting for it takes over after

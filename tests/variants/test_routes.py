@@ -12,6 +12,7 @@ import pytest
 
 from blobledger.protocol.ledger import Ledger
 from tests.api.conftest import client_for, problem
+from tests.support.holds import Holds
 from tests.variants.conftest import variant_rows
 from tests.variants.images import bomb, png, size_of
 
@@ -42,6 +43,21 @@ async def test_served_made_once_and_cached(ledger: Ledger) -> None:
         fresh = await client.get(url)
         assert size_of(fresh.content) == (10, 10) and fresh.headers["etag"] != \
             one.headers["etag"]
+
+
+async def test_replaced_while_made(ledger: Ledger, holds: Holds) -> None:
+    """The version ended under the maker: the current version's route makes the new
+    version's variant instead; the old claim goes to the deletion path."""
+    doc = await ledger.create("a.png", png(300, 150), content_type="image/png")
+    holds.at("variant.after_tag")
+    async with client_for(ledger) as client:
+        asked = asyncio.create_task(client.get(f"/documents/{doc.id}/variants/thumb"))
+        await holds.wait("variant.after_tag")
+        await ledger.replace(doc.id, png(10, 10), expected_version=1, content_type="image/png")
+        holds.go("variant.after_tag")
+        answer = await asked
+    assert answer.status_code == 200 and size_of(answer.content) == (10, 10)
+    assert sorted((await variant_rows(ledger)).values()) == ["attached", "deleting"]
 
 
 async def test_what_answers_a_problem(ledger: Ledger) -> None:

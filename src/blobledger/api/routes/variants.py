@@ -15,7 +15,7 @@ from blobledger.api.headers import MalformedHeader, parse_entity_tags
 from blobledger.api.openapi import empty, problems, raw_response
 from blobledger.api.problems import Problem
 from blobledger.api.routes import known_id, ledger_of, settings_of
-from blobledger.api.routes.content import IMMUTABLE, _chunks
+from blobledger.api.routes.content import ATTEMPTS, IMMUTABLE, _chunks
 from blobledger.variants import ImageRefused, UnknownVariant, VariantBusy, VersionEnded
 from blobledger.variants.maker import open_variant, spec_of
 
@@ -62,23 +62,27 @@ async def _serve(request: Request, doc_id: str, name: str, version: int | None,
                  cache_control: str, if_none_match: str | None) -> Response:
     ledger = ledger_of(request)
     known_id(doc_id)
-    try:
-        spec_of(ledger, name)
-        doc = await ledger.get(doc_id)  # visible documents only
-        if version is not None and version != doc.version:
-            raise _not_current(doc.version, version)
-        variant, reader = await open_variant(ledger, doc_id, name, version=doc.version)
-    except UnknownVariant as exc:
-        raise Problem(404, "no-variant", str(exc)) from None
-    except ImageRefused as exc:
-        raise Problem(exc.status, exc.kind, str(exc)) from None
-    except VersionEnded:
-        if version is None:  # replaced while it was being made: the client asks again
-            raise Problem(503, "busy", "the document changed while its variant was made; "
-                          "retry", headers={"Retry-After": "1"}) from None
-        raise _not_current(version + 1, version) from None
-    except VariantBusy as exc:
-        raise Problem(503, "busy", str(exc), headers={"Retry-After": "1"}) from None
+    for _ in range(ATTEMPTS):
+        try:
+            spec_of(ledger, name)
+            doc = await ledger.get(doc_id)  # visible documents only
+            if version is not None and version != doc.version:
+                raise _not_current(doc.version, version)
+            variant, reader = await open_variant(ledger, doc_id, name, version=doc.version)
+            break
+        except UnknownVariant as exc:
+            raise Problem(404, "no-variant", str(exc)) from None
+        except ImageRefused as exc:
+            raise Problem(exc.status, exc.kind, str(exc)) from None
+        except VersionEnded:
+            if version is not None:
+                raise _not_current(version + 1, version) from None
+            continue  # replaced while it was being made: the new version's
+        except VariantBusy as exc:
+            raise Problem(503, "busy", str(exc), headers={"Retry-After": "1"}) from None
+    else:
+        raise Problem(503, "busy", "the document kept changing while its variant was made; "
+                      "retry", headers={"Retry-After": "1"})
     tag = f'"{variant.sha256}"'
     headers = {"ETag": tag, "Cache-Control": cache_control,
                "Content-Type": variant.content_type, "Content-Length": str(variant.size),
