@@ -36,6 +36,9 @@ from blobledger.variants.errors import ImageRefused, UnknownVariant, VariantBusy
 log = logging.getLogger("blobledger.variants")
 #: how often a waiting request looks again, at most (it starts at a twentieth of a second)
 POLL = 0.5
+#: how many claims one request may lose (taken over, swept, its version ended) before it
+#: answers VariantBusy
+LOSSES = 3
 
 
 @dataclass(frozen=True)
@@ -101,14 +104,15 @@ async def make_variant(ledger: Ledger, doc_id: str, name: str, *, version: int |
     """The variant ``name`` of the document's ``version`` (its current one if None): found
     if made, else made here (one maker wins: another request's claim is waited for, up to
     ``wait`` seconds, by default twice ``BLOBLEDGER_VARIANT_LEASE``, and taken over once its
-    lease lapsed). UnknownVariant (also for a document that is not an image), NotFound,
+    lease lapsed; a claim this request lost is looked at again, up to :data:`LOSSES` times).
+    UnknownVariant (also for a document that is not an image), NotFound,
     VersionEnded, ImageRefused, VariantBusy (waited too long)."""
     spec = spec_of(ledger, name)
     settings = ledger.settings
     steps = VariantSteps(ledger.transitions, settings.variant_lease)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (wait if wait is not None else 2 * settings.variant_lease)
-    delay = POLL / 10
+    delay, lost = POLL / 10, 0
     while True:
         source = await _source(ledger, doc_id, version)
         if not is_image(source.content_type):
@@ -149,7 +153,8 @@ async def make_variant(ledger: Ledger, doc_id: str, name: str, *, version: int |
         made = await _make(ledger, steps, source, spec, owner, intent)
         if made is not None:
             return made
-        if loop.time() >= deadline:
+        lost += 1  # taken over, swept or ended under this maker: look again (a few times)
+        if lost > LOSSES:
             raise VariantBusy(f"variant {name!r} of document {doc_id} kept changing hands; "
                               "retry")
         if version is not None and (await _source(ledger, doc_id, None)).version != version:
