@@ -31,7 +31,7 @@ _CONTEXT.set_forkserver_preload(["tests.variants.child"])
 STEPS = ["variant.after_claim", "variant.after_read", "variant.after_render",
          "put.mid_stream@1", "put.before_commit", "variant.after_upload",
          "variant.after_confirm", "variant.after_tag", "variant.after_attach"]
-STORAGE_STEPS = ["put.before_commit", "variant.after_upload", "variant.after_tag"]
+STORAGE_STEPS = ["put.before_commit", "variant.after_tag"]
 CASES = [pytest.param(step, backend, id=f"{step}-{backend}")
          for backend in ("sqlite-local", "postgresql-azure") for step in STEPS] + [
     pytest.param(step, "postgresql-s3", id=f"{step}-postgresql-s3") for step in STORAGE_STEPS]
@@ -75,8 +75,7 @@ async def test_killed_then_swept(target: Target, step: str) -> None:
         assert await stored_variants(ledger) == [again.blob]
 
 
-@pytest.mark.parametrize("step", ["variant.after_render", "variant.after_upload",
-                                  "variant.after_tag"])
+@pytest.mark.parametrize("step", ["variant.after_upload", "variant.after_tag"])
 @pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-s3"])
 async def test_killed_then_taken_over(target: Target, step: str) -> None:
     doc_id = await killed_at(target, step)

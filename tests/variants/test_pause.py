@@ -1,8 +1,9 @@
 """A variant maker paused at every step while the sweeper, with the clock past its cutoff,
-takes its claim (fenced, then deleted by the deletion path), in process on SQLite + disk,
-PostgreSQL + Azurite and PostgreSQL + S3: the maker wakes, loses every later step of its
-claim (its late upload removed by itself or by the deletion path), claims afresh and makes the
-variant; one variant blob is left, attached, and the settled invariants hold."""
+takes its claim (fenced, then deleted by the deletion path), in process on SQLite + disk and
+PostgreSQL + Azurite (and PostgreSQL + S3 at the storage steps): the maker wakes, loses every
+later step of its claim (its late upload removed by itself or by the deletion path), claims
+afresh and makes the variant; one variant blob is left, attached, and the settled invariants
+hold."""
 
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ from tests.variants.images import png
 
 STEPS = ["variant.after_claim", "variant.after_read", "variant.after_render",
          "variant.after_upload", "variant.after_confirm", "variant.after_tag"]
+#: each step on SQLite + disk and PostgreSQL + Azurite; the storage steps on S3 too
+CASES = [pytest.param(step, backend, id=f"{step}-{backend}")
+         for backend in ("sqlite-local", "postgresql-azure") for step in STEPS] + [
+    pytest.param(step, "postgresql-s3", id=f"{step}-postgresql-s3")
+    for step in ("variant.after_upload", "variant.after_tag")]
 
 
-@pytest.mark.parametrize("step", STEPS)
-@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-azure", "postgresql-s3"])
+@pytest.mark.parametrize(("step", "backend"), CASES)
 async def test_paused_while_the_sweeper_takes_the_claim(
         ledger: Ledger, holds: Holds, step: str) -> None:
     doc = await ledger.create("a.png", png(), content_type="image/png")

@@ -1,4 +1,5 @@
-"""Variants on the protocol, in process, on the four backend combinations: made on first
+"""Variants on the protocol, in process (the life of one on the four backend combinations,
+the races and refusals on two): made on first
 request and found afterwards (EXIF orientation honoured, the box kept, WebP), removed with
 their version by a replace and a delete (nothing left after the sweep past the grace), made
 once by two concurrent first requests, taken over from a maker paused past its lease (which
@@ -81,6 +82,7 @@ async def test_what_has_no_variant(ledger: Ledger) -> None:
     assert await variant_rows(ledger) == {}  # a refusal leaves nothing behind
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-s3"])
 async def test_a_bomb_is_refused_and_leaves_nothing(ledger: Ledger) -> None:
     boom = await ledger.create("bomb.png", bomb(), content_type="image/png")
     with pytest.raises(ImageRefused) as refused:
@@ -97,6 +99,7 @@ async def test_a_bomb_is_refused_and_leaves_nothing(ledger: Ledger) -> None:
     assert await stored_variants(ledger) == []
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-azure"])
 async def test_two_first_requests_make_it_once(ledger: Ledger, holds: Holds) -> None:
     doc = await ledger.create("a.png", png(), content_type="image/png")
     holds.at("variant.after_render")  # the first maker holds its claim
@@ -112,6 +115,7 @@ async def test_two_first_requests_make_it_once(ledger: Ledger, holds: Holds) -> 
     assert await stored_variants(ledger) == [one.blob]
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-s3"])
 @pytest.mark.parametrize("step", ["variant.after_render", "variant.after_upload",
                                   "variant.after_confirm", "variant.after_tag"])
 async def test_a_maker_paused_past_its_lease_is_taken_over(
@@ -156,6 +160,7 @@ async def test_a_version_ended_while_its_variant_was_made(
     assert (await check(ledger, settled=True)).ok
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-azure"])
 async def test_racing_first_requests_make_it_once(ledger: Ledger) -> None:
     doc = await ledger.create("a.png", png(), content_type="image/png")
     made = await asyncio.gather(*(make_variant(ledger, doc.id, "thumb") for _ in range(4)))
