@@ -68,6 +68,7 @@ def test_the_testing_extra_brings_pytest(wheel: Path) -> None:
         assert any(r.startswith(f"{package}>=") and 'extra == "testing"' in r
                    for r in requires), requires
     assert any(r.startswith("tuspy") and 'extra == "tus"' in r for r in requires), requires
+    assert any(r.startswith("pillow") and 'extra == "images"' in r for r in requires), requires
 
 
 def test_the_conformance_suite_needs_only_what_the_testing_extra_brings() -> None:

@@ -60,6 +60,12 @@ BLOBLEDGER_PROCESSING_INTERVAL     ``serve`` looks for held work   2s
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
 BLOBLEDGER_OTEL                    OpenTelemetry spans             off
+BLOBLEDGER_VARIANTS                derived images, ``thumb=256x256`` unset (none)
+BLOBLEDGER_VARIANT_FORMAT          ``webp``, ``jpeg`` or ``png``   webp
+BLOBLEDGER_VARIANT_QUALITY         lossy quality, 1-100            80
+BLOBLEDGER_MAX_IMAGE_PIXELS        larger sources are refused      64000000
+BLOBLEDGER_MAX_IMAGE_BYTES         larger sources are refused      64MiB
+BLOBLEDGER_VARIANT_LEASE           a variant maker's claim lasts   1m
 BLOBLEDGER_CLOCK_OFFSET            test hook: seconds ahead        0
 BLOBLEDGER_FAILPOINTS              test hook: see failpoints       unset
 =================================  ==============================  =========================
@@ -78,6 +84,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import importlib.util
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -91,6 +98,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    PlainSerializer,
     ValidationError,
     create_model,
     field_validator,
@@ -116,6 +124,7 @@ from blobledger._base.hosts import (
     split_list,
 )
 from blobledger._base.names import check_prefix
+from blobledger._base.variant_specs import VariantSpec, parse_variants
 from blobledger.errors import ConfigError
 from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.s3.settings import S3Settings
@@ -185,6 +194,15 @@ def _seconds(value: object) -> object:
     return value
 
 
+def _variants(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_variants(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
 def _hosts(value: object) -> object:
     return tuple(parse_allowed_host(item.lower()) for item in split_list(value))
 
@@ -248,6 +266,8 @@ WebhookUrls = Annotated[tuple[str, ...], BeforeValidator(_webhook_urls)]
 WebhookSecret = Annotated[str | None, BeforeValidator(_webhook_secret)]
 Processors = Annotated[tuple[str, ...], BeforeValidator(_processors)]
 Prefixes = Annotated[tuple[str, ...], BeforeValidator(_prefixes)]
+Variants = Annotated[dict[str, VariantSpec], BeforeValidator(_variants), PlainSerializer(
+    lambda specs: ",".join(str(spec) for spec in specs.values()), when_used="json")]
 
 
 class Settings(BaseModel):
@@ -334,6 +354,16 @@ class Settings(BaseModel):
     #: ledger expects: None accepts the imported layout, anything else must equal it
     table_prefix: str | None = None
     db_schema: str | None = None
+    #: derived images (``GET /documents/{id}/variants/{name}``), by name; none by default
+    variants: Variants = {}
+    variant_format: Literal["webp", "jpeg", "png"] = "webp"
+    variant_quality: Count = 80
+    #: a source image with more pixels than this is refused (a decompression bomb)
+    max_image_pixels: Count = 64_000_000
+    #: a source image larger than this (bytes) is refused before it is read
+    max_image_bytes: Size = 64 * 1024**2
+    #: how long a variant maker's claim lasts; a request waiting for it takes over after
+    variant_lease: Duration = 60.0
 
     _POSITIVE: ClassVar[tuple[str, ...]] = (
         "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
@@ -341,7 +371,8 @@ class Settings(BaseModel):
         "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads",
         "body_rate_window", "max_open_uploads", "max_reserved_names", "event_max_attempts",
         "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval",
-        "scan_timeout", "processing_lease", "processing_attempts", "processing_interval")
+        "scan_timeout", "processing_lease", "processing_attempts", "processing_interval",
+        "max_image_pixels", "max_image_bytes", "variant_lease")
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -375,6 +406,19 @@ class Settings(BaseModel):
     @classmethod
     def _interval(cls, value: float | None) -> float | None:
         return value if value else None  # 0: no sweeper, as unset
+
+    @field_validator("variant_quality")
+    @classmethod
+    def _quality(cls, value: int) -> int:
+        if not 1 <= value <= 100:
+            raise ValueError("must be 1 to 100")
+        return value
+
+    @model_validator(mode="after")
+    def _variants_need_pillow(self) -> Settings:
+        if self.variants and importlib.util.find_spec("PIL") is None:
+            raise ValueError("BLOBLEDGER_VARIANTS needs Pillow: pip install 'blobledger[images]'")
+        return self
 
     @model_validator(mode="after")
     def _sweep_after_past_the_deadline(self) -> Settings:

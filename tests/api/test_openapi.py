@@ -47,9 +47,12 @@ def test_every_error_is_a_declared_problem_document(document: dict[str, Any]) ->
     for method, path, operation in operations(document):
         answers = operation["responses"]
         assert {"400", "431"} <= set(answers), (method, path)
-        if "422" in answers:  # only a reused Idempotency-Key, never a validation error
-            assert (method, path) == ("POST", "/documents")
+        if "422" in answers:  # a reused Idempotency-Key or a refused image, never a
+            assert (method, path) in {  # validation error
+                ("POST", "/documents"), ("GET", "/documents/{doc_id}/variants/{name}"),
+                ("GET", "/documents/{doc_id}/versions/{version}/variants/{name}")}
             assert "Idempotency-Key" in answers["422"]["description"]
+            assert "variant" in answers["422"]["description"]
         for status, answer in answers.items():
             if int(status) >= 400:
                 assert answer["content"] == {PROBLEM: {"schema": {

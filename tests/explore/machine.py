@@ -9,7 +9,9 @@ processing runs, which stop at their steps too), replace, delete; direct
 uploads (begin, the client's put to the store's URL or to ``serve``, completions, two of
 them at once, cancel); tus uploads (create, PATCHes whose last one completes, a HEAD as from
 another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
-application's transaction through the sqlalchemy integration, and detach. Besides the
+application's transaction through the sqlalchemy integration, and detach; variants of the
+documents named ``a`` (PNG images; ``make_variant``, which waits for no other maker here).
+Besides the
 protocol's failpoints an operation stops inside the stores' calls that read before they
 write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
 that compares first) and before the ledger's tag reads and checksum reads
@@ -36,6 +38,10 @@ it, and the clock is past every cutoff: first with the sweeper alone, then after
 - a held document is never visible to a reader (I5: not through ``get``, not listed) until
   a processing run accepted it; then it is a ready document like another; at a settle none
   is left held.
+- a variant answered is its document's, reads back its bytes, and at most one variant is
+  attached per version and variant; no attached variant outlives its version (the
+  invariants: its version must exist, its bytes must be there) and, settled, no variant blob
+  or row is left beyond the grace.
 
 What is visible while an operation is suspended may be that operation's own effect (a
 replace suspended after R4 already shows its version); the model allows exactly the effects
@@ -48,6 +54,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import io
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -70,7 +77,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy import select
+from PIL import Image
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from blobledger import failpoints
@@ -105,6 +113,7 @@ from blobledger.sqlalchemy import CLOCK_OFFSET
 from blobledger.stores.base import DirectPut
 from blobledger.uploads.direct import DirectUploads
 from blobledger.uploads.resumable import Resumable
+from blobledger.variants import ImageRefused, VariantBusy, make_variant
 from blobledger.workers.invariants import check
 from blobledger.workers.processing import ProcessingWorker
 from blobledger.workers.reconciler import reconcile
@@ -117,7 +126,9 @@ T = TypeVar("T")
 #: violation, never a sweep)
 SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
             "direct_upload_expiry": 120.0, "resumable_expiry": 120.0,
-            "processors": ("content-type",)}
+            "processors": ("content-type",), "variant_lease": 60.0}
+#: the variant the documents named ``a`` (images) are asked for
+VARIANTS = "thumb=8x8"
 EXPIRY = SETTINGS["direct_upload_expiry"]
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
@@ -128,6 +139,8 @@ SETTLE_JUMP = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE +
 NAMES = ("a", "b")
 #: the names of held creations (their bytes declare no type: the check accepts them)
 HELD_NAMES = ("h",)
+#: documents of this name are PNG images (their variants are asked for)
+IMAGE_NAME = "a"
 AZURE_API_VERSION = "2021-12-02"  # a client's put to a SAS URL names the API it speaks
 #: the longest an operation may take to reach its next step (or its end)
 STEP_TIMEOUT = 30.0
@@ -154,7 +167,7 @@ async def _suspend_here(point: str) -> None:
 
 
 #: every kind of client operation; which of them make or use an upload
-WRITERS = ("create", "retry", "replace", "delete", "stage")
+WRITERS = ("create", "retry", "replace", "delete", "stage", "variant")
 UPLOAD_KINDS = ("direct_begin", "direct_put", "direct_complete", "direct_cancel",
                 "tus_create", "tus_patch", "tus_head", "tus_terminate")
 KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing")
@@ -252,6 +265,7 @@ class Op:
                 "stage": "stage()",
                 "held": f"create({self.name!r}, held)",
                 "processing": "processing run",
+                "variant": f"variant({self.doc_id}, thumb)",
                 "sweeper": "sweeper run"}[self.kind]
         return f"op{self.n} {what}"
 
@@ -365,7 +379,7 @@ class Explorer(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.settings = Settings(**SETTINGS)
+        self.settings = Settings(**SETTINGS, variants=VARIANTS)
         self.ledger = self._run(self.backend.fresh(self.settings))
         self._run(self.ledger.connect())
         self.ledger.store = PausingStore(self.ledger.store)  # type: ignore[assignment]
@@ -423,12 +437,16 @@ class Explorer(RuleBasedStateMachine):
                 return await self.ledger.stage(_chunks(op.data), filename="staged.bin")
             if op.kind in ("create", "retry", "held"):
                 assert op.name is not None
-                return await self.ledger.create(op.name, _chunks(op.data),
-                                                idempotency_key=op.key,
-                                                hold=op.kind == "held")
+                return await self.ledger.create(
+                    op.name, _chunks(op.data), idempotency_key=op.key,
+                    content_type="image/png" if op.name == IMAGE_NAME else None,
+                    hold=op.kind == "held")
             if op.kind == "processing":
                 await ProcessingWorker(self.ledger, batch=1).run_once()
                 return None
+            if op.kind == "variant":
+                assert op.doc_id is not None
+                return await make_variant(self.ledger, op.doc_id, "thumb", wait=0.0)
             if op.kind == "sweeper":
                 # one worker, so the run stops at one step at a time
                 await Sweeper(self.ledger, parallel=1).run_once()
@@ -486,6 +504,9 @@ class Explorer(RuleBasedStateMachine):
             return
         if op.kind == "stage":
             self._staged_answered(op, exc)
+            return
+        if op.kind == "variant":
+            await self._variant_answered(op, exc)
             return
         if exc is not None:
             self._event(f"op{op.n}", op.kind, "failed:", type(exc).__name__)
@@ -764,6 +785,51 @@ class Explorer(RuleBasedStateMachine):
             self._fail(f"{op.label()} answered SHA-256 {blob.sha256}, not that of its bytes")
         self.staged.append(Staged(blob.name, blob.sha256, op.began_at, blob=blob))
 
+    async def _variant_answered(self, op: Op, exc: BaseException | None) -> None:
+        """A variant's answer: a clear error (its document gone or no image any more, its
+        version ended, another maker holding it), or a variant of that document whose blob
+        reads back its bytes."""
+        assert op.task is not None
+        if exc is not None:
+            self._event(f"op{op.n}", "variant", "failed:", type(exc).__name__)
+            if not isinstance(exc, (NotFound, ImageRefused, VariantBusy)):
+                self._fail(f"{op.label()} failed with an unexpected error "
+                           f"{type(exc).__name__}: {exc}")
+            return
+        variant = op.task.result()
+        self._event(f"op{op.n}", "variant", "answered", f"v{variant.version}", variant.blob)
+        if variant.document_id != op.doc_id:
+            self._fail(f"{op.label()} answered a variant of {variant.document_id}")
+        try:
+            reader = await self.ledger.store.open(variant.blob)
+        except BlobNotFound:  # its version ended since and the grace passed: allowed
+            if not await self._variant_ended(variant.blob):
+                self._fail(f"{op.label()} answered {variant.blob}, which is not there")
+            return
+        try:
+            data = b"".join([chunk async for chunk in reader])
+        finally:
+            await reader.aclose()
+        if hashlib.sha256(data).hexdigest() != variant.sha256:
+            self._fail(f"{op.label()} answered {variant.blob}, which reads back other bytes")
+
+    async def _variant_ended(self, blob: str) -> bool:
+        async with self.ledger.db.session(readonly=True) as session:
+            row = await session.get(BlobRow, blob)
+        return row is None or row.state == "deleting"
+
+    async def _check_variants(self) -> None:
+        """At most one variant attached per version and variant (made once)."""
+        async with self.ledger.db.session(readonly=True) as session:
+            twice = (await session.execute(
+                select(BlobRow.owner_key, BlobRow.owner_column, func.count())
+                .where(BlobRow.owner_column.startswith("variant:"),
+                       BlobRow.state == "attached")
+                .group_by(BlobRow.owner_key, BlobRow.owner_column)
+                .having(func.count() > 1))).all()
+        if twice:
+            self._fail(f"variants attached more than once: {twice}")
+
     async def _attach(self, staged: Staged) -> None:
         """A4 in an application's transaction: a new owner row holding the staged blob."""
         owner = next(self.owners)
@@ -883,6 +949,7 @@ class Explorer(RuleBasedStateMachine):
         await self._check_model()
         await self._check_attachments()
         await self._check_events()
+        await self._check_variants()
 
     async def _check_events(self) -> None:
         """Every committed change has exactly one event, in order per document, and no
@@ -935,8 +1002,9 @@ class Explorer(RuleBasedStateMachine):
         for doc in docs.values():
             if doc.status == "ready" and doc.id not in by_subject:
                 self._fail(f"document {doc.id} is ready without a document.ready event")
-        for blob in blob_rows.values():
-            if blob.state == "attached" and blob.name not in by_subject:
+        for blob in blob_rows.values():  # a variant (owned by a document) has no events
+            if blob.state == "attached" and blob.name not in by_subject and \
+                    blob.owner_table != DocumentRow.__tablename__:
                 self._fail(f"attachment {blob.name} is attached without its event")
         for doc_id, known in self.known.items():
             shas = {row.version: row.sha256 for row in by_subject.get(doc_id, [])
@@ -959,7 +1027,8 @@ class Explorer(RuleBasedStateMachine):
         group = next(self.groups)
         op = self._op("create", name=name, group=group,
                       key=f"key-{group}" if keyed else None,
-                      data=f"create {group} of {name} ".encode() * 20)
+                      data=_image(group) if name == IMAGE_NAME
+                      else f"create {group} of {name} ".encode() * 20)
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op
@@ -1030,8 +1099,9 @@ class Explorer(RuleBasedStateMachine):
         if chosen is None:
             return multiple()
         n = len(self.ops_run) + 1
+        image = self.known[chosen[0]].name == IMAGE_NAME
         op = self._op("replace", doc_id=chosen[0], expected=chosen[1],
-                      data=f"replace {n} ".encode() * 20)
+                      data=_image(n) if image else f"replace {n} ".encode() * 20)
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op
@@ -1089,6 +1159,17 @@ class Explorer(RuleBasedStateMachine):
         """``Ledger.stage``: A1-A3, a blob owned by nobody until an application attaches it."""
         n = len(self.ops_run) + 1
         op = self._op("stage", data=f"staged {n} ".encode() * 20)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, pick=st.integers(0, 3))
+    def start_variant(self, pick: int) -> Any:
+        """Ask for a document's thumbnail (made by this request if nobody made it)."""
+        chosen = self._target(pick, "acknowledged")
+        if chosen is None:
+            return multiple()
+        op = self._op("variant", doc_id=chosen[0])
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op
@@ -1267,6 +1348,13 @@ class Explorer(RuleBasedStateMachine):
                              return_exceptions=True)
         await self.http.aclose()
         await self.ledger.close()
+
+
+def _image(n: int) -> bytes:
+    """A small PNG of its own for ``n`` (the documents named ``a`` are images)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (12 + n % 7, 10), (n * 37 % 256, n * 91 % 256, 60)).save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 async def _visible(ledger: Ledger, doc_id: str) -> int | None:

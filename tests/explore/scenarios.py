@@ -264,6 +264,48 @@ def upload_lands_after_the_sweepers_delete(r: Replay) -> None:
     r.finish(sweeper)
 
 
+def variant_maker_paused_while_its_version_ended(r: Replay) -> None:
+    """A variant's maker sleeps after tagging its blob committed; a replace ends the version
+    (and a second request made the new version's variant meanwhile); the maker wakes: its
+    attach finds the version gone, its claim goes to the deletion path, and it answers the new
+    version's variant, made once."""
+    r.created("a")
+    maker: Op = r.start_variant(pick=0)
+    r.machine.run_to(maker, "variant.after_tag")
+    r.finish(r.start_replace(pick=0, version="acknowledged"))
+    r.finish(r.start_variant(pick=0))
+    r.finish(maker)
+
+
+def variant_maker_paused_past_its_lease(r: Replay) -> None:
+    """A variant's maker sleeps after its upload past its lease; a second request takes the
+    claim over (fencing it) and makes the variant; the first wakes, loses its confirm and
+    answers the second's variant. Then the sweeper and the deletion path remove the fenced
+    blob."""
+    r.created("a")
+    first: Op = r.start_variant(pick=0)
+    r.machine.run_to(first, "variant.after_upload")
+    r.jump_clock(seconds=SETTINGS["variant_lease"] + 1)
+    r.finish(r.start_variant(pick=0))
+    r.finish(first)
+    r.jump_clock(seconds=PAST_GRACE)
+    r.sweep()
+
+
+def variant_maker_paused_while_swept(r: Replay) -> None:
+    """A variant's maker sleeps after its confirm past the sweep cutoff; the sweeper fences
+    the claim and the deletion path deletes its blob; the maker wakes, its retag finds no
+    blob, and it claims afresh."""
+    r.created("a")
+    maker: Op = r.start_variant(pick=0)
+    r.machine.run_to(maker, "variant.after_confirm")
+    r.jump_clock(seconds=PAST_SWEEP_AFTER)
+    r.sweep()
+    r.jump_clock(seconds=PAST_GRACE)
+    r.sweep()
+    r.finish(maker)
+
+
 #: interleavings that broke the writers added after the documents', with the backends whose
 #: semantics they exercise (S3: unconditional tag writes, ETag-only deletes)
 #: past the processing lease of a paused processing run
@@ -300,6 +342,12 @@ WRITERS: list[tuple[Scenario, str]] = [
     (upload_lands_after_the_sweepers_delete, "sqlite-local"),
     (upload_lands_after_the_sweepers_delete, "postgresql-azure"),
     (upload_lands_after_the_sweepers_delete, "postgresql-s3"),
+    (variant_maker_paused_while_its_version_ended, "sqlite-local"),
+    (variant_maker_paused_while_its_version_ended, "postgresql-azure"),
+    (variant_maker_paused_past_its_lease, "sqlite-local"),
+    (variant_maker_paused_past_its_lease, "postgresql-s3"),
+    (variant_maker_paused_while_swept, "sqlite-local"),
+    (variant_maker_paused_while_swept, "postgresql-azure"),
 ]
 
 SCENARIOS: list[Scenario] = [

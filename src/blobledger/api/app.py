@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from blobledger import __version__, web
 from blobledger.api import browser, docs, openapi, problems
 from blobledger.api.guard import Guard
-from blobledger.api.routes import content, direct, documents, ops, service, tus
+from blobledger.api.routes import content, direct, documents, ops, service, tus, variants
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -89,6 +89,7 @@ def create_app(
     openapi.install(app)
     app.include_router(documents.router)
     app.include_router(content.router)
+    app.include_router(variants.router)
     app.include_router(service.router)
     app.include_router(tus.router)
     app.include_router(direct.router)

@@ -62,16 +62,18 @@ MEANINGS: dict[int, str] = {
     401: "A bearer token is required, or the one presented is not valid.",
     403: "The token lacks the scope this route needs, or a page on another site sent a "
          "request that changes something.",
-    404: "No such document or upload.",
+    404: "No such document or upload (or variant: not configured, or not an image).",
     408: "The request body arrived too slowly, or stopped arriving.",
     409: "A conflict with the current state: the name is taken, an upload's offset differs, "
          "an upload is finished or in progress, or a check is already running.",
-    410: "The upload expired or was swept.",
+    410: "The upload expired or was swept, or the version asked for was replaced.",
     412: "A precondition failed (If-Match, Tus-Resumable).",
     413: "The body is larger than the service takes.",
-    415: "The body's media type is not one this route takes.",
+    415: "The body's media type is not one this route takes, or (a variant) the image is in "
+         "a format the service cannot read.",
     416: "The range is not satisfiable (Content-Range names the size).",
-    422: "The Idempotency-Key was used for a different request.",
+    422: "The Idempotency-Key was used for a different request, or (a variant) the image is "
+         "too large (pixels or bytes) or does not decode.",
     428: "If-Match is required.",
     429: "The caller holds too many open uploads or reserved names.",
     431: "The request headers are too large.",

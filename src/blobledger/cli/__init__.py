@@ -66,6 +66,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("reconcile", "compare the container with the database"),
     "events": ("events", "list, show, replay and deliver events"),
     "check": ("check", "check the invariants on the live database and store"),
+    "variants": ("variants", "make the derived images of documents now"),
     "doctor": ("doctor", "check the configured store's features"),
     "experiments": ("experiments", "re-run the measured storage behaviours"),
     "lifecycle-policy": ("lifecycle_policy", "print the Azure or S3 lifecycle rule"),

@@ -32,6 +32,10 @@ class Owner:
 
 
 _tables: dict[tuple[str, str], Table] = {}  # by database URL and table name
+#: how the owner column of a document version's variant begins
+#: (:mod:`blobledger.protocol.variant_owner`): no owner row names such a blob, the
+#: ``attached`` state alone holds it
+VARIANT_COLUMN = "variant:"
 
 
 def owner_key(values: tuple[Any, ...] | list[Any]) -> str:
@@ -44,7 +48,10 @@ def owner_key(values: tuple[Any, ...] | list[Any]) -> str:
 def owner_holds(conn: Connection, owner: Owner, blob_name: str) -> bool:
     """True if the owner row exists and its column still names ``blob_name`` (a sync
     function: ``await conn.run_sync(owner_holds, owner, name)``). A table or row that is gone
-    holds nothing."""
+    holds nothing; nor does a document version hold its variants (its row names none: only
+    their ``attached`` state does)."""
+    if owner.column.startswith(VARIANT_COLUMN):
+        return False
     value = owner_value(conn, owner)
     return value is not None and blob_name in value
 

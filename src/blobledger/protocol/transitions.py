@@ -8,7 +8,8 @@ else in blobledger writes these tables. Times are the database's (:mod:`blobledg
 Writers (``Ledger``): C1 :meth:`begin_create`, :meth:`take_over` (a retry resumes a dead
 attempt's intent), :meth:`confirm` (before C3/R3: the intent is still this attempt's, its
 lease extended; a placeholder name is replaced here), C4 :meth:`commit_create`, R1
-:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document`, and
+:meth:`begin_replace`, R4 :meth:`commit_replace`, :meth:`delete_document` (both also detach
+the ended version's variants, :func:`~blobledger.protocol.variant_owner.detach_variants`), and
 :meth:`abandon` (a live writer's failure path: its intent to the deletion path).
 
 Attachments (``Ledger.stage`` and :mod:`blobledger.sqlalchemy`): A1 :meth:`begin_stage`,
@@ -83,6 +84,7 @@ from blobledger.protocol.models import (
     UploadState,
 )
 from blobledger.protocol.owners import Owner, owner_holds
+from blobledger.protocol.variant_owner import detach_variants
 
 documents: Table = DocumentRow.__table__  # type: ignore[assignment]
 blobs: Table = BlobRow.__table__  # type: ignore[assignment]
@@ -808,6 +810,7 @@ class Transitions:
                     documents.c.status == DocumentStatus.READY.value))).scalar_one_or_none()
                 return ReplaceOutcome(current_version=current)
             await conn.execute(_to_deleting, dict(params, b_name=intent.old_blob))
+            await detach_variants(conn, intent.document_id, intent.expected_version, params)
             doc = Document.from_row(row)
             await events.write(conn, [events.document_row(
                 EventType.REPLACED, doc, digests.md5, previous_blob=intent.old_blob)],
@@ -827,6 +830,7 @@ class Transitions:
             if row is None:
                 return False
             await conn.execute(_to_deleting, dict(b_name=row.blob_name, **self.times()))
+            await detach_variants(conn, doc_id, version, self.times())
             await events.write(conn, [events.document_row(
                 EventType.DELETED, Document.from_row(row), row.md5)], self.offset)
         return True

@@ -11,7 +11,8 @@ For attachments (blob rows of kind ``attachment``, owned by an application's row
 
 - I1/I3 every ``attached`` blob exists, is tagged ``committed``, its size and SHA-256 match
   its row, and its owner row still holds it (nothing attached is deleted, or left attached,
-  while its owner points elsewhere);
+  while its owner points elsewhere; a variant's owner is its document version, which must
+  still exist);
 - I4 (settled) nothing staged outlives the sweep cutoff: a ``pending`` attachment row older
   than ``sweep_after`` is reported like any stale intent.
 
@@ -37,6 +38,7 @@ from blobledger.errors import BlobNotFound, NotFound
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow, BlobState, DocumentRow, DocumentStatus
 from blobledger.protocol.owners import Owner, owner_holds
+from blobledger.protocol.variant_owner import is_variant, version_alive
 from blobledger.stores.base import BlobInfo
 from blobledger.workers.scan import merged, pages, tagged
 
@@ -242,7 +244,10 @@ async def _attached_problem(ledger: Ledger, row: _Row, blob: BlobInfo | None) ->
         return "attached row without an owner"
     holder = Owner(row.owner_table, row.owner_key, row.owner_column)
     async with ledger.db.transaction(readonly=True) as conn:
-        if not await conn.run_sync(owner_holds, holder, row.name):
+        if is_variant(holder):  # a variant is held by its document version's existence
+            if not await conn.run_sync(version_alive, holder):
+                return f"its document version {row.owner_key} is gone (a leaked variant)"
+        elif not await conn.run_sync(owner_holds, holder, row.name):
             return f"its owner {owner} does not hold it (gone, or points elsewhere)"
     return None
 
