@@ -42,10 +42,10 @@ from django.utils import timezone
 from django.utils.deconstruct import deconstructible
 
 from blobledger.blocking import BlockingLedger
-from blobledger.config import Settings
+from blobledger.config import Settings, read_url_lifetime, url_expiry_problem
 from blobledger.django.conf import blocking_ledger, ledger_settings
 from blobledger.django.links import file_url
-from blobledger.errors import InvalidName, NameTaken, NotFound
+from blobledger.errors import ConfigError, InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
 
@@ -89,12 +89,14 @@ class LedgerStorage(Storage):
     """Files kept by the ledger. ``database`` is the Django alias of standalone saves (a
     field's save uses its row's database); every other option is a blobledger setting
     (``store_url``, ``sweep_after``, ...) over ``settings.BLOBLEDGER`` and ``BLOBLEDGER_*``.
-    ``url_expiry`` is the lifetime, in seconds, of the URLs :meth:`url` signs."""
+    ``url_expiry`` is the lifetime, in seconds, of the URLs :meth:`url` signs: by default
+    the service's (``BLOBLEDGER_READ_URL_EXPIRY``, else the delete grace less the clock
+    skew); held to the same rule (:func:`blobledger.config.url_expiry_problem`)."""
 
-    def __init__(self, database: str = "default", url_expiry: int = 300,
+    def __init__(self, database: str = "default", url_expiry: float | None = None,
                  **options: Any) -> None:
         self.database = database
-        self.url_expiry = int(url_expiry)
+        self._url_expiry = None if url_expiry is None else float(url_expiry)
         self.options: Mapping[str, Any] = options
         self._settings: dict[str, Settings] = {}
         self._lock = threading.Lock()
@@ -109,6 +111,18 @@ class LedgerStorage(Storage):
             if found is None:
                 found = self._settings[alias] = ledger_settings(alias, self.options)
             return found
+
+    def url_lifetime(self, alias: str | None = None) -> int:
+        """Seconds the URLs :meth:`url` signs stay valid; ConfigError if ``url_expiry`` could
+        let one outlive its blob (the service's rule, with the storage's option named)."""
+        settings = self.settings_for(alias)
+        if self._url_expiry is None:
+            return int(read_url_lifetime(settings))
+        problem = url_expiry_problem(self._url_expiry, settings.delete_grace,
+                                     setting="LedgerStorage's url_expiry")
+        if problem is not None:
+            raise ConfigError(problem)
+        return int(self._url_expiry)
 
     def ledger(self, alias: str | None = None) -> BlockingLedger:
         """The process's connected ledger on a Django database."""
