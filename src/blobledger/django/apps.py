@@ -39,7 +39,8 @@ def check_storages(**_: Any) -> list[checks.CheckMessage]:
     from blobledger.errors import ConfigError
 
     found: list[checks.CheckMessage] = []
-    for alias, config in storages.backends.items():
+    backends: dict[str, Any] = dict(storages.backends)  # the stubs call them storages
+    for alias, config in backends.items():
         backend = import_string(str(config.get("BACKEND", "")))
         if not (isinstance(backend, type) and issubclass(backend, LedgerStorage)):
             continue  # the others are not built: they may need settings of their own

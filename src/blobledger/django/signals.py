@@ -33,8 +33,7 @@ from django.db import models, router, transaction
 from django.db.models.fields.files import FieldFile, FileField
 from django.db.models.signals import post_delete, post_init, post_save
 
-from blobledger import failpoints
-from blobledger.django.conf import run
+from blobledger.django.conf import failpoint
 from blobledger.django.sql import DjangoConnection
 from blobledger.django.storage import LedgerStorage, using
 from blobledger.protocol.attachments import StagedBlob
@@ -214,17 +213,12 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
         done[field.attname] = name
     if done:
         transaction.on_commit(lambda: _committed(values, done), using=using)
-        _failpoint("django.after_attach")
-
-
-def _failpoint(point: str) -> None:
-    if failpoints.armed():
-        run(failpoints.hit(point))
+        failpoint("django.after_attach")
 
 
 def _committed(values: dict[str, Any], done: dict[str, str]) -> None:
     """After the commit: these names are the row's, attached (no A4 on the next save)."""
-    _failpoint("django.after_commit")
+    failpoint("django.after_commit")
     values.setdefault(LOADED, {}).update(done)
     staged: dict[str, StagedBlob] = values.get(STAGED, {})
     for attname, name in done.items():

@@ -45,6 +45,7 @@ from blobledger.blocking import BlockingLedger
 from blobledger.config import Settings, read_url_lifetime, url_expiry_problem
 from blobledger.django.conf import blocking_ledger, ledger_settings
 from blobledger.django.links import file_url
+from blobledger.django.staging import in_transaction, stage_in_transaction
 from blobledger.errors import ConfigError, InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
@@ -148,9 +149,15 @@ class LedgerStorage(Storage):
                 f"{max_length}: raise its max_length")
         content_type = getattr(content, "content_type", None) \
             or mimetypes.guess_type(base)[0]
-        staged = self.ledger(alias).stage(
-            _as_data(content), content_type=content_type, filename=_filename(base),
-            folder=folder or None)
+        alias = alias or _using.get() or self.database
+        if in_transaction(alias):  # SQLite: its one writer is Django's transaction
+            staged = stage_in_transaction(
+                self.ledger(alias), alias, _as_data(content), content_type=content_type,
+                filename=_filename(base), folder=folder or None)
+        else:
+            staged = self.ledger(alias).stage(
+                _as_data(content), content_type=content_type, filename=_filename(base),
+                folder=folder or None)
         _staged[staged.name] = staged
         return staged
 
