@@ -35,6 +35,7 @@ from django.db.models.signals import post_delete, post_init, post_save
 
 from blobledger.django.conf import failpoint
 from blobledger.django.sql import DjangoConnection
+from blobledger.django.staging import tag_after_commit
 from blobledger.django.storage import LedgerStorage, using
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.owners import Owner, owner_key
@@ -223,7 +224,7 @@ def _committed(values: dict[str, Any], done: dict[str, str]) -> None:
     staged: dict[str, StagedBlob] = values.get(STAGED, {})
     for attname, name in done.items():
         if attname in staged and staged[attname].name == name:
-            del staged[attname]
+            tag_after_commit(staged.pop(attname))  # staged inside the transaction: A3 now
 
 
 def _deleted(sender: type[models.Model], instance: models.Model, using: str,
