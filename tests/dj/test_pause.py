@@ -122,7 +122,11 @@ def test_sqlite_paused_after_the_attach(backend: str, held: _Held,
     # the blob is stored, tagged pending, and its row not visible outside the transaction:
     # an orphan to the reconciler's listing. Its delete waits for SQLite's write lock,
     # which the paused transaction holds; released, the commit lands and the row is seen.
-    threading.Thread(target=lambda: at_fence.wait(60) and held.release.set()).start()
+    def release_at_the_fence() -> None:
+        at_fence.wait(60)
+        held.release.set()
+
+    threading.Thread(target=release_at_the_fence).start()
     report = reconcile_fix(3 * HOUR)
     held.thread.join(60)
     assert not held.failure, held.failure
