@@ -234,7 +234,21 @@ class LedgerStorage(Storage):
 
     # -- the Storage API -------------------------------------------------------------------
     def exists(self, name: str) -> bool:
-        return self._attachment(name) is not None or self._document(name) is not None
+        """A file (attachment or document) by that name, or, as on a file system, a folder
+        holding documents (``""`` too: what ``collectstatic --clear`` asks first)."""
+        if name.strip("/") and (self._attachment(name) is not None
+                                or self._document(name) is not None):
+            return True
+        return self._folder(name)
+
+    def _folder(self, name: str) -> bool:
+        prefix = name.strip("/") + "/" if name.strip("/") else ""
+        ledger = self.ledger()
+        try:
+            found = ledger.run(ledger.ledger.page(prefix=prefix, limit=1))
+        except InvalidName:
+            return False
+        return bool(found) and found[0].name.startswith(prefix)
 
     def delete(self, name: str) -> None:
         if not name or self._attachment(name) is not None:
