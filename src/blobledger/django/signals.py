@@ -4,7 +4,9 @@ For every model with a ``FileField`` (or ``ImageField``) on a :class:`LedgerStor
 :func:`hook` arranges, when the app is ready:
 
 - the field's files stage their bytes (A1-A3) when Django saves them (``pre_save``, or
-  ``instance.pdf.save(...)``), and ``instance.pdf.delete()`` only clears the field;
+  ``instance.pdf.save(...)``), and ``instance.pdf.delete()`` only clears the field (on
+  SQLite inside a transaction, A1 on Django's connection and A3 after the commit:
+  :mod:`blobledger.django.staging`);
 - the model's ``save_base`` runs inside ``atomic(savepoint=False)`` (as Django does for a
   model with parents), so that the row's INSERT or UPDATE and the ``post_save`` receiver
   below share one transaction even in autocommit mode;

@@ -8,7 +8,9 @@ Two kinds of file, as Django has two kinds of save:
   first, a create-only upload hashed while streaming, tagged committed) under a new blob
   name ``<blob prefix>/<upload_to folder>/<uuid>.<ext>``, which the field stores; the row's
   own transaction attaches it (A4, :mod:`blobledger.django.signals`). Until then it belongs
-  to nobody, and the sweeper removes it once ``BLOBLEDGER_SWEEP_AFTER`` has passed;
+  to nobody, and the sweeper removes it once ``BLOBLEDGER_SWEEP_AFTER`` has passed. On
+  SQLite, inside a transaction, it stages on Django's connection instead
+  (:mod:`blobledger.django.staging`);
 - a standalone ``storage.save(name, content)`` (exports, caches: no model behind it) makes a
   **document** under that name, durable at once (create-only; the name as given when free,
   else Django's ``get_available_name``). Opened for writing, a document is created or
