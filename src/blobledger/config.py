@@ -432,14 +432,10 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _urls_within_the_grace(self) -> Settings:
-        if self.read_url_expiry is not None and (
-                self.read_url_expiry <= 0
-                or self.read_url_expiry + CLOCK_SKEW > self.delete_grace):
-            raise ValueError(
-                f"BLOBLEDGER_READ_URL_EXPIRY ({format_duration(self.read_url_expiry)}) must "
-                f"be positive and, with {format_duration(CLOCK_SKEW)} of clock skew, within "
-                f"BLOBLEDGER_DELETE_GRACE ({format_duration(self.delete_grace)}): a signed "
-                "URL must never outlive its blob")
+        if self.read_url_expiry is not None:
+            problem = url_expiry_problem(self.read_url_expiry, self.delete_grace)
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
@@ -542,6 +538,19 @@ def sweep_margin(upload_deadline: float) -> float:
     minute, or a tenth of the deadline if that is longer. The sweeper keeps at least this
     (``sweep_after``); a retry waits this long past a dead attempt's lease."""
     return max(SWEEP_MARGIN, upload_deadline * 0.1)
+
+
+def url_expiry_problem(expiry: float, delete_grace: float,
+                       setting: str = "BLOBLEDGER_READ_URL_EXPIRY") -> str | None:
+    """Why a signed read URL living ``expiry`` seconds could outlive its blob (None if it
+    cannot): the one rule for every URL blobledger signs, the service's and Django's. A
+    replaced or deleted blob stays ``delete_grace`` on the database's clock; the URL's expiry
+    is read on the store's, which may run :data:`CLOCK_SKEW` behind."""
+    if expiry > 0 and expiry + CLOCK_SKEW <= delete_grace:
+        return None
+    return (f"{setting} ({format_duration(expiry)}) must be positive and, with "
+            f"{format_duration(CLOCK_SKEW)} of clock skew, within BLOBLEDGER_DELETE_GRACE "
+            f"({format_duration(delete_grace)}): a signed URL must never outlive its blob")
 
 
 def read_url_lifetime(settings: Settings) -> float:

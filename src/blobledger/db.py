@@ -169,7 +169,7 @@ class Database:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
         ConfigError already, when the engine is made)."""
         try:
-            async with self.engine.connect() as conn:
+            async with self._reader.connect() as conn:  # SQLite: no write lock
                 await conn.execute(text("SELECT 1"))
         except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
             if _sqlstate(exc) == MISSING_DATABASE:

@@ -11,7 +11,9 @@ pending, and has not yet tried to take its intent over),
 ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
 ``stage.after_{insert,upload,confirm,tag}`` (attachments); in the Django integration,
 ``django.after_attach`` (A4 and the detach ran in the row's transaction, not yet committed)
-and ``django.after_commit`` (committed, before the save returns); in uploads that outlive a
+and ``django.after_commit`` (committed, before the save returns; on SQLite, where a save
+stages inside its transaction, before A3, whose ``stage.after_tag`` follows); in uploads that
+outlive a
 request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
 ``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
 ``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not

@@ -29,6 +29,7 @@ from blobledger.django.conf import close_ledgers, run
 from blobledger.django.storage import LedgerStorage
 from blobledger.errors import BlobNotFound
 from blobledger.protocol.ledger import Ledger
+from blobledger.workers.reconciler import ReconcileReport, reconcile
 from blobledger.workers.sweeper import Sweeper, SweepReport
 from tests.dj.routing import ALIAS
 
@@ -137,3 +138,29 @@ def sweep(ahead: float) -> SweepReport:
     report = run(main())
     assert not report.errors, report
     return report
+
+
+def tag(name: str | None) -> str | None:
+    """The ``state`` tag of a stored blob (None: untagged)."""
+    assert name
+    ledger = storage().ledger(ALIAS["current"])
+    return ledger.run(ledger.ledger.store.get_tags(name)).get("state")
+
+
+def reconcile_fix(ahead: float) -> ReconcileReport:
+    """``reconcile --fix`` (orphans older than ``sweep_after``) by a process ``ahead``
+    seconds in the future, on the current backend."""
+    current = storage().settings_for(ALIAS["current"])
+
+    async def main() -> ReconcileReport:
+        async with Ledger.from_settings(current.with_(clock_offset=ahead),
+                                        migrate=False) as ledger:
+            return await reconcile(ledger, fix=True, older_than=current.sweep_after)
+
+    report = run(main())
+    assert not report.errors, report
+    return report
+
+
+def on_sqlite(backend: str) -> bool:
+    return backend.startswith("sqlite")

@@ -34,7 +34,8 @@ SETTINGS: dict[str, Any] = dict(
     DATABASE_ROUTERS=["tests.dj.routing.Router"],
     INSTALLED_APPS=[
         "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
-        "django.contrib.sessions", "django.contrib.messages", "blobledger.django",
+        "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "blobledger.django",
         "tests.dj.invoices.apps.InvoicesConfig",
     ],
     MIGRATION_MODULES={"invoices": None},
@@ -53,6 +54,7 @@ SETTINGS: dict[str, Any] = dict(
             "django.contrib.messages.context_processors.messages"]},
     }],
     ROOT_URLCONF="tests.dj.urls",
+    STATIC_URL="/static/",
     STORAGES={
         "default": {"BACKEND": "blobledger.django.LedgerStorage"},
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -136,3 +136,34 @@ def test_a_text_content_file_is_saved_as_utf8(backend: str) -> None:
     invoice = Invoice.objects.create(number="X-1", pdf=ContentFile("héllo", name="h.txt"))
     assert storage().size(str(invoice.pdf.name)) == len("héllo".encode())
     assert invoice.pdf.read() == "héllo".encode()
+
+
+@ON_DISK
+def test_url_expiry_is_held_to_the_grace_rule(backend: str) -> None:
+    """The storage's ``url_expiry`` obeys the service's rule (``url_expiry_problem``): with
+    the clock skew, within the delete grace (5 minutes here); by default the service's
+    lifetime (the grace less the skew)."""
+    from django.core import checks
+
+    from blobledger.django.apps import check_storages
+    from blobledger.django.storage import LedgerStorage
+    from blobledger.errors import ConfigError
+
+    assert storage().url_lifetime() == 240  # 300 s of grace less 60 s of skew
+    assert LedgerStorage(url_expiry=240).url_lifetime() == 240
+    for wrong in (241, 300, 0):
+        with pytest.raises(ConfigError, match=r"url_expiry .* within BLOBLEDGER_DELETE_GRACE"):
+            LedgerStorage(url_expiry=wrong).url_lifetime()
+    invoice = Invoice.objects.create(number="U1", pdf=ContentFile(b"%PDF", name="u.pdf"))
+    with override_settings(STORAGES={
+            "default": {"BACKEND": "blobledger.django.LedgerStorage",
+                        "OPTIONS": {"url_expiry": 600}},
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}):
+        from django.core.files.storage import storages
+
+        with pytest.raises(ConfigError, match="url_expiry"):
+            storages["default"].url(invoice.pdf.name)
+        errors = check_storages()
+        assert [error.id for error in errors] == ["blobledger.E001"]
+        assert errors[0].level == checks.ERROR and "must never outlive" in errors[0].msg
+    assert check_storages() == []

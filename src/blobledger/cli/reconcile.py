@@ -30,7 +30,8 @@ Examples:
               help="one JSON object per finding, then the JSON summary")
 @click.option("--fix", is_flag=True,
               help="delete orphans tagged pending or deleting or not tagged at all, and "
-              "uncommitted bytes, older than the cutoff")
+              "uncommitted bytes, older than the cutoff; retag committed the pending blob "
+              "of an attached row")
 @click.option("--older-than", metavar="DURATION",
               help="age an orphan must pass before --fix deletes it; not shorter than the "
               "upload deadline (default: BLOBLEDGER_SWEEP_AFTER)")

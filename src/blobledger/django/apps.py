@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.core import checks
 from django.core.signals import setting_changed
 from django.db import models
 from django.db.models.signals import class_prepared
@@ -25,6 +26,31 @@ class BlobledgerConfig(AppConfig):
             hook(model)
         class_prepared.connect(_prepared, weak=False, dispatch_uid="blobledger:prepared")
         setting_changed.connect(_changed, weak=False, dispatch_uid="blobledger:settings")
+        checks.register(check_storages)
+
+
+def check_storages(**_: Any) -> list[checks.CheckMessage]:
+    """``manage.py check``: every ``LedgerStorage`` of ``STORAGES`` has settings blobledger
+    accepts, and URLs that cannot outlive their blobs (``url_expiry`` within the grace)."""
+    from django.core.files.storage import storages
+    from django.utils.module_loading import import_string
+
+    from blobledger.django.storage import LedgerStorage
+    from blobledger.errors import ConfigError
+
+    found: list[checks.CheckMessage] = []
+    backends: dict[str, Any] = dict(storages.backends)  # the stubs call them storages
+    for alias, config in backends.items():
+        backend = import_string(str(config.get("BACKEND", "")))
+        if not (isinstance(backend, type) and issubclass(backend, LedgerStorage)):
+            continue  # the others are not built: they may need settings of their own
+        storage = storages[alias]
+        assert isinstance(storage, LedgerStorage)
+        try:
+            storage.url_lifetime()
+        except ConfigError as exc:
+            found.append(checks.Error(f'STORAGES["{alias}"]: {exc}', id="blobledger.E001"))
+    return found
 
 
 def _prepared(sender: type[models.Model], **_: Any) -> None:

@@ -19,6 +19,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 from sqlalchemy.engine import URL
 
+from blobledger import failpoints
 from blobledger.blocking import BlockingLedger
 from blobledger.config import ENV_PREFIX, Settings, environment_with, load_settings
 from blobledger.db import EMBEDDED_VERSION_TABLE
@@ -116,3 +117,10 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     if failure:
         raise failure[0]
     return result[0]
+
+
+def failpoint(point: str) -> None:
+    """A failpoint passed by Django's sync code (on a loop of its own, so that a hook that
+    holds it never blocks the ledger's loop)."""
+    if failpoints.armed():
+        run(failpoints.hit(point))

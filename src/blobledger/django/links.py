@@ -1,6 +1,6 @@
 """Signed links to files: the store's own signed read URL (an Azure SAS, an S3 presigned
 GET) where it can sign one, else the app's view (:mod:`blobledger.django.views`), signed
-with Django's ``SECRET_KEY`` for the storage's ``url_expiry``."""
+with Django's ``SECRET_KEY`` for the storage's URL lifetime (:meth:`url_lifetime`)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ def check(name: str, signature: str, max_age: int) -> bool:
 
 
 def file_url(storage: Any, name: str) -> str:
-    """A URL that reads the file ``name`` of a ``LedgerStorage`` for its ``url_expiry``
-    seconds."""
+    """A URL that reads the file ``name`` of a ``LedgerStorage`` for its URL lifetime."""
     ledger = storage.ledger()
     blob, filename, content_type = name, posixpath.basename(name), None
     try:
@@ -42,7 +41,7 @@ def file_url(storage: Any, name: str) -> str:
         if doc is not None:
             blob, content_type = doc.blob, doc.content_type
     signed = ledger.run(ledger.ledger.store.read_url(
-        blob, expires_in=storage.url_expiry, filename=filename,
+        blob, expires_in=storage.url_lifetime(), filename=filename,
         content_type=content_type or "application/octet-stream"))
     if signed is not None:
         return str(signed.url)

@@ -4,7 +4,9 @@ For every model with a ``FileField`` (or ``ImageField``) on a :class:`LedgerStor
 :func:`hook` arranges, when the app is ready:
 
 - the field's files stage their bytes (A1-A3) when Django saves them (``pre_save``, or
-  ``instance.pdf.save(...)``), and ``instance.pdf.delete()`` only clears the field;
+  ``instance.pdf.save(...)``), and ``instance.pdf.delete()`` only clears the field (on
+  SQLite inside a transaction, A1 on Django's connection and A3 after the commit:
+  :mod:`blobledger.django.staging`);
 - the model's ``save_base`` runs inside ``atomic(savepoint=False)`` (as Django does for a
   model with parents), so that the row's INSERT or UPDATE and the ``post_save`` receiver
   below share one transaction even in autocommit mode;
@@ -33,9 +35,9 @@ from django.db import models, router, transaction
 from django.db.models.fields.files import FieldFile, FileField
 from django.db.models.signals import post_delete, post_init, post_save
 
-from blobledger import failpoints
-from blobledger.django.conf import run
+from blobledger.django.conf import failpoint
 from blobledger.django.sql import DjangoConnection
+from blobledger.django.staging import tag_after_commit
 from blobledger.django.storage import LedgerStorage, using
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.owners import Owner, owner_key
@@ -214,22 +216,17 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
         done[field.attname] = name
     if done:
         transaction.on_commit(lambda: _committed(values, done), using=using)
-        _failpoint("django.after_attach")
-
-
-def _failpoint(point: str) -> None:
-    if failpoints.armed():
-        run(failpoints.hit(point))
+        failpoint("django.after_attach")
 
 
 def _committed(values: dict[str, Any], done: dict[str, str]) -> None:
     """After the commit: these names are the row's, attached (no A4 on the next save)."""
-    _failpoint("django.after_commit")
+    failpoint("django.after_commit")
     values.setdefault(LOADED, {}).update(done)
     staged: dict[str, StagedBlob] = values.get(STAGED, {})
     for attname, name in done.items():
         if attname in staged and staged[attname].name == name:
-            del staged[attname]
+            tag_after_commit(staged.pop(attname))  # staged inside the transaction: A3 now
 
 
 def _deleted(sender: type[models.Model], instance: models.Model, using: str,

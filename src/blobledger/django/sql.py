@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from django.db import connections
+from sqlalchemy import Insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -62,7 +63,9 @@ class DjangoConnection:
 
     def execute(self, statement: ClauseElement,
                 params: Mapping[str, Any] | None = None) -> Result:
-        compiled = cast(SQLCompiler, statement.compile(dialect=self.dialect))
+        # an INSERT's values come with the parameters (as SQLAlchemy's execute would say)
+        keys = list(params or {}) if isinstance(statement, Insert) else None
+        compiled = cast(SQLCompiler, statement.compile(dialect=self.dialect, column_keys=keys))
         state = compiled.construct_expanded_state(dict(params or {}))
         processors: Mapping[str, Any] = state.processors
         args = [processors[key](state.parameters[key]) if key in processors

@@ -8,7 +8,9 @@ Two kinds of file, as Django has two kinds of save:
   first, a create-only upload hashed while streaming, tagged committed) under a new blob
   name ``<blob prefix>/<upload_to folder>/<uuid>.<ext>``, which the field stores; the row's
   own transaction attaches it (A4, :mod:`blobledger.django.signals`). Until then it belongs
-  to nobody, and the sweeper removes it once ``BLOBLEDGER_SWEEP_AFTER`` has passed;
+  to nobody, and the sweeper removes it once ``BLOBLEDGER_SWEEP_AFTER`` has passed. On
+  SQLite, inside a transaction, it stages on Django's connection instead
+  (:mod:`blobledger.django.staging`);
 - a standalone ``storage.save(name, content)`` (exports, caches: no model behind it) makes a
   **document** under that name, durable at once (create-only; the name as given when free,
   else Django's ``get_available_name``). Opened for writing, a document is created or
@@ -42,10 +44,11 @@ from django.utils import timezone
 from django.utils.deconstruct import deconstructible
 
 from blobledger.blocking import BlockingLedger
-from blobledger.config import Settings
+from blobledger.config import Settings, read_url_lifetime, url_expiry_problem
 from blobledger.django.conf import blocking_ledger, ledger_settings
 from blobledger.django.links import file_url
-from blobledger.errors import InvalidName, NameTaken, NotFound
+from blobledger.django.staging import in_transaction, stage_in_transaction
+from blobledger.errors import ConfigError, InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
 
@@ -89,12 +92,14 @@ class LedgerStorage(Storage):
     """Files kept by the ledger. ``database`` is the Django alias of standalone saves (a
     field's save uses its row's database); every other option is a blobledger setting
     (``store_url``, ``sweep_after``, ...) over ``settings.BLOBLEDGER`` and ``BLOBLEDGER_*``.
-    ``url_expiry`` is the lifetime, in seconds, of the URLs :meth:`url` signs."""
+    ``url_expiry`` is the lifetime, in seconds, of the URLs :meth:`url` signs: by default
+    the service's (``BLOBLEDGER_READ_URL_EXPIRY``, else the delete grace less the clock
+    skew); held to the same rule (:func:`blobledger.config.url_expiry_problem`)."""
 
-    def __init__(self, database: str = "default", url_expiry: int = 300,
+    def __init__(self, database: str = "default", url_expiry: float | None = None,
                  **options: Any) -> None:
         self.database = database
-        self.url_expiry = int(url_expiry)
+        self._url_expiry = None if url_expiry is None else float(url_expiry)
         self.options: Mapping[str, Any] = options
         self._settings: dict[str, Settings] = {}
         self._lock = threading.Lock()
@@ -109,6 +114,18 @@ class LedgerStorage(Storage):
             if found is None:
                 found = self._settings[alias] = ledger_settings(alias, self.options)
             return found
+
+    def url_lifetime(self, alias: str | None = None) -> int:
+        """Seconds the URLs :meth:`url` signs stay valid; ConfigError if ``url_expiry`` could
+        let one outlive its blob (the service's rule, with the storage's option named)."""
+        settings = self.settings_for(alias)
+        if self._url_expiry is None:
+            return int(read_url_lifetime(settings))
+        problem = url_expiry_problem(self._url_expiry, settings.delete_grace,
+                                     setting="LedgerStorage's url_expiry")
+        if problem is not None:
+            raise ConfigError(problem)
+        return int(self._url_expiry)
 
     def ledger(self, alias: str | None = None) -> BlockingLedger:
         """The process's connected ledger on a Django database."""
@@ -134,9 +151,15 @@ class LedgerStorage(Storage):
                 f"{max_length}: raise its max_length")
         content_type = getattr(content, "content_type", None) \
             or mimetypes.guess_type(base)[0]
-        staged = self.ledger(alias).stage(
-            _as_data(content), content_type=content_type, filename=_filename(base),
-            folder=folder or None)
+        alias = alias or _using.get() or self.database
+        if in_transaction(alias):  # SQLite: its one writer is Django's transaction
+            staged = stage_in_transaction(
+                self.ledger(alias), alias, _as_data(content), content_type=content_type,
+                filename=_filename(base), folder=folder or None)
+        else:
+            staged = self.ledger(alias).stage(
+                _as_data(content), content_type=content_type, filename=_filename(base),
+                folder=folder or None)
         _staged[staged.name] = staged
         return staged
 
@@ -213,7 +236,21 @@ class LedgerStorage(Storage):
 
     # -- the Storage API -------------------------------------------------------------------
     def exists(self, name: str) -> bool:
-        return self._attachment(name) is not None or self._document(name) is not None
+        """A file (attachment or document) by that name, or, as on a file system, a folder
+        holding documents (``""`` too: what ``collectstatic --clear`` asks first)."""
+        if name.strip("/") and (self._attachment(name) is not None
+                                or self._document(name) is not None):
+            return True
+        return self._folder(name)
+
+    def _folder(self, name: str) -> bool:
+        prefix = name.strip("/") + "/" if name.strip("/") else ""
+        ledger = self.ledger()
+        try:
+            found = ledger.run(ledger.ledger.page(prefix=prefix, limit=1))
+        except InvalidName:
+            return False
+        return bool(found) and found[0].name.startswith(prefix)
 
     def delete(self, name: str) -> None:
         if not name or self._attachment(name) is not None:

@@ -55,7 +55,7 @@ def serve(request: HttpRequest, name: str,
     store = storage or default_storage
     if not isinstance(store, LedgerStorage):
         raise Http404("not a ledger storage")
-    if not check(name, request.GET.get("s", ""), store.url_expiry):
+    if not check(name, request.GET.get("s", ""), store.url_lifetime()):
         raise Http404("no such file")
     found, chunks = _find(store, name)
     etag = f'"{found.sha256}"' if found.sha256 else None

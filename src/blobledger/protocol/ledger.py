@@ -577,14 +577,8 @@ class Ledger:
         :mod:`blobledger.sqlalchemy`); never attached, the sweeper fences and deletes it.
         ``folder`` (segments such as ``invoices/2026``) goes between the blob prefix and
         the generated part of the blob's name."""
-        content_type = check_content_type(content_type)
-        if filename is not None:
-            filename = check_document_name(filename)
-        prefix = self.settings.blob_prefix + (f"/{folder}" if folder else "")
-        intent = Intent(
-            blob_name=check_blob_name(new_blob_name(prefix, filename or "")),
-            document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
-            content_type=content_type, deadline=_deadline(self.settings.upload_deadline))
+        intent, filename = self.staging_intent(content_type, filename, folder)
+        content_type = intent.content_type
         await self.inserted(intent, self.transitions.begin_stage(intent, filename))  # A1
         await failpoints.hit("stage.after_insert")
         try:
@@ -600,6 +594,20 @@ class Ledger:
         return StagedBlob(name=intent.blob_name, size=digests.size, sha256=digests.sha256,
                           md5=digests.md5, content_type=content_type, filename=filename,
                           attempt=intent.attempt)
+
+    def staging_intent(self, content_type: str | None, filename: str | None,
+                       folder: str | None) -> tuple[Intent, str | None]:
+        """A staging's intent (a new blob name under the prefix and ``folder``, a new token,
+        the deadline from now; call inside the loop that uploads) and the checked filename."""
+        content_type = check_content_type(content_type)
+        if filename is not None:
+            filename = check_document_name(filename)
+        prefix = self.settings.blob_prefix + (f"/{folder}" if folder else "")
+        return Intent(
+            blob_name=check_blob_name(new_blob_name(prefix, filename or "")),
+            document_id="", kind=BlobKind.ATTACHMENT, attempt=new_token(),
+            content_type=content_type,
+            deadline=_deadline(self.settings.upload_deadline)), filename
 
     async def confirm_staged(self, intent: Intent, digests: Digests) -> None:
         """Before A3: compare-and-set that the staged intent is still this attempt's (its

@@ -258,6 +258,33 @@ _drop_abandoned = delete(blobs).where(
     blobs.c.attempt.is_(None))
 
 
+def begin_stage_in(conn: Any, intent: Intent, filename: str | None,
+                   times: dict[str, float]) -> None:
+    """A1 on the application's connection, inside its transaction (SQLite, whose one writer
+    is that transaction: Django's integration): the same row as :meth:`Transitions.begin_stage`,
+    which commits or rolls back with the application's own writes. ``times`` from
+    :meth:`Transitions.times` with the upload deadline as the lease."""
+    conn.execute(_insert_blob, {**_staged_row(intent, filename), **times})
+
+
+def confirm_staged_in(conn: Any, intent: Intent, digests: Digests,
+                      times: dict[str, float]) -> bool:
+    """The confirm before A3, on the application's connection (see :func:`begin_stage_in`):
+    size and checksums recorded while the row is still this attempt's."""
+    return _count(conn.execute(_confirm_staged, {**_staged_digests(intent, digests),
+                                                 **times})) == 1
+
+
+def _staged_row(intent: Intent, filename: str | None) -> dict[str, Any]:
+    return dict(name=intent.blob_name, document_id=None, kind=BlobKind.ATTACHMENT.value,
+                content_type=intent.content_type, attempt=intent.attempt, filename=filename)
+
+
+def _staged_digests(intent: Intent, digests: Digests) -> dict[str, Any]:
+    return dict(b_name=intent.blob_name, b_attempt=intent.attempt, b_size=digests.size,
+                b_sha256=digests.sha256, b_md5=digests.md5)
+
+
 def attach(conn: Any, blob_name: str, attempt: str, owner: Owner, offset: float = 0.0) -> bool:
     """A4 on the application's connection, inside its transaction: the staged blob row
     ``pending -> attached`` by compare-and-set on its name, state and staging token, recording
@@ -871,19 +898,17 @@ class Transitions:
     async def begin_stage(self, intent: Intent, filename: str | None) -> None:
         """A1: a pending attachment row owned by no document, this attempt's and leased."""
         async with self.db.transaction() as conn:
-            await conn.execute(_insert_blob, dict(
-                name=intent.blob_name, document_id=None, kind=BlobKind.ATTACHMENT.value,
-                content_type=intent.content_type, attempt=intent.attempt, filename=filename,
-                **self.times(lease=self.settings.upload_deadline)))
+            await conn.execute(_insert_blob, {
+                **_staged_row(intent, filename),
+                **self.times(lease=self.settings.upload_deadline)})
 
     async def confirm_staged(self, intent: Intent, digests: Digests) -> bool:
         """Before A3: the staged intent is still this attempt's; its lease extended and its
         size and checksums recorded (A4 and the checks read them). False if lost."""
         async with self.db.transaction() as conn:
-            return _count(await conn.execute(_confirm_staged, dict(
-                b_name=intent.blob_name, b_attempt=intent.attempt, b_size=digests.size,
-                b_sha256=digests.sha256, b_md5=digests.md5,
-                **self.times(lease=self.settings.upload_deadline)))) == 1
+            return _count(await conn.execute(_confirm_staged, {
+                **_staged_digests(intent, digests),
+                **self.times(lease=self.settings.upload_deadline)})) == 1
 
     async def staged_blob(self, blob_name: str) -> Row[Any] | None:
         """An attachment's row in any state (None if there is none: never staged, or swept

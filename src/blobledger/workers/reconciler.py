@@ -20,7 +20,10 @@ older than ``older_than`` that are tagged ``pending`` or ``deleting`` (condition
 tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
 upload's client put after its intent was swept, which the create-only URL cannot tag on
 Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
-without touching a committed blob.
+without touching a committed blob. On SQLite an orphan's re-read and delete hold the
+database's write lock (a row inserted by a transaction still open is seen once it commits).
+``fix`` also retags ``committed`` (conditioned on ``pending``) the blob of an ``attached``
+row still tagged ``pending``: Django on SQLite tags after its commit (docs/django.md).
 
 A name that a row still refers to is never cleaned as garbage: right before each delete or
 discard, the row is read again, and a name that has one (now) is left alone (``kept``).
@@ -28,6 +31,7 @@ discard, the row is read again, and a name that has one (now) is left alone (``k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -37,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, func, select
+from sqlalchemy.exc import DBAPIError
 
 from blobledger._base import metrics
 from blobledger._base.aio import prefetch
@@ -45,6 +50,8 @@ from blobledger.config import minimum_sweep_after
 from blobledger.errors import BlobNotFound, ConditionNotMet, ConfigError, StoreError
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import (
+    COMMITTED_TAG,
+    PENDING_TAG,
     STATE_TAG,
     BlobRow,
     BlobState,
@@ -189,7 +196,7 @@ class _Merge:
             else:
                 self.report.blobs += 1
                 self.report.rows += 1
-                self.compare(row, blob)
+                await self.compare(row, blob)
         if self.on_progress is not None:
             self.on_progress(self.report.rows, self.report.blobs)
         if blocks:
@@ -224,25 +231,39 @@ class _Merge:
 
     async def delete_orphan(self, name: str, condition: Condition) -> bool:
         """Delete an orphan under ``condition`` (its tag, or the ETag listed), unless a row
-        refers to the name by now."""
-        if not await self.still_unreferenced(name):
-            return False
+        refers to the name by now. On SQLite the re-read and the delete hold the database's
+        write lock: a transaction that inserted the name's row and has not committed yet
+        (Django's staging inside its transaction) ends first, so its row is seen."""
         try:
-            if condition.etag is not None:
-                await self.ledger.store.delete(name, if_etag=condition.etag)
-            else:
-                assert condition.tags is not None
-                await self.ledger.store.delete(name, if_tags=condition.tags)
+            async with self.writers_done():
+                if not await self.still_unreferenced(name):
+                    return False
+                if condition.etag is not None:
+                    await self.ledger.store.delete(name, if_etag=condition.etag)
+                else:
+                    assert condition.tags is not None
+                    await self.ledger.store.delete(name, if_tags=condition.tags)
         except ConditionNotMet:
             self.report.refused += 1
             log.warning("reconcile: the guard refused to delete orphan %s", name)
             return False
-        except StoreError as exc:
+        except (StoreError, DBAPIError) as exc:
             self.report.errors += 1
             log.warning("reconcile: deleting orphan %s failed: %s", name, exc)
             return False
         self.report.fixed += 1
         return True
+
+    @contextlib.asynccontextmanager
+    async def writers_done(self) -> AsyncIterator[None]:
+        """On SQLite, the database's write lock held (``BEGIN IMMEDIATE``: it waits for the
+        one writer's transaction to end); elsewhere nothing (every writer commits its row
+        before the first byte of its blob)."""
+        if not self.ledger.db.is_sqlite:
+            yield
+            return
+        async with self.ledger.db.transaction():
+            yield
 
     async def missing(self, row: _Row) -> None:
         if row.ready or row.state in _LIVE:
@@ -268,16 +289,39 @@ class _Merge:
         self.found(Finding("missing", row.name, f"row {row.state!r} whose blob is absent",
                            row_state=row.state, age_seconds=self.age(row.changed_at)))
 
-    def compare(self, row: _Row, blob: BlobInfo) -> None:
+    async def compare(self, row: _Row, blob: BlobInfo) -> None:
         tag = (blob.tags or {}).get("state")
         if tag == row.state or (row.state == BlobState.ATTACHED and tag == BlobState.COMMITTED):
             return
         if row.state not in _LIVE and not self.past_cutoff(row):
             self.report.in_flight += 1
             return
+        fixed = False
+        if self.fix and row.state == BlobState.ATTACHED and tag == BlobState.PENDING:
+            fixed = await self.retag_attached(row.name)
         self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob {tagged(tag)}",
                            row_state=row.state, tag_state=tag,
-                           age_seconds=self.age(row.changed_at)))
+                           age_seconds=self.age(row.changed_at), fixed=fixed))
+
+    async def retag_attached(self, name: str) -> bool:
+        """An attached row whose blob is still tagged ``pending`` (Django on SQLite: the
+        process died between its commit and A3): retag ``committed``, conditioned on
+        ``pending``, if the row is still attached. Its commit decided it; tags only go
+        forward."""
+        current = await _row_state(self.ledger, name)
+        if current is None or current[0] != BlobState.ATTACHED.value:
+            return False
+        try:
+            await self.ledger.store.set_tags(name, COMMITTED_TAG, if_tags=PENDING_TAG)
+        except ConditionNotMet:
+            self.report.refused += 1
+            return False
+        except StoreError as exc:
+            self.report.errors += 1
+            log.warning("reconcile: retagging attached %s failed: %s", name, exc)
+            return False
+        self.report.fixed += 1
+        return True
 
     async def uncommitted(self, prefix: str) -> None:
         deadline = self.ledger.settings.upload_deadline
