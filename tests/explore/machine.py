@@ -105,10 +105,10 @@ from tests.support.clock import set_clock_offset
 T = TypeVar("T")
 #: uploads that outlive a request expire before they can be swept (a loss before expiry is a
 #: violation, never a sweep)
-SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
+SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
             "direct_upload_expiry": 120.0, "resumable_expiry": 120.0,
             "processors": ("content-type",)}
-EXPIRY = SETTINGS["direct_upload_expiry"]
+EXPIRY: float = SETTINGS["direct_upload_expiry"]
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
 #: jumps stop here, well inside the retention of idempotency keys (24 h)

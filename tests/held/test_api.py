@@ -48,6 +48,7 @@ async def test_held_over_http(open_ledger: LedgerFactory) -> None:
             assert told.status_code == 200
             assert told.json()["status"] == "held"
             assert told.json()["processors"] == {"content-type": "pending"}
+            assert told.json()["sha256"] == doc["sha256"] and told.json()["size"] == len(PNG)
             content = await client.get(f"/documents/{doc['id']}/content", headers=WRITER)
             assert content.status_code == 404  # its state, never its bytes
 

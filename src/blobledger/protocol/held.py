@@ -76,10 +76,13 @@ class HoldState:
     owner: str | None
     reason: str | None = None
     processors: dict[str, str] = field(default_factory=dict)
+    #: a held document as it will read once ready (None once it was rejected)
+    document: Document | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.document_id, "name": self.name, "version": self.version,
-                "status": self.status, "reason": self.reason,
+        found = self.document.to_json() if self.document is not None else {
+            "id": self.document_id, "name": self.name, "version": self.version}
+        return {**found, "status": self.status, "reason": self.reason,
                 "processors": dict(self.processors)}
 
 
@@ -224,8 +227,7 @@ class Held:
     async def state(self, doc_id: str) -> HoldState | None:
         """A held or rejected document's state (None: neither; a ready or unknown id)."""
         async with self.db.transaction(readonly=True) as conn:
-            doc = (await conn.execute(select(
-                documents.c.name, documents.c.version, documents.c.owner).where(
+            doc = (await conn.execute(select(documents).where(
                 documents.c.id == doc_id, documents.c.status == HELD))).one_or_none()
             rows = (await conn.execute(select(
                 processing.c.processor, processing.c.state, processing.c.reason,
@@ -235,7 +237,7 @@ class Held:
         verdicts = {r.processor: r.state for r in rows}
         if doc is not None:
             return HoldState(doc_id, doc.name, doc.version, HELD, doc.owner,
-                             processors=verdicts)
+                             processors=verdicts, document=Document.from_row(doc))
         rejected = next((r for r in rows if r.state == REJECTED), None)
         if rejected is None:
             return None
