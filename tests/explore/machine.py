@@ -610,8 +610,9 @@ class Explorer(RuleBasedStateMachine):
         if up.answer is None:
             return False
         known = self.known.get(up.answer)
-        if known is not None:
-            return known.deleted
+        if known is not None:  # deleted, or a delete of it is running (it may have applied)
+            return known.deleted or any(op.kind == "delete" and op.doc_id == up.answer
+                                        for op in self._live())
         staged = next((s for s in self.staged if s.name == up.answer), None)
         return staged is not None and (staged.owner is not None or staged.lost
                                        or self._swept_since(staged.began_at))
