@@ -206,3 +206,20 @@ async def test_uploads_that_outlive_a_request(open_ledger: LedgerFactory) -> Non
         assert state is not None and state.status == "held"
         assert (await ProcessingWorker(ledger).run_once()).ready == 2
         assert (await ledger.get(direct_id)).status == "ready"
+
+
+async def test_concurrent_last_verdicts_make_it_ready_once(open_ledger: LedgerFactory) -> None:
+    """Two workers record the last two acceptances at once: each verdict locks the document
+    first, so exactly one of them sees no processor left and makes it ready."""
+    import asyncio
+
+    settings = {"processors": ("content-type", "scan"), "scan_command": "true"}
+    async with open_ledger(**settings) as one, open_ledger(**settings) as two:
+        doc = await one.create("both.txt", b"text", content_type="text/plain", hold=True)
+        token1, [work1] = await one.held.claim(("content-type",), 1, 600)
+        token2, [work2] = await two.held.claim(("scan",), 1, 600)
+        outcomes = await asyncio.gather(one.held.accept(token1, work1),
+                                        two.held.accept(token2, work2))
+        assert sorted(outcomes) == ["accepted", "ready"]
+        assert (await one.get(doc.id)).status == "ready"
+        assert await work_rows(one) == []
