@@ -214,6 +214,12 @@ class Held:
             ).values(response=None))
         return "rejected"
 
+    async def drop(self, token: str, work: Work) -> bool:
+        """Work for a document no longer held at its version (decided meanwhile): the row,
+        while still this claim's. False if it was not."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_drop_mine, self._params(token, work))) == 1
+
     async def failed(self, token: str, work: Work, reason: str, retry_in: float) -> bool:
         """The run failed (an error, a timeout): the claim released, the row tried again in
         ``retry_in`` seconds, the error kept as its reason. False if the claim was lost."""
