@@ -124,12 +124,12 @@ from tests.support.clock import set_clock_offset
 T = TypeVar("T")
 #: uploads that outlive a request expire before they can be swept (a loss before expiry is a
 #: violation, never a sweep)
-SETTINGS = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
+SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
             "direct_upload_expiry": 120.0, "resumable_expiry": 120.0,
             "processors": ("content-type",), "variant_lease": 60.0}
 #: the variant the documents named ``a`` (images) are asked for
 VARIANTS = "thumb=8x8"
-EXPIRY = SETTINGS["direct_upload_expiry"]
+EXPIRY: float = SETTINGS["direct_upload_expiry"]
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
 #: jumps stop here, well inside the retention of idempotency keys (24 h)
@@ -641,8 +641,9 @@ class Explorer(RuleBasedStateMachine):
         if up.answer is None:
             return False
         known = self.known.get(up.answer)
-        if known is not None:
-            return known.deleted
+        if known is not None:  # deleted, or a delete of it is running (it may have applied)
+            return known.deleted or any(op.kind == "delete" and op.doc_id == up.answer
+                                        for op in self._live())
         staged = next((s for s in self.staged if s.name == up.answer), None)
         return staged is not None and (staged.owner is not None or staged.lost
                                        or self._swept_since(staged.began_at))

@@ -48,6 +48,7 @@ async def test_held_over_http(open_ledger: LedgerFactory) -> None:
             assert told.status_code == 200
             assert told.json()["status"] == "held"
             assert told.json()["processors"] == {"content-type": "pending"}
+            assert told.json()["sha256"] == doc["sha256"] and told.json()["size"] == len(PNG)
             content = await client.get(f"/documents/{doc['id']}/content", headers=WRITER)
             assert content.status_code == 404  # its state, never its bytes
 
@@ -85,3 +86,23 @@ def test_settings_refuse_a_scan_without_a_scanner() -> None:
         Settings(processors="content-type,virus")
     with pytest.raises(ConfigError, match="must exceed BLOBLEDGER_SCAN_TIMEOUT"):
         Settings(processors="scan", scan_command="true", scan_timeout=700)
+
+
+async def test_the_python_client_asks_for_a_hold(open_ledger: LedgerFactory) -> None:
+    from blobledger.api import create_app
+    from blobledger.client import AsyncClient
+
+    async with open_ledger() as ledger:
+        client = AsyncClient("http://test", "writer-token")
+        await client.http.aclose()  # the same client's requests, to the app in process
+        client.http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=create_app(
+                ledger, ledger.settings.with_(api_tokens=TOKENS))),
+            base_url="http://test", headers=dict(client.http.headers))
+        try:
+            held = await client.create("c.png", PNG, content_type="image/png", hold=True)
+            ready = await client.create("d.png", PNG, content_type="image/png")
+            assert (held.status, ready.status) == ("held", "ready")
+            assert (await client.get(held.id)).status == "held"  # to its writer
+        finally:
+            await client.aclose()

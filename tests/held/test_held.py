@@ -184,3 +184,42 @@ async def test_sweeper_roll_forward_holds(open_ledger: LedgerFactory) -> None:
         assert (answered.id, answered.status) == (intent.document_id, "held")
         assert (await ProcessingWorker(later).run_once()).ready == 1
         assert (await later.get(intent.document_id)).status == "ready"
+
+
+async def test_uploads_that_outlive_a_request(open_ledger: LedgerFactory) -> None:
+    """A tus upload asks with its metadata; a direct upload is held by the settings'
+    prefixes."""
+    from blobledger.uploads.resumable import Resumable
+    from tests.crash.child import chunks, direct_upload
+
+    async with open_ledger(hold_prefixes=("inbox/",)) as ledger:
+        resumable = Resumable(ledger)
+        upload = await resumable.create(len(PNG), {"name": "tus.png", "hold": "true",
+                                                   "content_type": "image/png"})
+        await resumable.append(upload, 0, chunks(PNG))
+        doc = await resumable.complete(await resumable.find(upload.id))
+        assert isinstance(doc, Document) and doc.status == "held"
+        direct_id = await direct_upload(ledger, "inbox/direct.bin", b"direct bytes")
+        with pytest.raises(NotFound):
+            await ledger.get(direct_id)
+        state = await ledger.hold_state(direct_id)
+        assert state is not None and state.status == "held"
+        assert (await ProcessingWorker(ledger).run_once()).ready == 2
+        assert (await ledger.get(direct_id)).status == "ready"
+
+
+async def test_concurrent_last_verdicts_make_it_ready_once(open_ledger: LedgerFactory) -> None:
+    """Two workers record the last two acceptances at once: each verdict locks the document
+    first, so exactly one of them sees no processor left and makes it ready."""
+    import asyncio
+
+    settings = {"processors": ("content-type", "scan"), "scan_command": "true"}
+    async with open_ledger(**settings) as one, open_ledger(**settings) as two:
+        doc = await one.create("both.txt", b"text", content_type="text/plain", hold=True)
+        token1, [work1] = await one.held.claim(("content-type",), 1, 600)
+        token2, [work2] = await two.held.claim(("scan",), 1, 600)
+        outcomes = await asyncio.gather(one.held.accept(token1, work1),
+                                        two.held.accept(token2, work2))
+        assert sorted(outcomes) == ["accepted", "ready"]
+        assert (await one.get(doc.id)).status == "ready"
+        assert await work_rows(one) == []

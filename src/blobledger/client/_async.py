@@ -42,9 +42,9 @@ class AsyncClient:
         await self.aclose()
 
     async def create(self, name: str, data: Data, *, content_type: str | None = None,
-                     idempotency_key: str | None = None) -> DocumentAnswer:
+                     idempotency_key: str | None = None, hold: bool = False) -> DocumentAnswer:
         return await self._run(_core.create(name, data, content_type, idempotency_key,
-                                            self._setup.retries))
+                                            self._setup.retries, hold))
 
     async def replace(self, doc_id: str, data: Data, *, if_match: int | str,
                       content_type: str | None = None) -> DocumentAnswer:

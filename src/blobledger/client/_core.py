@@ -180,14 +180,16 @@ def digest_header(sha256: str) -> str:
 
 
 def create(name: str, data: Data, content_type: str | None, idempotency_key: str | None,
-           retries: int) -> Operation[DocumentAnswer]:
+           retries: int, hold: bool = False) -> Operation[DocumentAnswer]:
     """``POST /documents``: every attempt under one idempotency key (made here if none is
-    given), so a retry after a lost answer returns the document the first one made."""
+    given), so a retry after a lost answer returns the document the first one made
+    (``hold``: held until the service's processors accepted it, docs/pipeline.md)."""
     body = Body.of(data)
     headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex,
                "Content-Type": content_type or "application/octet-stream",
                "Content-Length": str(body.size), "Repr-Digest": digest_header(body.sha256())}
-    call = Call("POST", "/documents", params={"name": name}, headers=headers, body=body)
+    params = {"name": name, **({"hold": "true"} if hold else {})}
+    call = Call("POST", "/documents", params=params, headers=headers, body=body)
     return document(checked((yield from send(call, retries)), 200, 201))
 
 

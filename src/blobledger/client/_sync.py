@@ -46,10 +46,11 @@ class Client:
         self.close()
 
     def create(self, name: str, data: Data, *, content_type: str | None = None,
-               idempotency_key: str | None = None) -> DocumentAnswer:
-        """A new document ``name`` holding ``data`` (bytes or a binary file)."""
+               idempotency_key: str | None = None, hold: bool = False) -> DocumentAnswer:
+        """A new document ``name`` holding ``data`` (bytes or a binary file); ``hold``:
+        held until the service's processors accepted it (its ``status`` says)."""
         return self._run(_core.create(name, data, content_type, idempotency_key,
-                                      self._setup.retries))
+                                      self._setup.retries, hold))
 
     def replace(self, doc_id: str, data: Data, *, if_match: int | str,
                 content_type: str | None = None) -> DocumentAnswer:

@@ -48,6 +48,7 @@ from blobledger.protocol.transitions import (
     keys,
     processing,
 )
+from blobledger.protocol.variant_owner import detach_variants
 
 HELD = DocumentStatus.HELD.value
 PENDING, ACCEPTED, REJECTED = (s.value for s in WorkState)
@@ -77,10 +78,13 @@ class HoldState:
     owner: str | None
     reason: str | None = None
     processors: dict[str, str] = field(default_factory=dict)
+    #: a held document as it will read once ready (None once it was rejected)
+    document: Document | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.document_id, "name": self.name, "version": self.version,
-                "status": self.status, "reason": self.reason,
+        found = self.document.to_json() if self.document is not None else {
+            "id": self.document_id, "name": self.name, "version": self.version}
+        return {**found, "status": self.status, "reason": self.reason,
                 "processors": dict(self.processors)}
 
 
@@ -203,6 +207,8 @@ class Held:
                 return "lost"
             blob = (await conn.execute(_drop_held, params)).scalar_one()
             await conn.execute(_to_deleting, dict(params, b_name=blob))
+            # variants made of it meanwhile (eagerly, by a processor) go with it
+            await detach_variants(conn, work.document_id, work.version, params)
             await conn.execute(delete(processing).where(
                 processing.c.document_id == work.document_id,
                 processing.c.version == work.version, processing.c.state != REJECTED))
@@ -211,6 +217,12 @@ class Held:
                 keys.c.blob_name == blob, keys.c.state == KeyState.DONE.value,
             ).values(response=None))
         return "rejected"
+
+    async def drop(self, token: str, work: Work) -> bool:
+        """Work for a document no longer held at its version (decided meanwhile): the row,
+        while still this claim's. False if it was not."""
+        async with self.db.transaction() as conn:
+            return _count(await conn.execute(_drop_mine, self._params(token, work))) == 1
 
     async def failed(self, token: str, work: Work, reason: str, retry_in: float) -> bool:
         """The run failed (an error, a timeout): the claim released, the row tried again in
@@ -225,8 +237,7 @@ class Held:
     async def state(self, doc_id: str) -> HoldState | None:
         """A held or rejected document's state (None: neither; a ready or unknown id)."""
         async with self.db.transaction(readonly=True) as conn:
-            doc = (await conn.execute(select(
-                documents.c.name, documents.c.version, documents.c.owner).where(
+            doc = (await conn.execute(select(documents).where(
                 documents.c.id == doc_id, documents.c.status == HELD))).one_or_none()
             rows = (await conn.execute(select(
                 processing.c.processor, processing.c.state, processing.c.reason,
@@ -236,7 +247,7 @@ class Held:
         verdicts = {r.processor: r.state for r in rows}
         if doc is not None:
             return HoldState(doc_id, doc.name, doc.version, HELD, doc.owner,
-                             processors=verdicts)
+                             processors=verdicts, document=Document.from_row(doc))
         rejected = next((r for r in rows if r.state == REJECTED), None)
         if rejected is None:
             return None

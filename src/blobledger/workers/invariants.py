@@ -1,11 +1,13 @@
 """The invariant checker: I1, I3, I4 and I5 of the protocol on a live database and store.
 
 - I1 every ``ready`` document's current blob exists, is tagged ``committed``, and its size
-  and SHA-256 match the row (this also shows I3: no such blob was deleted).
+  and SHA-256 match the row (this also shows I3: no such blob was deleted); so does every
+  ``held`` document's (committed and stored, waiting for its processors).
 - I4 (``settled=True``, after the sweeper and the deletion path ran past their cutoffs):
   no stale ``pending`` or ``deleting`` row, no committed row that no ready document points
   at, and no blob without a row.
-- I5 no ``pending`` document is visible through :meth:`Ledger.get` or :meth:`Ledger.list`.
+- I5 no ``pending`` or ``held`` document is visible through :meth:`Ledger.get` or
+  :meth:`Ledger.list`.
 
 For attachments (blob rows of kind ``attachment``, owned by an application's row):
 
@@ -43,6 +45,8 @@ from blobledger.stores.base import BlobInfo
 from blobledger.workers.scan import merged, pages, tagged
 
 PAGE = 500
+#: the documents whose current blob must be stored and committed (I1)
+_STORED = (DocumentStatus.READY, DocumentStatus.HELD)
 #: how a blob's state tag reads in a violation (``untagged`` when it has none)
 TAG_STATE = "tagged state={state}"
 
@@ -182,7 +186,7 @@ async def _row(
     ledger: Ledger, report: InvariantReport, row: _Row, blob: BlobInfo | None,
     stale_pending: datetime, stale_deleting: datetime,
 ) -> None:
-    if row.doc_status == DocumentStatus.READY:
+    if row.doc_status in _STORED:
         problem = _ready_problem(row, blob)
         if problem and (problem := await _confirm_ready(ledger, row.name)):
             report.add("I1", f"document {row.doc_id}", problem)
@@ -278,7 +282,7 @@ async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:
                    DocumentRow.id, DocumentRow.status, DocumentRow.size, DocumentRow.sha256)
             .join(DocumentRow, DocumentRow.blob_name == BlobRow.name)
             .where(BlobRow.name == blob_name))).first()
-    if found is None or found[5] != DocumentStatus.READY:
+    if found is None or found[5] not in _STORED:
         return None  # replaced or deleted while the scan ran
     row = _Row(*found)
     try:

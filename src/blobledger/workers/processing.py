@@ -104,7 +104,7 @@ class ProcessingWorker:
         doc = await held.document(work)
         if doc is None:
             report.gone += 1
-            await held.accept(token, work)  # finds it gone: drops the row if still ours
+            await held.drop(token, work)
             return
         try:
             verdict = await self._run(work, doc)

@@ -129,9 +129,11 @@ async def list_documents(
 
 
 @router.get("/documents/{doc_id}", operation_id="show_document",
-            responses={200: {"model": Document, "headers": headers(ETag=ETAG)},
+            responses={200: {"model": Document, "headers": headers(ETag=ETAG),
+                             "description": "The document; to the writer of a held one, "
+                             "its state (`status: held`, docs/pipeline.md)."},
                        304: empty("If-None-Match matched.", ETag=ETAG),
-                       **problems(404, 503)},
+                       **problems(404, 410, 503)},
             dependencies=[Depends(require("read"))])
 @router.head("/documents/{doc_id}", operation_id="head_document",
              response_class=Response,

@@ -8,9 +8,9 @@ a signal or ``BLOBLEDGER_SCAN_TIMEOUT`` is a failure, tried again later. These a
 ClamAV's own exit codes (``clamdscan --no-summary -``, ``clamscan --no-summary {path}``).
 
 An endpoint (``BLOBLEDGER_SCAN_URL``) is sent the bytes in a POST (the declared
-Content-Type, ``Blobledger-Document: <id>``): a 2xx answer accepts; 422 rejects, with the
-body's ``detail`` (problem JSON) or its first line of text as the reason; anything else, a
-connection error or the timeout is a failure, tried again later.
+Content-Type, their Content-Length, ``Blobledger-Document: <id>``): a 2xx answer accepts;
+422 rejects, with the body's ``detail`` (problem JSON) or its first line of text as the
+reason; anything else, a connection error or the timeout is a failure, tried again later.
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ class HttpScanner:
 
     async def run(self, doc: Document, read: Reader) -> Verdict:
         headers = {"Content-Type": doc.content_type, "Blobledger-Document": doc.id}
+        if doc.size is not None:  # streamed, yet not chunked: a scanner may not read chunks
+            headers["Content-Length"] = str(doc.size)
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client, \
                     asyncio.timeout(self.timeout):
