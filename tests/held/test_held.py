@@ -223,3 +223,29 @@ async def test_concurrent_last_verdicts_make_it_ready_once(open_ledger: LedgerFa
         assert sorted(outcomes) == ["accepted", "ready"]
         assert (await one.get(doc.id)).status == "ready"
         assert await work_rows(one) == []
+
+
+async def test_a_rejection_takes_the_variants_made_meanwhile(open_ledger: LedgerFactory) -> None:
+    """A processor may make variants of a held document before another rejects it: the
+    rejection's transaction hands them to the deletion path with the document's blob."""
+    pytest.importorskip("PIL", reason="the images extra (Pillow) makes the variants")
+    from blobledger.variants import make_variants
+    from tests.variants.images import png
+
+    async with open_ledger(processors=("scan",), scan_command=SCANNER,
+                           variants="thumb=16x16") as ledger:
+        doc = await ledger.create("photo.png", png() + b"EICAR", content_type="image/png",
+                                  hold=True)
+        made = await make_variants(ledger, doc.id)
+        assert len(made) == 1
+        async with ledger.db.session() as session:
+            variant = await session.get(BlobRow, made[0].blob)
+        assert variant is not None and variant.state == BlobState.ATTACHED
+        report = await ProcessingWorker(ledger).run_once()
+        assert report.rejected == 1
+        async with ledger.db.session() as session:
+            rows = {row.name: row.state for row in (await session.execute(
+                select(BlobRow))).scalars()}
+        assert rows == {doc.blob: BlobState.DELETING, made[0].blob: BlobState.DELETING}
+        await Sweeper(ledger).run_once()
+        assert [info async for info in ledger.store.list(ledger.settings.blob_prefix)] == []
