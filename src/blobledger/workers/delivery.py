@@ -95,9 +95,13 @@ class Delivery:
     def targets(self, event: Event) -> list[Target]:
         """Where ``event`` goes: the handlers for its type, then the webhooks."""
         found: list[Target] = []
+        names: set[str] = set()
         for handler in self.ledger.handlers.get(event.type, []):
             name = f"handler:{getattr(handler, '__module__', '?')}." \
-                   f"{getattr(handler, '__qualname__', repr(handler))}"
+                   f"{getattr(handler, '__qualname__', type(handler).__name__)}"
+            while name in names:  # two handlers of one name: each its own target
+                name += "'"
+            names.add(name)
             found.append((name, _call(handler)))
         for url in self.settings.webhook_urls:
             found.append((f"webhook:{url}", self._post(url)))
