@@ -160,8 +160,9 @@ def test_with_debug_cursors(backend: str) -> None:
     assert any("UPDATE blobs" in sql for sql in logged)
 
 
-def events_of(name: str) -> list[str]:
+def events_of(name: str | None) -> list[str]:
     """The types of a blob's events, in order, on the current database."""
+    assert name
     with connections[backend_alias()].cursor() as cursor:
         cursor.execute("SELECT type FROM events WHERE subject = %s ORDER BY id", [name])
         return [str(row[0]) for row in cursor.fetchall()]
