@@ -36,7 +36,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 
 import httpx
 
@@ -166,7 +165,7 @@ class Delivery:
         for name, send in self.targets(event):
             if name in done:
                 continue
-            began = datetime.now(UTC)
+            began = self.ledger.clock()
             status: int | None = None
             error: str | None = None
             try:
@@ -182,8 +181,8 @@ class Delivery:
                 status = 200
             async with self.ledger.db.transaction() as conn:
                 await events.log_attempt(conn, event.event_id, attempt_no, name, token,
-                                         began, ok=error is None, status_code=status,
-                                         error=error, offset=offset)
+                                         began, self.ledger.clock(), ok=error is None,
+                                         status_code=status, error=error)
         await failpoints.hit("events.after_send")
         async with self.ledger.db.transaction() as conn:
             if not errors:
