@@ -63,6 +63,8 @@ AT_LEAST: dict[str, list[str]] = {
     "blobledger.workers.sweeper": ["Sweeper", "SweepReport", "sweep_forever",
                                    "SWEEP_INTERVAL_ENV"],
     "blobledger.workers.invariants": ["check", "InvariantReport", "Violation"],
+    "blobledger.workers.delivery": ["Delivery", "DeliveryReport", "deliver_forever"],
+    "blobledger.protocol.events": ["Event", "document_ready"],
 }
 
 

@@ -38,6 +38,9 @@ async def test_ops_views_scopes_and_problems(ledger: Ledger) -> None:
             == (None, None, None) and oldest["kind"] == "create"
         assert overview["deleting"]["count"] == 1
         assert overview["deleting"]["oldest"][0]["document_id"] is None
+        queue = overview["event_queue"]  # gone's document.ready and document.deleted
+        assert (queue["pending"], queue["delivered"], queue["dead"]) == (2, 0, 0)
+        assert queue["lag_seconds"] >= 0
         overview = (await client.get("/ops/overview", headers=WRITER)).json()
         [oldest] = overview["pending"]["oldest"]
         assert oldest["document_name"] == "ops/stuck.bin"

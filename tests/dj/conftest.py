@@ -80,7 +80,8 @@ def _empty_ledger(alias: str) -> None:
     """Each test starts with empty ledger tables, as its store is a fresh one (Django's
     flush leaves these tables alone)."""
     with connections[alias].cursor() as cursor:
-        for table in ("idempotency_keys", "uploads", "documents", "blobs"):
+        for table in ("idempotency_keys", "uploads", "documents", "blobs", "events",
+                      "event_deliveries"):
             cursor.execute(f"DELETE FROM {table}")
 
 

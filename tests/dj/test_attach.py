@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db import connections
 
 from tests.dj.conftest import (
     EVERY_BACKEND,
@@ -178,3 +179,30 @@ def test_with_debug_cursors(backend: str) -> None:
         logged = [q["sql"] for q in connections[backend_alias()].queries]
     assert state(invoice.pdf.name) == "attached"
     assert any("UPDATE blobs" in sql for sql in logged)
+
+
+def events_of(name: str | None) -> list[str]:
+    """The types of a blob's events, in order, on the current database."""
+    assert name
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT type FROM events WHERE subject = %s ORDER BY id", [name])
+        return [str(row[0]) for row in cursor.fetchall()]
+
+
+def test_the_attachment_events_commit_with_the_row(backend: str) -> None:
+    """A4 and the detach write their events on Django's connection, in the row's
+    transaction: a rolled-back save leaves none, a replace one of each, a delete its
+    detach."""
+    with pytest.raises(Boom), atomic():
+        lost = Invoice.objects.create(number="INV-8", pdf=ContentFile(b"l", name="l.pdf"))
+        assert events_of(lost.pdf.name) == ["attachment.attached"]
+        raise Boom
+    assert events_of(lost.pdf.name) == []
+    invoice = Invoice.objects.create(number="INV-9", pdf=ContentFile(b"o", name="o.pdf"))
+    first = invoice.pdf.name
+    invoice.pdf = ContentFile(b"n", name="n.pdf")
+    invoice.save()
+    second = invoice.pdf.name
+    invoice.delete()
+    assert events_of(first) == ["attachment.attached", "attachment.detached"]
+    assert events_of(second) == ["attachment.attached", "attachment.detached"]

@@ -2,7 +2,8 @@
 once: to in-process handlers and to a webhook receiver that verifies every signature with
 the ``standardwebhooks`` package; retried with backoff, dead after the maximum, replayed;
 in order per document; a paused worker whose claim lapsed marks nothing. SQLite and
-PostgreSQL."""
+PostgreSQL (what runs the same on both, on SQLite only; tests/events/test_crash.py kills and
+pauses real worker processes on both)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ async def test_every_change_writes_one_event_in_its_transaction(evledger: Ledger
     assert len({e.event_id for e in found}) == len(found)
 
 
+@pytest.mark.parametrize("evledger", ["sqlite"], indirect=True)
 async def test_a_lost_commit_writes_no_event(evledger: Ledger, holds: Holds) -> None:
     """A writer whose C4 lost (the sweeper rolled its creation forward meanwhile) writes no
     event; the roll-forward wrote exactly one ``document.ready``."""
@@ -85,6 +87,7 @@ async def test_a_lost_commit_writes_no_event(evledger: Ledger, holds: Holds) -> 
     assert await event_rows(ledger) == [("document.ready", doc.id)]
 
 
+@pytest.mark.parametrize("evledger", ["sqlite"], indirect=True)
 async def test_handlers_and_webhooks_get_every_event(evledger: Ledger,
                                                      receiver: Receiver) -> None:
     ledger = evledger
@@ -164,8 +167,10 @@ async def test_order_per_document(evledger: Ledger, receiver: Receiver) -> None:
                                       "document.deleted"]
 
 
-@pytest.mark.parametrize("point", ["events.after_claim", "events.after_send",
-                                   "events.after_mark"])
+@pytest.mark.parametrize(("evledger", "point"), [
+    ("sqlite", "events.after_claim"), ("sqlite", "events.after_send"),
+    ("sqlite", "events.after_mark"), ("postgresql", "events.after_send")],
+    indirect=["evledger"])
 async def test_a_paused_worker_marks_nothing_once_its_claim_lapsed(
         evledger: Ledger, receiver: Receiver, holds: Holds, point: str) -> None:
     """Worker A pauses at ``point``; once its lease lapsed worker B claims the event (unless
@@ -193,6 +198,7 @@ async def test_a_paused_worker_marks_nothing_once_its_claim_lapsed(
     assert list(receiver.counts.values()) == [1]
 
 
+@pytest.mark.parametrize("evledger", ["sqlite"], indirect=True)
 async def test_the_events_command(evledger: Ledger, receiver: Receiver, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch,
                                   capsys: pytest.CaptureFixture[str]) -> None:

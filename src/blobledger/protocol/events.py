@@ -22,7 +22,7 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, insert, select, update
@@ -263,16 +263,19 @@ async def mark_failed(conn: AsyncConnection, event_id: str, token: str, error: s
 
 
 async def log_attempt(conn: AsyncConnection, event_id: str, attempt_no: int, target: str,
-                      claim_token: str, started_at: datetime, *, ok: bool,
-                      status_code: int | None = None, error: str | None = None,
-                      offset: float = 0.0) -> None:
+                      claim_token: str, started_at: datetime, ended_at: datetime, *, ok: bool,
+                      status_code: int | None = None, error: str | None = None) -> None:
     """One line of the attempt log (written whatever the claim's fate: it says what was
-    sent)."""
-    await conn.execute(_log.values(ended_at=NOW), dict(
+    sent), its times the worker's own (UTC)."""
+    await conn.execute(_log, dict(
         event_id=event_id, attempt_no=attempt_no, target=target, claim=claim_token,
-        started_at=started_at.replace(tzinfo=None), outcome="ok" if ok else "failed",
-        status_code=status_code, error=None if error is None else error[:2000],
-        now_s=offset))
+        started_at=_naive(started_at), ended_at=_naive(ended_at),
+        outcome="ok" if ok else "failed", status_code=status_code,
+        error=None if error is None else error[:2000]))
+
+
+def _naive(value: datetime) -> datetime:
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
 async def succeeded_targets(conn: AsyncConnection, event_id: str) -> set[str]:

@@ -4,6 +4,8 @@ Each transition is a compare-and-set on what its actor last saw: a blob row's st
 owner token (``attempt``: an upload attempt's, or a sweeper's claim), a document's status,
 blob and version. Each says whether it won; an actor that lost does nothing further. Nothing
 else in blobledger writes these tables. Times are the database's (:mod:`blobledger.protocol.clock`).
+C4 (and the roll-forward), R4, delete, A4 and the detach steps write their event
+(:mod:`blobledger.protocol.events`) in their own transaction; no other step writes one.
 
 Writers (``Ledger``): C1 :meth:`begin_create`, :meth:`take_over` (a retry resumes a dead
 attempt's intent), :meth:`confirm` (before C3/R3: the intent is still this attempt's, its

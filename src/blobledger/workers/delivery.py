@@ -36,7 +36,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 
 import httpx
 
@@ -95,9 +94,13 @@ class Delivery:
     def targets(self, event: Event) -> list[Target]:
         """Where ``event`` goes: the handlers for its type, then the webhooks."""
         found: list[Target] = []
+        names: set[str] = set()
         for handler in self.ledger.handlers.get(event.type, []):
             name = f"handler:{getattr(handler, '__module__', '?')}." \
-                   f"{getattr(handler, '__qualname__', repr(handler))}"
+                   f"{getattr(handler, '__qualname__', type(handler).__name__)}"
+            while name in names:  # two handlers of one name: each its own target
+                name += "'"
+            names.add(name)
             found.append((name, _call(handler)))
         for url in self.settings.webhook_urls:
             found.append((f"webhook:{url}", self._post(url)))
@@ -162,7 +165,7 @@ class Delivery:
         for name, send in self.targets(event):
             if name in done:
                 continue
-            began = datetime.now(UTC)
+            began = self.ledger.clock()
             status: int | None = None
             error: str | None = None
             try:
@@ -178,8 +181,8 @@ class Delivery:
                 status = 200
             async with self.ledger.db.transaction() as conn:
                 await events.log_attempt(conn, event.event_id, attempt_no, name, token,
-                                         began, ok=error is None, status_code=status,
-                                         error=error, offset=offset)
+                                         began, self.ledger.clock(), ok=error is None,
+                                         status_code=status, error=error)
         await failpoints.hit("events.after_send")
         async with self.ledger.db.transaction() as conn:
             if not errors:

@@ -34,6 +34,7 @@ from blobledger.api.auth import _bearer, require, scopes_of, scopes_presented
 from blobledger.api.openapi import problems
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, settings_of
+from blobledger.protocol import events
 from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
 from blobledger.workers.doctor import run_doctor
 from blobledger.workers.invariants import check
@@ -155,13 +156,22 @@ async def _rows(request: Request, state: BlobState, limit: int,
     return found
 
 
+async def _event_queue(ledger: Any) -> dict[str, Any]:
+    """Events by delivery state, and how long the oldest pending one has waited."""
+    async with ledger.db.transaction(readonly=True) as conn:
+        counts = await events.counts(conn)
+        lag = await events.oldest_pending(conn, ledger.clock_offset)
+    return {**counts, "lag_seconds": lag}
+
+
 @router.get("/overview", dependencies=[Depends(require("read"))],
             responses=problems(503))
 async def overview(
     request: Request, limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> dict[str, Any]:
-    """Pending intents by age, rows in ``deleting``, and the latest sweep and reconcile
-    (names and ids of the oldest rows for a caller that may write only)."""
+    """Pending intents by age, rows in ``deleting``, the latest sweep, reconcile and event
+    delivery, the events by delivery state (names and ids of the oldest rows for a caller
+    that may write only)."""
     named = "write" in scopes_presented(request)
     ledger = ledger_of(request)
     settings = settings_of(request)
@@ -184,6 +194,7 @@ async def overview(
         "deleting": {"count": int(deleting),
                      "oldest": await _rows(request, BlobState.DELETING, limit, named)},
         **metrics.last_reports(),
+        "event_queue": await _event_queue(ledger),
         "settings": {"upload_deadline": settings.upload_deadline,
                      "sweep_after": settings.sweep_after,
                      "delete_grace": settings.delete_grace},
