@@ -6,6 +6,8 @@ direct upload target that is not a store's."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import sqlite3
@@ -405,3 +407,18 @@ def test_a_direct_upload_sends_only_the_allowed_headers_and_follows_no_redirect(
     assert sent.body == b"the user's file"
     assert "authorization" not in sent.headers and "cookie" not in sent.headers
     assert (sent.headers["if-none-match"], sent.headers["x-ms-blob-type"]) == ("*", "BlockBlob")
+
+
+def test_get_refuses_bytes_that_do_not_match_their_digest(
+        hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
+    genuine = base64.b64encode(hashlib.sha256(b"the genuine bytes").digest()).decode()
+    hostile.respond = lambda request: Reply(200, b"forged bytes", {
+        "Content-Type": "text/plain", "ETag": '"1"', "Repr-Digest": f"sha-256=:{genuine}:"})
+    target = tmp_path / "kept.txt"
+    target.write_bytes(b"keep me")
+    line = error_line(against(hostile, "get", "d1", "-o", str(target)))
+    assert line.endswith(f"do not match their SHA-256; {target} left unchanged"), line
+    assert target.read_bytes() == b"keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]  # no temporary file left
+    assert error_line(against(hostile, "get", "d1")) == (
+        "blobledger: error: the bytes of d1 do not match their SHA-256")
