@@ -25,7 +25,7 @@ DeleteObject conditioned on the ETag seen); ``staged.after_commit`` (a staged up
 published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, and Azure on
 an emulator that ignores the tag condition: the tags compared, not yet written); in every
 store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
-its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
+its parts). In the sweeper, ``sweep.after_{claim,fence,delete,remove}``, ``sweep.before_resolve``
 and ``deletion.after_{claim,tag,delete}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
