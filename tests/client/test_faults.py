@@ -181,3 +181,16 @@ def test_the_cli_put_retries_under_one_key_with_the_files_digest(
     doc = json.loads(out)
     assert httpx.get(f"{server.url}/documents/{doc['id']}/content").content == \
         source.read_bytes()
+
+
+def test_on_retry_is_told_each_retry_and_the_give_up_within_connect_retries() -> None:
+    from blobledger.client import Retried
+    from tests.support.services import free_port
+
+    seen: list[Retried] = []
+    with Client(f"http://127.0.0.1:{free_port()}", retries=5, connect_retries=1,
+                on_retry=seen.append) as client, pytest.raises(httpx.ConnectError):
+        client.get("0" * 32)
+    assert [(r.retry, r.of, r.wait is None) for r in seen] == [(1, 1, False), (2, 1, True)]
+    assert all(isinstance(r.cause, httpx.ConnectError) for r in seen)
+    assert seen[0].wait is not None and 0 < seen[0].wait < 1
