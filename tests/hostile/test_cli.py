@@ -422,3 +422,26 @@ def test_get_refuses_bytes_that_do_not_match_their_digest(
     assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]  # no temporary file left
     assert error_line(against(hostile, "get", "d1")) == (
         "blobledger: error: the bytes of d1 do not match their SHA-256")
+
+
+def test_get_asks_the_service_to_stream_even_where_it_redirects(
+        hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
+    """A service with ``BLOBLEDGER_DOWNLOADS=redirect`` answers 307 unless asked to stream:
+    the client asks (``?redirect=false``), since the service's answer carries the SHA-256 it
+    checks; a 307 it did not ask for is one error line, never an empty file."""
+    digest = base64.b64encode(hashlib.sha256(b"streamed").digest()).decode()
+
+    def respond(request: Request) -> Reply:
+        if "redirect=false" in request.path:
+            return Reply(200, b"streamed", {"ETag": '"1"',
+                                            "Repr-Digest": f"sha-256=:{digest}:"})
+        return Reply(307, b"", {"Location": f"{hostile.url}/store/blob"})
+
+    hostile.respond = respond
+    target = tmp_path / "got.txt"
+    done = against(hostile, "get", "d1", "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert target.read_bytes() == b"streamed"
+    hostile.respond = lambda request: Reply(307, b"", {"Location": f"{hostile.url}/x"})
+    assert "307" in error_line(against(hostile, "get", "d1", "-o", str(tmp_path / "no")))
+    assert not (tmp_path / "no").exists()

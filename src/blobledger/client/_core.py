@@ -426,7 +426,8 @@ def announced_sha256(response: httpx.Response) -> str | None:
 
 class Download:
     """A download's state: the request to send (first, or to resume from the offset
-    reached, with ``If-Range`` on the ETag of the first answer), every answer checked
+    reached, with ``If-Range`` on the ETag of the first answer; always streamed by the
+    service, ``?redirect=false``, never a 307 to a store), every answer checked
     (a resumed answer must be the same version, from the same offset; a changed document
     is never spliced: PreconditionFailed), and the bytes of a whole download checked
     against the SHA-256 the first answer announced (IntegrityError)."""
@@ -447,7 +448,10 @@ class Download:
             headers["Range"] = f"bytes={self.offset}-{'' if self.end is None else self.end}"
         if self.etag is not None:
             headers["If-Range"] = self.etag
-        return Call("GET", document_path(self.doc_id, "/content"), headers=headers)
+        # streamed by the service whatever BLOBLEDGER_DOWNLOADS says: its answer carries the
+        # SHA-256 checked here and the version a resume is conditioned on
+        return Call("GET", document_path(self.doc_id, "/content"), headers=headers,
+                    params={"redirect": "false"})
 
     def answered(self, response: httpx.Response) -> None:
         """Check an answer before its bytes are taken."""
