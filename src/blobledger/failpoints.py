@@ -27,11 +27,10 @@ DeleteObject conditioned on the ETag seen); ``staged.after_commit`` (a staged up
 published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, and Azure on
 an emulator that ignores the tag condition: the tags compared, not yet written); in every
 store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
-its parts). In the sweeper, ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``
+its parts). In the sweeper, ``sweep.after_{claim,fence,delete,remove}``, ``sweep.before_resolve``
 and ``deletion.after_{claim,tag,delete}``. In the event delivery worker, ``events.after_claim``
 (a batch claimed, nothing sent), ``events.after_send`` (every target called, the event not
-yet marked) and ``events.after_mark``.
-and ``deletion.after_{claim,tag,delete}``; in the processing of held documents,
+yet marked) and ``events.after_mark``; in the processing of held documents,
 ``processing.after_{claim,run,verdict}``.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this

@@ -6,6 +6,7 @@ read; the version route's immutable caching; and a read URL that outlives no byt
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -57,7 +58,7 @@ async def test_a_read_token_gets_a_url_that_reads_one_document(ledger: Ledger) -
         url, expires = answer.json()["url"], answer.json()["expires_at"]
         assert "reader-token" not in url
         left = datetime.fromisoformat(expires) - datetime.now(UTC)
-        assert 0 < left.total_seconds() <= (240 if store_signed(ledger) else 120) + 2
+        assert 0 < left.total_seconds() <= 240 + 2
         assert urlsplit(url).scheme == ("http" if store_signed(ledger) else "")
 
         got = await fetch(client, url)
@@ -80,7 +81,10 @@ async def test_a_read_token_gets_a_url_that_reads_one_document(ledger: Ledger) -
             if ledger.store.url.startswith("azure:"):  # Azurite checks the SAS's signature
                 assert (await fetch(client, swapped)).status_code == 403
         else:
-            swapped = url.replace(doc.id, other.id)
+            assert f"blob={doc.blob.replace('/', '%2F')}" in url
+            problem(await fetch(client, url.replace(doc.id, other.id)), 401, "unauthorized")
+            # the URL's blob is signed: naming another blob (the other document's) is refused
+            swapped = url.replace(doc.blob.replace("/", "%2F"), other.blob.replace("/", "%2F"))
             problem(await fetch(client, swapped), 401, "unauthorized")
         # HTML is never inline
         html = (await client.post(f"/documents/{other.id}/url", headers=READER)).json()
@@ -177,3 +181,59 @@ async def test_a_url_never_outlives_its_bytes(ledger: Ledger) -> None:
         Settings(delete_grace=300, read_url_expiry=241)
     with pytest.raises(ConfigError, match="READ_URL_EXPIRY"):
         gated.settings.with_(read_url_expiry=240, delete_grace=120)
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"], indirect=True)
+async def test_the_services_own_url_reads_its_version_until_it_expires(
+        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On local disk the service signs its own URL, naming the blob it was made for: as a
+    store's SAS or presigned GET, it reads those bytes after a replace and a delete, with
+    the sweeper far ahead within the grace; once the deletion path took them, 410; and on
+    the service's clock past its expiry, it opens nothing."""
+    gated = _gated(ledger)  # grace 300 s, URLs 240 s, skew 60 s
+    doc = await ledger.create("signed/kept.txt", b"old bytes", content_type="text/plain")
+    async with client_for(gated, gated.settings) as client:
+        answer = (await client.post(f"/documents/{doc.id}/url", headers=READER)).json()
+        url = answer["url"]
+        assert url.startswith(f"/documents/{doc.id}/versions/1/content?blob=")
+        await gated.replace(doc.id, b"new bytes", expected_version=1)
+        got = await fetch(client, url)
+        assert got.status_code == 200 and got.content == b"old bytes"
+        assert got.headers["etag"] == '"1"' and got.headers["content-length"] == "9"
+        assert got.headers["content-disposition"].startswith('inline; filename="kept.txt"')
+        ranged = await fetch(client, url, {"Range": "bytes=4-8"})
+        assert ranged.status_code == 206 and ranged.content == b"bytes"
+        # without the URL's blob, the version is gone as before; the latest reads the new
+        problem(await client.get(f"/documents/{doc.id}/versions/1/content", headers=READER),
+                410, "version-gone")
+        now = (await client.post(f"/documents/{doc.id}/url", headers=READER)).json()["url"]
+        assert (await fetch(client, now)).content == b"new bytes"
+        await gated.delete(doc.id)
+        for ahead in (0.0, 241.0, 299.0):  # within the grace: the bytes are kept
+            gated.clock_offset = ahead
+            await Sweeper(gated).run_once()
+            got = await fetch(client, url)
+            assert got.status_code == 200 and got.content == b"old bytes", ahead
+        gated.clock_offset = 301.0
+        await Sweeper(gated).run_once()
+        problem(await fetch(client, url), 410, "version-gone")
+        assert [info async for info in ledger.store.list()] == []
+        # on the service's clock, 241 s on: the URL has expired
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 241)
+        problem(await fetch(client, url), 401, "unauthorized")
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+async def test_without_tokens_the_url_names_its_blob_unsigned(ledger: Ledger) -> None:
+    """No tokens: no key to sign with; the URL still names its blob and expires, and reads
+    its version after a replace until then."""
+    open_ = Ledger(ledger.db, ledger.store, ledger.settings.with_(delete_grace=300))
+    doc = await ledger.create("signed/open.txt", b"first")
+    async with client_for(open_, open_.settings) as client:
+        answer = (await client.post(f"/documents/{doc.id}/url")).json()
+        assert answer["expires_at"] is not None and "sig=" not in answer["url"]
+        await open_.replace(doc.id, b"second", expected_version=1)
+        assert (await fetch(client, answer["url"])).content == b"first"
+        expired = answer["url"].replace("expires=", "expires=1")  # a later expiry is refused
+        problem(await fetch(client, expired), 410, "version-gone")

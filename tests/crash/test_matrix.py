@@ -108,6 +108,8 @@ DIRECT = [
 SWEEP = [
     ("stale intents claimed", "sweep.after_claim"),
     ("pending blobs deleted, rows not yet removed", "sweep.after_delete"),
+    ("pending blobs deleted, rows removed, the late delete not yet sent",
+     "sweep.after_remove@1"),
     ("refused deletes, before roll-forward / hand-over", "sweep.before_resolve"),
     ("deletion path: rows claimed", "deletion.after_claim"),
     ("deletion path: blobs tagged deleting", "deletion.after_tag"),

@@ -6,6 +6,8 @@ direct upload target that is not a store's."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import sqlite3
@@ -405,3 +407,41 @@ def test_a_direct_upload_sends_only_the_allowed_headers_and_follows_no_redirect(
     assert sent.body == b"the user's file"
     assert "authorization" not in sent.headers and "cookie" not in sent.headers
     assert (sent.headers["if-none-match"], sent.headers["x-ms-blob-type"]) == ("*", "BlockBlob")
+
+
+def test_get_refuses_bytes_that_do_not_match_their_digest(
+        hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
+    genuine = base64.b64encode(hashlib.sha256(b"the genuine bytes").digest()).decode()
+    hostile.respond = lambda request: Reply(200, b"forged bytes", {
+        "Content-Type": "text/plain", "ETag": '"1"', "Repr-Digest": f"sha-256=:{genuine}:"})
+    target = tmp_path / "kept.txt"
+    target.write_bytes(b"keep me")
+    line = error_line(against(hostile, "get", "d1", "-o", str(target)))
+    assert line.endswith(f"do not match their SHA-256; {target} left unchanged"), line
+    assert target.read_bytes() == b"keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]  # no temporary file left
+    assert error_line(against(hostile, "get", "d1")) == (
+        "blobledger: error: the bytes of d1 do not match their SHA-256")
+
+
+def test_get_asks_the_service_to_stream_even_where_it_redirects(
+        hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
+    """A service with ``BLOBLEDGER_DOWNLOADS=redirect`` answers 307 unless asked to stream:
+    the client asks (``?redirect=false``), since the service's answer carries the SHA-256 it
+    checks; a 307 it did not ask for is one error line, never an empty file."""
+    digest = base64.b64encode(hashlib.sha256(b"streamed").digest()).decode()
+
+    def respond(request: Request) -> Reply:
+        if "redirect=false" in request.path:
+            return Reply(200, b"streamed", {"ETag": '"1"',
+                                            "Repr-Digest": f"sha-256=:{digest}:"})
+        return Reply(307, b"", {"Location": f"{hostile.url}/store/blob"})
+
+    hostile.respond = respond
+    target = tmp_path / "got.txt"
+    done = against(hostile, "get", "d1", "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert target.read_bytes() == b"streamed"
+    hostile.respond = lambda request: Reply(307, b"", {"Location": f"{hostile.url}/x"})
+    assert "307" in error_line(against(hostile, "get", "d1", "-o", str(tmp_path / "no")))
+    assert not (tmp_path / "no").exists()

@@ -24,6 +24,7 @@ from blobledger import (
 )
 from blobledger.errors import BlobNotFound
 from blobledger.protocol.models import BlobRow, DocumentRow
+from blobledger.workers.sweeper import Sweeper
 
 
 async def read(ledger: Ledger, doc_id: str) -> bytes:
@@ -324,3 +325,32 @@ async def test_name_known_only_after_the_upload(ledger: Ledger) -> None:
     assert await blob_rows(ledger) == [(doc.blob, "create", "committed")]
     assert await stored(ledger) == {doc.blob: "committed"}
     assert [d.name async for d in ledger.list()] == ["late.txt"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+async def test_former_describes_a_blob_the_document_held_until_it_is_removed(
+        ledger: Ledger) -> None:
+    """``Ledger.former`` (a signed read URL's bytes): a blob the document points at or left
+    for the deletion path, described by its own row; not another document's, not one it
+    never held (a replace still pending), not one whose row is gone."""
+    doc = await ledger.create("former/a.txt", b"version one", content_type="text/plain")
+    other = await ledger.create("former/b.txt", b"another document")
+    replaced = await ledger.replace(doc.id, b"version two!", expected_version=1)
+    old = await ledger.former(doc.id, 1, doc.blob)
+    assert (old.name, old.version, old.size, old.blob) == ("former/a.txt", 1, 11, doc.blob)
+    assert old.sha256 == hashlib.sha256(b"version one").hexdigest()
+    assert old.content_type == "text/plain"
+    now = await ledger.former(doc.id, 2, replaced.blob)
+    assert (now.size, now.sha256) == (12, replaced.sha256)
+    with pytest.raises(NotFound):
+        await ledger.former(doc.id, 1, other.blob)  # the other document's blob
+    pending = await ledger.begin_replace(doc.id, 2)
+    with pytest.raises(NotFound):
+        await ledger.former(doc.id, 3, pending.blob_name)  # never the document's
+    await ledger.delete(doc.id)
+    gone = await ledger.former(doc.id, 2, replaced.blob)  # the name: the blob's own, or the id
+    assert gone.name == doc.id and gone.size == 12
+    ledger.clock_offset = ledger.settings.delete_grace + 600
+    await Sweeper(ledger).run_once()
+    with pytest.raises(NotFound):
+        await ledger.former(doc.id, 1, doc.blob)

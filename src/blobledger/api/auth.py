@@ -29,6 +29,7 @@ from starlette.types import Scope
 
 from blobledger.api.links import carries_link, link_admits
 from blobledger.api.problems import Problem
+from blobledger.config import read_url_lifetime
 
 _bearer = HTTPBearer(auto_error=False, description="a token from BLOBLEDGER_API_TOKENS")
 #: the attribute of a :func:`require` check that names its scope (read by route_scope)
@@ -80,7 +81,9 @@ def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
             return
         if links and carries_link(request.query_params):
             if not link_admits(tokens, owner_of, request.path_params.get("doc_id", ""),
-                               request.query_params, time.time()):
+                               request.query_params, time.time(),
+                               request.path_params.get("version"),
+                               read_url_lifetime(request.app.state.settings)):
                 raise Problem(401, "unauthorized", "the download link is not valid or has "
                               "expired: ask for a new one", headers=CHALLENGE)
             return

@@ -1,6 +1,7 @@
 """What the HTTP client commands (put, get, ls, rm, show) share: the ``--url``/``--token``
-options, one :class:`blobledger.client.Client` (sent once: the commands retry as said below),
-the progress bar (:mod:`._output`), and turning any failure into one readable line.
+options, one :class:`blobledger.client.Client` (each request sent once, unless the command
+asks for retries: ``put``), the progress bar (:mod:`._output`), and turning any failure into
+one readable line.
 
 ``--url`` defaults to the ``url`` setting (``BLOBLEDGER_URL``, else http://127.0.0.1:8000);
 ``--token`` to the ``token`` setting (``BLOBLEDGER_TOKEN``). A problem response becomes
@@ -8,13 +9,14 @@ the progress bar (:mod:`._output`), and turning any failure into one readable li
 document, "the server answered 409 with a body that is not a problem document"
 (:mod:`blobledger.client._answers` checks every body the commands read).
 
-Retries are stamina's (:func:`retrying`: bounded attempts and total time, exponential
-backoff with jitter). What says retry is the client's (:mod:`blobledger.client._retry`): a
-connection failure, a 5xx (500, 502, 503, 504), or a response that carries ``Retry-After``
-(a 429, a 503, the 409 of an attempt under the same idempotency key still running), whose
-wait it honours, given in seconds or as an HTTP date. Any other 4xx is final. A connection
-that cannot be made at all is :class:`Unreachable` (exit 3), told with the URL tried and
-``BLOBLEDGER_URL``; its retries are each told on stderr as they happen.
+Retries are the client's (:mod:`blobledger.client._retry`: bounded attempts and total
+time, exponential backoff with jitter; :func:`retrying`, stamina's, for ``put --direct``'s
+own steps). What says retry: a connection failure, a 5xx (500, 502, 503, 504), or a
+response that carries ``Retry-After`` (a 429, a 503, the 409 of an attempt under the same
+idempotency key still running), whose wait is honoured, given in seconds or as an HTTP
+date. Any other 4xx is final. A connection that cannot be made at all is
+:class:`Unreachable` (exit 3), told with the URL tried and ``BLOBLEDGER_URL``; its retries
+are each told on stderr as they happen (:class:`Attempts`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,8 @@ import stamina
 
 from blobledger import __version__
 from blobledger.cli._output import Progress, one_line
-from blobledger.client import Client
+from blobledger.client import Client, Retried
 from blobledger.client._answers import describe
-from blobledger.client._core import document_path
 from blobledger.client._retry import (
     MAX_DELAY,
     RETRY_AFTER_STATUSES,
@@ -44,10 +45,10 @@ from blobledger.client._retry import (
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
-__all__ = ["MAX_DELAY", "RETRY_AFTER_STATUSES", "RETRY_STATUSES", "ClientError", "Connection",
-           "Progress", "TryAgain", "Unreachable", "answered", "check", "connection_options",
-           "describe", "document_path", "open_client", "read_chunks", "retry_after",
-           "retrying", "unreachable"]
+__all__ = ["MAX_DELAY", "RETRY_AFTER_STATUSES", "RETRY_STATUSES", "TOTAL_TIME", "Attempts",
+           "ClientError", "Connection", "Progress", "TryAgain", "Unreachable", "answered",
+           "check", "connection_options", "describe", "open_client", "read_chunks",
+           "retry_after", "retrying", "unreachable"]
 CHUNK = 1024 * 1024
 #: the longest time all the attempts of one request may take
 TOTAL_TIME = 300.0
@@ -108,14 +109,38 @@ def retrying(retries: int, url: str = "", *,
 
     def tell(details: stamina.instrumentation.RetryDetails) -> None:
         if isinstance(details.caused_by, httpx.ConnectError):
-            print(f"blobledger: {one_line(connect_failure(url, details.caused_by))}; trying "
-                  f"again in {details.wait_for:.1f}s (retry {refused} of {allowed})",
-                  file=sys.stderr, flush=True)
+            tell_connect_retry(url, details.caused_by, details.wait_for, refused, allowed)
 
     stamina.instrumentation.set_on_retry_hooks([tell])
     return iter(stamina.retry_context(
         on=backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
         wait_max=MAX_DELAY, wait_jitter=0.25))
+
+
+def tell_connect_retry(url: str, exc: httpx.ConnectError, wait: float, retry: int,
+                       allowed: int) -> None:
+    print(f"blobledger: {one_line(connect_failure(url, exc))}; trying again in {wait:.1f}s "
+          f"(retry {retry} of {allowed})", file=sys.stderr, flush=True)
+
+
+class Attempts:
+    """The attempts of one request the client retries (its ``on_retry``): counted
+    (``made``), whether the last one said retry but none was left (``given_up``), and each
+    retry of a connection that cannot be made told on stderr at once, with the URL tried."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.made = 1
+        self.given_up = False
+
+    def __call__(self, retried: Retried) -> None:
+        if retried.wait is None:
+            self.given_up = True
+            return
+        self.made += 1
+        if isinstance(retried.cause, httpx.ConnectError):
+            tell_connect_retry(self.url, retried.cause, retried.wait, retried.retry,
+                               retried.of)
 
 
 def connection_options(function: F) -> F:
@@ -147,15 +172,18 @@ class Connection:
 
 
 @contextlib.contextmanager
-def open_client(connection: Connection) -> Iterator[Client]:
-    """The client for the service (never following a redirect, each request sent once: the
-    commands retry themselves); an answer that cannot be read (a broken encoding, a bad
-    header) inside the block is one line, not a traceback, and an error the client raised
-    is one line of exit 1 (:func:`answered`)."""
+def open_client(connection: Connection, *, retries: int = 0,
+                connect_retries: int | None = None, retry_time: float | None = None,
+                on_retry: Callable[[Retried], None] | None = None) -> Iterator[Client]:
+    """The client for the service (never following a redirect; each request sent once
+    unless ``retries`` and the rest of the client's retry options say otherwise); an answer
+    that cannot be read (a broken encoding, a bad header) inside the block is one line, not
+    a traceback, and an error the client raised is one line of exit 1 (:func:`answered`)."""
     url = connection.url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--url must be an http:// or https:// URL, not {url!r}")
-    with Client(url, connection.token, retries=0, timeout=30.0,
+    with Client(url, connection.token, retries=retries, connect_retries=connect_retries,
+                retry_time=retry_time, on_retry=on_retry, timeout=30.0,
                 user_agent=f"blobledger-cli/{__version__}") as client, answered():
         try:
             yield client

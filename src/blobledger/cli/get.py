@@ -10,16 +10,21 @@ usual ``0666`` less the umask. FILE is never replaced when it is not a plain fil
 - a regular file with other hard links is written in place, once the complete bytes have
   been checked in a temporary file, so that every link sees them;
 - a symbolic link or a directory is refused.
+
+The bytes come by :meth:`blobledger.client.Client.stream`: a download whose connection
+breaks after some bytes is resumed from there (``Range`` with ``If-Range``: a document
+replaced meanwhile is never spliced), and the whole is checked against its SHA-256.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import itertools
 import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -30,22 +35,17 @@ from blobledger.cli._client import (
     ClientError,
     Connection,
     Progress,
-    check,
     connection_options,
-    document_path,
     open_client,
     unreachable,
 )
-from blobledger.client._core import announced_sha256
+from blobledger.errors import IntegrityError
 
 
-def copy(response: httpx.Response, out: IO[bytes], progress: Progress) -> str:
-    digest = hashlib.sha256()
-    for chunk in response.iter_bytes():
-        digest.update(chunk)
+def copy(chunks: Iterator[bytes], out: IO[bytes], progress: Progress) -> None:
+    for chunk in chunks:
         out.write(chunk)
         progress.add(len(chunk))
-    return digest.hexdigest()
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger get 0f3c... -o report.pdf\n"
@@ -62,26 +62,22 @@ def command(doc_id: str, output: Path | None, url: str | None, token: str | None
 def download(doc_id: str, target: Path | None, connection: Connection) -> int:
     with open_client(connection) as client:
         try:
-            with client.http.stream("GET", document_path(doc_id, "/content")) as response:
-                check(response)
-                expected = announced_sha256(response)
-                length = response.headers.get("content-length", "")
-                known = length.isascii() and length.isdigit() and len(length) <= 19
-                progress = Progress(doc_id, int(length) if known else None)
+            with client.stream(doc_id) as reading:
+                first = next(reading, None)  # the answer, checked before anything is written
+                chunks = itertools.chain(() if first is None else (first,), reading)
+                progress = Progress(doc_id, reading.size)
                 if target is not None:
-                    write_atomically(target, response, progress)
+                    write_atomically(target, chunks, progress)
                     return 0
                 progress.enabled = False
-                got = copy(response, sys.stdout.buffer, progress)
+                copy(chunks, sys.stdout.buffer, progress)
                 sys.stdout.buffer.flush()
-                if expected is not None and got != expected:
-                    raise ClientError(f"the bytes of {doc_id} do not match their SHA-256")
         except httpx.HTTPError as exc:
             raise unreachable(connection.url, exc) from None
     return 0
 
 
-def write_atomically(target: Path, response: httpx.Response, progress: Progress) -> str:
+def write_atomically(target: Path, chunks: Iterator[bytes], progress: Progress) -> None:
     """Write the download to ``target`` as described in the module's docstring."""
     try:
         info: os.stat_result | None = os.lstat(target)
@@ -95,17 +91,18 @@ def write_atomically(target: Path, response: httpx.Response, progress: Progress)
         if stat.S_ISDIR(info.st_mode):
             raise ClientError(f"{target} is a directory")
         if not stat.S_ISREG(info.st_mode):  # a device, a FIFO, a socket: write into it
-            return _write_stream(target, response, progress)
-    expected = announced_sha256(response)
-    temp, got = _download_to_temp(target, response, progress)
+            _write_stream(target, chunks, progress)
+            return
     try:
-        if expected is not None and got != expected:
-            raise ClientError(f"the downloaded bytes do not match their SHA-256; {target} "
-                              "left unchanged")
+        temp = _download_to_temp(target, chunks, progress)
+    except IntegrityError:
+        raise ClientError(f"the downloaded bytes do not match their SHA-256; {target} "
+                          "left unchanged") from None
+    try:
         if info is not None and info.st_nlink > 1:
             _copy_in_place(temp, target)
             temp.unlink()
-            return got
+            return
         _take_over_metadata(temp, info)
         os.replace(temp, target)
     except OSError as exc:
@@ -114,11 +111,9 @@ def write_atomically(target: Path, response: httpx.Response, progress: Progress)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return got
 
 
-def _download_to_temp(target: Path, response: httpx.Response,
-                      progress: Progress) -> tuple[Path, str]:
+def _download_to_temp(target: Path, chunks: Iterator[bytes], progress: Progress) -> Path:
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".part")
@@ -127,7 +122,7 @@ def _download_to_temp(target: Path, response: httpx.Response,
     temp = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            got = copy(response, handle, progress)
+            copy(chunks, handle, progress)
             handle.flush()
             os.fsync(handle.fileno())
         progress.finish()
@@ -137,7 +132,7 @@ def _download_to_temp(target: Path, response: httpx.Response,
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return temp, got
+    return temp
 
 
 def _take_over_metadata(temp: Path, replaced: os.stat_result | None) -> None:
@@ -163,16 +158,15 @@ def _copy_in_place(source: Path, target: Path) -> None:
         os.fsync(out.fileno())
 
 
-def _write_stream(target: Path, response: httpx.Response, progress: Progress) -> str:
+def _write_stream(target: Path, chunks: Iterator[bytes], progress: Progress) -> None:
     """Write into a device or a FIFO as it arrives (it cannot be replaced, nor undone)."""
-    expected = announced_sha256(response)
     flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         with os.fdopen(os.open(target, flags), "wb") as out:
-            got = copy(response, out, progress)
+            copy(chunks, out, progress)
         progress.finish()
     except OSError as exc:
         raise ClientError(f"cannot write {target}: {exc.strerror or exc}") from None
-    if expected is not None and got != expected:
-        raise ClientError(f"the bytes written to {target} do not match their SHA-256")
-    return got
+    except IntegrityError:
+        raise ClientError(f"the bytes written to {target} do not match their "
+                          "SHA-256") from None

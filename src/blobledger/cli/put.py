@@ -1,10 +1,12 @@
 """``blobledger put FILE``: upload a file, retrying under one idempotency key.
 
-Every attempt carries the same ``Idempotency-Key``, so a retry after a lost response returns
-the document the first attempt created instead of a second one. What says retry is retried
-(:func:`blobledger.cli._client.retrying`: connection failures, 5xx, and a 409 or 429 with
+The upload is :meth:`blobledger.client.Client.create`: every attempt carries the same
+``Idempotency-Key`` (and the file's ``Repr-Digest``), so a retry after a lost response
+returns the document the first attempt created instead of a second one. What says retry is
+retried (:mod:`blobledger.client._retry`: connection failures, 5xx, and a 409 or 429 with
 ``Retry-After``, as the 409 that says an earlier attempt under the key is still running),
-nothing else. Prints the document as JSON.
+nothing else; the retries of a connection that cannot be made are told as they happen
+(:class:`blobledger.cli._client.Attempts`). Prints the document as JSON.
 
 With ``--direct`` the bytes go to the store itself when the server offers it (``POST
 /uploads``; a server without it gets the ordinary upload): the file's SHA-256 is declared, the
@@ -24,11 +26,10 @@ the URL tried), unless ``--retries`` is given: a service that is not there is no
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import mimetypes
 import os
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -36,22 +37,19 @@ import httpx
 
 from blobledger.cli._client import (
     CONNECT_RETRIES,
+    TOTAL_TIME,
+    Attempts,
     ClientError,
     Connection,
     Progress,
-    TryAgain,
-    check,
     connection_options,
-    document_path,
     open_client,
-    read_chunks,
-    retrying,
     unreachable,
 )
 from blobledger.cli._direct import direct_upload
 from blobledger.cli._lookup import find
 from blobledger.cli._output import print_json
-from blobledger.client._answers import DocumentAnswer, current_version, read
+from blobledger.errors import BlobLedgerError, PreconditionFailed
 
 #: retries after a failed attempt, unless ``--retries`` says otherwise
 RETRIES = 6
@@ -129,84 +127,78 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
     name = name or path.name
     content_type = (content_type or mimetypes.guess_type(name)[0]
                     or "application/octet-stream")
-    headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex,
-               "Content-Type": content_type, "Content-Length": str(size)}
-    with open_client(connection) as client:
+    attempts = Attempts(connection.url)
+    with open_client(connection, retries=retries, connect_retries=connect_retries,
+                     retry_time=TOTAL_TIME, on_retry=attempts) as client:
         if direct:
             doc = direct_upload(connection.url, retries, client.http, path, name, content_type,
                                 size, _sha256(path))
             if doc is not None:
                 print_json(doc)
                 return 0
-        tries = 0
+        progress = Progress(name, size)
         try:
-            for attempt in retrying(retries, connection.url, connect_retries=connect_retries):
-                with attempt:
-                    tries = attempt.num
-                    response = _post(client.http, path, name, size, headers)
-        except TryAgain as exc:
-            last = str(exc)
+            with path.open("rb") as handle:
+                created = client.create(name, handle, content_type=content_type,
+                                        idempotency_key=idempotency_key,
+                                        progress=_shown(progress))
+        except OSError as exc:
+            raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
         except httpx.TransportError as exc:
             raise unreachable(connection.url, exc, f"upload of {os.fspath(path)} failed "
-                              f"after {tries} attempts: ") from None
-        else:
-            print_json(read(DocumentAnswer, response, "a document")[1])
-            return 0
-    raise ClientError(f"upload of {os.fspath(path)} failed after {tries} attempts: {last}")
+                              f"after {attempts.made} attempts: ") from None
+        except ClientError:
+            raise
+        except BlobLedgerError as exc:
+            if not attempts.given_up:
+                raise
+            raise ClientError(f"upload of {os.fspath(path)} failed after {attempts.made} "
+                              f"attempts: {exc}") from None
+        finally:
+            progress.finish()
+        print_json(created.raw)
+    return 0
 
 
 def replace_content(path: Path, *, key: str | None, content_type: str | None,
                     version: int | None, connection: Connection) -> int:
-    """``PUT /documents/{id}/content`` with ``If-Match``, once: the document found by
-    ``key`` (default: the file's name) gets the file's bytes, if it is still at
-    ``version`` (default: the version just read)."""
+    """:meth:`~blobledger.client.Client.replace` (``PUT /documents/{id}/content`` with
+    ``If-Match``), once: the document found by ``key`` (default: the file's name) gets the
+    file's bytes, if it is still at ``version`` (default: the version just read)."""
     size = file_size(path)
     key = key or path.name
-    digest = base64.b64encode(bytes.fromhex(_sha256(path))).decode()
     with open_client(connection) as client:
         try:
             doc, _ = find(client, key)
             expected = doc.version if version is None else version
-            headers = {"If-Match": f'"{expected}"', "Content-Length": str(size),
-                       "Content-Type": (content_type or doc.content_type
-                                        or mimetypes.guess_type(doc.name)[0]
-                                        or "application/octet-stream"),
-                       "Repr-Digest": f"sha-256=:{digest}:"}
             progress = Progress(doc.name, size)
             try:
                 with path.open("rb") as handle:
-                    response = client.http.put(document_path(doc.id, "/content"), headers=headers,
-                                          content=read_chunks(handle, progress))
+                    replaced = client.replace(
+                        doc.id, handle, if_match=expected, progress=_shown(progress),
+                        content_type=(content_type or doc.content_type
+                                      or mimetypes.guess_type(doc.name)[0]
+                                      or "application/octet-stream"))
             except OSError as exc:
                 raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
+            except PreconditionFailed as exc:
+                now = exc.current_version
+                where = (f"is at version {now}, not {expected}" if now is not None
+                         else f"is no longer at version {expected}")
+                raise ClientError(f"{doc.name!r} {where}: it changed meanwhile, nothing was "
+                                  "replaced (HTTP 412); see it with blobledger show, then "
+                                  "replace again") from None
             finally:
                 progress.finish()
         except httpx.TransportError as exc:
             raise unreachable(connection.url, exc, f"replace of {key!r}: ") from None
-        if response.status_code == 412:
-            now = current_version(response)
-            where = (f"is at version {now}, not {expected}" if now is not None
-                     else f"is no longer at version {expected}")
-            raise ClientError(f"{doc.name!r} {where}: it changed meanwhile, nothing was "
-                              "replaced (HTTP 412); see it with blobledger show, then "
-                              "replace again")
-        print_json(read(DocumentAnswer, check(response), "a document")[1])
+        print_json(replaced.raw)
     return 0
 
 
-def _post(client: httpx.Client, path: Path, name: str, size: int,
-          headers: dict[str, str]) -> httpx.Response:
-    """One attempt of ``POST /documents``: TryAgain or TransportError to retry."""
-    progress = Progress(name, size)
-    try:
-        with path.open("rb") as handle:
-            return TryAgain.check(client.post("/documents", params={"name": name},
-                                              content=read_chunks(handle, progress),
-                                              headers=headers))
-    except OSError as exc:
-        raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
-    finally:
-        progress.finish()
+def _shown(progress: Progress) -> Callable[[int], None]:
+    """The client's progress (the bytes an attempt sent so far) drawn on ``progress``."""
+    return lambda sent: progress.add(sent - progress.done)
 
 
 def _sha256(path: Path) -> str:

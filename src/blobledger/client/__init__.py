@@ -16,8 +16,10 @@ a 429/503/409 with ``Retry-After``), and nothing else (:mod:`._core`).
 
 from blobledger.client._answers import BadAnswer, Link, Page
 from blobledger.client._answers import DocumentAnswer as DocumentInfo
-from blobledger.client._async import AsyncClient
+from blobledger.client._async import AsyncClient, AsyncReading
 from blobledger.client._direct import Refused
-from blobledger.client._sync import Client
+from blobledger.client._retry import Retried
+from blobledger.client._sync import Client, Reading
 
-__all__ = ["AsyncClient", "BadAnswer", "Client", "DocumentInfo", "Link", "Page", "Refused"]
+__all__ = ["AsyncClient", "AsyncReading", "BadAnswer", "Client", "DocumentInfo", "Link", "Page",
+           "Reading", "Refused", "Retried"]

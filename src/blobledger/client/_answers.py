@@ -135,19 +135,6 @@ def describe(response: httpx.Response) -> str:
     return f"{text} (HTTP {status})" if text else status_text(status)
 
 
-def current_version(response: httpx.Response) -> int | None:
-    """A 412's ``current_version`` (the service's extension member), if the body is a
-    problem document holding a plain non-negative integer there; None otherwise."""
-    try:
-        found = problem(response)
-    except (ValueError, ValidationError):
-        return None
-    value = (found.model_extra or {}).get("current_version") if found is not None else None
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
-        return value
-    return None
-
-
 class BadAnswer(BlobLedgerError):
     """A success answer whose body is not what the client expects."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -11,8 +11,8 @@ import httpx
 
 from blobledger.client import _core
 from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
-from blobledger.client._core import Call, Data, Operation, Sleep
-from blobledger.client._retry import backoff
+from blobledger.client._core import Call, Data, Operation, Progress, Sleep
+from blobledger.client._retry import Policy, Retried, backoff
 from blobledger.client._setup import Setup, bounded
 
 
@@ -21,8 +21,11 @@ class AsyncClient:
     and retries). A file given as ``data`` is read in the event loop's thread."""
 
     def __init__(self, url: str, token: str | None = None, *, retries: int = _core.RETRIES,
+                 connect_retries: int | None = None, retry_time: float | None = None,
+                 on_retry: Callable[[Retried], None] | None = None,
                  timeout: float = 30.0, user_agent: str | None = None) -> None:
-        self._setup = Setup.of(url, token, retries, user_agent)
+        self._setup = Setup.of(url, token, Policy(retries, connect_retries, retry_time,
+                                                  on_retry), user_agent)
         self.http = httpx.AsyncClient(**self._setup.options(timeout))
         self._store = httpx.AsyncClient(**Setup.store_options())
 
@@ -42,28 +45,30 @@ class AsyncClient:
         await self.aclose()
 
     async def create(self, name: str, data: Data, *, content_type: str | None = None,
-                     idempotency_key: str | None = None, hold: bool = False) -> DocumentAnswer:
+                     idempotency_key: str | None = None, hold: bool = False,
+                     progress: Progress | None = None) -> DocumentAnswer:
         return await self._run(_core.create(name, data, content_type, idempotency_key,
-                                            self._setup.retries, hold))
+                                            self._setup.policy, progress, hold))
 
     async def replace(self, doc_id: str, data: Data, *, if_match: int | str,
-                      content_type: str | None = None) -> DocumentAnswer:
+                      content_type: str | None = None,
+                      progress: Progress | None = None) -> DocumentAnswer:
         return await self._run(_core.replace(doc_id, data, if_match, content_type,
-                                             self._setup.retries))
+                                             self._setup.policy, progress))
 
     async def get(self, doc_id: str) -> DocumentAnswer:
-        return await self._run(_core.get(doc_id, self._setup.retries))
+        return await self._run(_core.get(doc_id, self._setup.policy))
 
     async def delete(self, doc_id: str, *, if_match: int | str | None = None) -> None:
-        await self._run(_core.delete(doc_id, if_match, self._setup.retries))
+        await self._run(_core.delete(doc_id, if_match, self._setup.policy))
 
     async def link(self, doc_id: str) -> Link:
-        return await self._run(_core.link(doc_id, self._setup.base, self._setup.retries))
+        return await self._run(_core.link(doc_id, self._setup.base, self._setup.policy))
 
     async def pages(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[Page]:
         cursor = _core.Cursor(prefix, page_size)
         while not cursor.done:
-            yield await self._run(cursor.page(self._setup.retries))
+            yield await self._run(cursor.page(self._setup.policy))
 
     async def documents(self, prefix: str = "", *,
                         page_size: int = 100) -> AsyncIterator[DocumentAnswer]:
@@ -74,21 +79,23 @@ class AsyncClient:
     async def upload_direct(self, name: str, data: Data, *,
                             content_type: str | None = None) -> DocumentAnswer:
         return await self._run(_core.direct_upload(name, data, content_type, self.url,
-                                                   self._setup.retries))
+                                                   self._setup.policy))
 
     async def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
                          upload_url: str | None = None,
                          chunk_size: int = _core.TUS_CHUNK) -> DocumentAnswer:
         return await self._run(_core.tus_upload(name, data, content_type, self._setup.base,
-                                                upload_url, chunk_size, self._setup.retries))
+                                                upload_url, chunk_size, self._setup.policy))
 
     async def read(self, doc_id: str, *, start: int = 0, end: int | None = None) -> bytes:
         return b"".join([chunk async for chunk in self.stream(doc_id, start=start, end=end)])
 
-    async def stream(self, doc_id: str, *, start: int = 0,
-                     end: int | None = None) -> AsyncIterator[bytes]:
+    def stream(self, doc_id: str, *, start: int = 0, end: int | None = None) -> AsyncReading:
         """As :meth:`Client.stream <blobledger.client.Client.stream>`."""
         download = _core.Download(doc_id, start, end)
+        return AsyncReading(download, self._chunks(download))
+
+    async def _chunks(self, download: _core.Download) -> AsyncIterator[bytes]:
         failures = 0
         while True:
             reached = download.offset
@@ -102,7 +109,7 @@ class AsyncClient:
                     break
             except httpx.TransportError:
                 failures = 0 if download.offset > reached else failures + 1
-                if failures > self._setup.retries:
+                if failures > self._setup.policy.retries:
                     raise
                 await asyncio.sleep(backoff(failures))
         download.finish()
@@ -130,9 +137,9 @@ class AsyncClient:
 
     async def _send(self, call: Call) -> httpx.Response:
         client = self._store if call.store else self.http
-        content = call.body.achunks(call.offset, call.length) if call.body else None
         request = client.build_request(call.method, call.path, params=call.params,
-                                       headers=call.headers, content=content, json=call.json)
+                                       headers=call.headers, content=call.acontent(),
+                                       json=call.json)
         return await self._read(await client.send(request, stream=True))
 
     @staticmethod
@@ -148,3 +155,35 @@ class AsyncClient:
         finally:
             await response.aclose()
         return bounded(response, bytes(body))
+
+
+class AsyncReading(AsyncIterator[bytes]):
+    """:class:`~blobledger.client.Reading`, for ``async for``; ``aclose()`` it when it is
+    left before its end (an ``async with`` block does)."""
+
+    def __init__(self, download: _core.Download, chunks: AsyncIterator[bytes]) -> None:
+        self._download = download
+        self._chunks = chunks
+
+    @property
+    def size(self) -> int | None:
+        return self._download.size
+
+    @property
+    def sha256(self) -> str | None:
+        return self._download.sha256
+
+    async def __anext__(self) -> bytes:
+        return await anext(self._chunks)
+
+    async def aclose(self) -> None:
+        close = getattr(self._chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()

@@ -19,8 +19,9 @@ import contextlib
 import enum
 import hashlib
 import io
+import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 from urllib.parse import quote
@@ -38,6 +39,7 @@ from blobledger.client._answers import (
 )
 from blobledger.client._direct import STORE_RETRY_STATUSES, checked_target
 from blobledger.client._problems import error_for
+from blobledger.client._retry import Policy
 from blobledger.errors import IntegrityError, PreconditionFailed, ServiceError
 
 T = TypeVar("T")
@@ -51,6 +53,8 @@ DOCUMENT_HEADER = "blobledger-document"
 
 #: what a document's bytes may be given as: bytes, or a binary file open for reading
 Data = bytes | IO[bytes]
+#: told the bytes of a body sent so far by the current attempt (0 as each attempt begins)
+Progress = Callable[[int], None]
 
 
 class Retry(enum.Enum):
@@ -90,10 +94,6 @@ class Body:
             left -= len(chunk)
             yield chunk
 
-    async def achunks(self, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
-        for chunk in self.chunks(offset, length):
-            yield chunk
-
     def sha256(self) -> str:
         digest = hashlib.sha256()
         for chunk in self.chunks():
@@ -116,6 +116,34 @@ class Call:
     json: Any = None
     retry: Retry = Retry.SAFE
     store: bool = False
+    #: told the bytes of the body sent so far by this attempt, as they go
+    progress: Progress | None = None
+
+    def content(self) -> Iterator[bytes] | None:
+        """The body's bytes to send (each attempt from its start), told to ``progress``."""
+        if self.body is None:
+            return None
+        chunks = self.body.chunks(self.offset, self.length)
+        return chunks if self.progress is None else _told(chunks, self.progress)
+
+    def acontent(self) -> AsyncIterator[bytes] | None:
+        """:meth:`content`, for an async client."""
+        chunks = self.content()
+        return None if chunks is None else _atold(chunks)
+
+
+def _told(chunks: Iterator[bytes], progress: Progress) -> Iterator[bytes]:
+    sent = 0
+    progress(sent)
+    for chunk in chunks:
+        yield chunk
+        sent += len(chunk)
+        progress(sent)
+
+
+async def _atold(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
 
 
 @dataclass(frozen=True)
@@ -138,22 +166,37 @@ def etag(version: int | str) -> str:
     return text if text.startswith(('"', "W/")) else f'"{text}"'
 
 
-def send(call: Call, retries: int) -> Operation[httpx.Response]:
-    """The answer to ``call``, sent again as :mod:`this module <._core>` says; the last
-    transport error is raised when the retries are spent."""
-    attempt = 0
+def send(call: Call, policy: Policy) -> Operation[httpx.Response]:
+    """The answer to ``call``, sent again as :mod:`this module <._core>` and ``policy``
+    say; the last transport error is raised when the retries are spent."""
+    attempt = 0  # the retries sent so far
+    refused = 0  # of which after a connection that could not be made
+    began = time.monotonic()
     while True:
         outcome = yield call
         if isinstance(outcome, httpx.Response):
-            if attempt >= retries or call.retry is Retry.NEVER or not _retry.says_retry(outcome):
+            if call.retry is Retry.NEVER or not _retry.says_retry(outcome):
                 return outcome
         elif isinstance(outcome, httpx.TransportError):
-            again = call.retry is Retry.SAFE or isinstance(outcome, httpx.ConnectError)
-            if attempt >= retries or call.retry is Retry.NEVER or not again:
+            connect = isinstance(outcome, httpx.ConnectError)
+            if call.retry is Retry.NEVER or not (call.retry is Retry.SAFE or connect):
                 raise outcome
-        yield Sleep(_retry.delay(attempt, outcome if isinstance(outcome, httpx.Response)
-                                 else None))
+        else:  # pragma: no cover - the runners answer every call
+            raise TypeError("a call was answered with nothing")
+        cause = outcome
+        connect = isinstance(cause, httpx.ConnectError)
+        number = (refused if connect else attempt) + 1
+        wait = _retry.delay(attempt, cause if isinstance(cause, httpx.Response) else None)
+        late = policy.total is not None and time.monotonic() - began + wait > policy.total
+        if attempt >= policy.retries or number > policy.allowed(cause) or late:
+            policy.tell(cause, number, None)
+            if isinstance(cause, httpx.Response):
+                return cause
+            raise cause
+        policy.tell(cause, number, wait)
+        yield Sleep(wait)
         attempt += 1
+        refused += int(connect)
 
 
 def checked(response: httpx.Response, *expected: int) -> httpx.Response:
@@ -180,7 +223,8 @@ def digest_header(sha256: str) -> str:
 
 
 def create(name: str, data: Data, content_type: str | None, idempotency_key: str | None,
-           retries: int, hold: bool = False) -> Operation[DocumentAnswer]:
+           policy: Policy, progress: Progress | None = None,
+           hold: bool = False) -> Operation[DocumentAnswer]:
     """``POST /documents``: every attempt under one idempotency key (made here if none is
     given), so a retry after a lost answer returns the document the first one made
     (``hold``: held until the service's processors accepted it, docs/pipeline.md)."""
@@ -189,12 +233,13 @@ def create(name: str, data: Data, content_type: str | None, idempotency_key: str
                "Content-Type": content_type or "application/octet-stream",
                "Content-Length": str(body.size), "Repr-Digest": digest_header(body.sha256())}
     params = {"name": name, **({"hold": "true"} if hold else {})}
-    call = Call("POST", "/documents", params=params, headers=headers, body=body)
-    return document(checked((yield from send(call, retries)), 200, 201))
+    call = Call("POST", "/documents", params=params, headers=headers, body=body,
+                progress=progress)
+    return document(checked((yield from send(call, policy)), 200, 201))
 
 
 def replace(doc_id: str, data: Data, if_match: int | str, content_type: str | None,
-            retries: int) -> Operation[DocumentAnswer]:
+            policy: Policy, progress: Progress | None = None) -> Operation[DocumentAnswer]:
     """``PUT /documents/{id}/content`` with ``If-Match``: PreconditionFailed (with the
     current version) if the document is no longer at that version."""
     body = Body.of(data)
@@ -203,25 +248,25 @@ def replace(doc_id: str, data: Data, if_match: int | str, content_type: str | No
     if content_type:
         headers["Content-Type"] = content_type
     call = Call("PUT", document_path(doc_id, "/content"), headers=headers, body=body,
-                retry=Retry.ONCE)
-    return document(checked((yield from send(call, retries)), 200), doc_id)
+                retry=Retry.ONCE, progress=progress)
+    return document(checked((yield from send(call, policy)), 200), doc_id)
 
 
-def get(doc_id: str, retries: int) -> Operation[DocumentAnswer]:
-    return document(checked((yield from send(Call("GET", document_path(doc_id)), retries)),
+def get(doc_id: str, policy: Policy) -> Operation[DocumentAnswer]:
+    return document(checked((yield from send(Call("GET", document_path(doc_id)), policy)),
                             200), doc_id)
 
 
-def delete(doc_id: str, if_match: int | str | None, retries: int) -> Operation[None]:
+def delete(doc_id: str, if_match: int | str | None, policy: Policy) -> Operation[None]:
     headers = {"If-Match": etag(if_match)} if if_match is not None else {}
     call = Call("DELETE", document_path(doc_id), headers=headers, retry=Retry.ONCE)
-    checked((yield from send(call, retries)))
+    checked((yield from send(call, policy)))
 
 
-def link(doc_id: str, base: httpx.URL, retries: int) -> Operation[Link]:
+def link(doc_id: str, base: httpx.URL, policy: Policy) -> Operation[Link]:
     """A URL to the content that needs no token (resolved against the service's URL)."""
     found, _ = read(Link, checked((yield from send(Call("GET", document_path(doc_id, "/link")),
-                                                   retries)), 200), "a download link")
+                                                   policy)), 200), "a download link")
     url = base.join(found.url)
     if url.scheme not in ("http", "https") or not url.host or url.userinfo:
         raise BadAnswer(f"the server answered a link that is not a plain http(s) URL: "
@@ -242,14 +287,14 @@ class Cursor:
         self.done = False
         self.refusal: BadAnswer | None = None
 
-    def page(self, retries: int) -> Operation[Page]:
+    def page(self, policy: Policy) -> Operation[Page]:
         if self.refusal is not None:
             self.done = True
             raise self.refusal
         params = {"prefix": self.prefix, "limit": str(self.page_size)}
         if self.cursor:
             params["cursor"] = self.cursor
-        answer = checked((yield from send(Call("GET", "/documents", params=params), retries)),
+        answer = checked((yield from send(Call("GET", "/documents", params=params), policy)),
                          200)
         found, _ = read(Page, answer, "a page of documents")
         self.number += 1
@@ -265,16 +310,16 @@ class Cursor:
 
 
 def direct_upload(name: str, data: Data, content_type: str | None, server: str,
-                  retries: int) -> Operation[DocumentAnswer]:
+                  policy: Policy) -> Operation[DocumentAnswer]:
     """``POST /uploads``, the bytes PUT where it says (if the target passes
     :func:`._direct.checked_target`), then ``POST /uploads/{id}/complete``."""
     body = Body.of(data)
     began = checked((yield from send(Call("POST", "/uploads", json={
         "name": name, "size": body.size, "sha256": body.sha256(),
-        "content_type": content_type or "application/octet-stream"}), retries)), 201)
+        "content_type": content_type or "application/octet-stream"}), policy)), 201)
     answer, _ = read(DirectTarget, began, "a direct upload's target")
     target = checked_target(answer, server, body.size)
-    for attempt in range(retries + 1):
+    for attempt in range(policy.retries + 1):
         outcome = yield Call("PUT", str(target.url), headers=dict(target.headers), body=body,
                              retry=Retry.NEVER, store=True)
         if isinstance(outcome, httpx.Response):
@@ -282,19 +327,19 @@ def direct_upload(name: str, data: Data, content_type: str | None, server: str,
             # 403/409/412 on a retry: the create-only put refused, the bytes are there already
             if status < 300 or (attempt > 0 and status in (403, 409, 412)):
                 break
-            if status not in STORE_RETRY_STATUSES or attempt == retries:
+            if status not in STORE_RETRY_STATUSES or attempt == policy.retries:
                 raise ServiceError(f"the store refused the upload (HTTP {status})", status)
-        elif attempt == retries and isinstance(outcome, httpx.TransportError):
+        elif attempt == policy.retries and isinstance(outcome, httpx.TransportError):
             raise outcome
         yield Sleep(_retry.delay(attempt, outcome if isinstance(outcome, httpx.Response)
                                  else None))
     completion = Call("POST", f"/uploads/{quote(target.id, safe='')}/complete")
-    return document(checked((yield from send(completion, retries)), 200, 201))
+    return document(checked((yield from send(completion, policy)), 200, 201))
 
 
 def tus_upload(name: str, data: Data, content_type: str | None, base: httpx.URL,
                upload_url: str | None, chunk_size: int,
-               retries: int) -> Operation[DocumentAnswer]:
+               policy: Policy) -> Operation[DocumentAnswer]:
     """A tus upload: created (unless ``upload_url`` names one begun before), then sent in
     parts of ``chunk_size``; after a broken part the offset the server holds is asked for
     (``HEAD``) and the upload goes on from there. The upload's URL must be on the service's
@@ -306,26 +351,26 @@ def tus_upload(name: str, data: Data, content_type: str | None, base: httpx.URL,
         created = checked((yield from send(Call("POST", "/files/", headers={
             **tus, "Upload-Length": str(body.size),
             "Upload-Metadata": ",".join(f"{k} {base64.b64encode(v.encode()).decode()}"
-                                        for k, v in meta.items())}), retries)), 201)
+                                        for k, v in meta.items())}), policy)), 201)
         upload_url = created.headers.get("location", "")
         done = created.headers.get(DOCUMENT_HEADER)
         if done is not None:
-            return (yield from get(done, retries))
+            return (yield from get(done, policy))
     url = base.join(upload_url)
     if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
         raise BadAnswer(f"the server answered an upload URL on another origin: "
                         f"{upload_url[:200]!r}")
     where = url.raw_path.decode("ascii")
-    offset = yield from _tus_offset(where, tus, body.size, retries)
+    offset = yield from _tus_offset(where, tus, body.size, policy)
     broken = 0
     while True:
         if offset == body.size:
-            head = checked((yield from send(Call("HEAD", where, headers=tus), retries)), 200)
+            head = checked((yield from send(Call("HEAD", where, headers=tus), policy)), 200)
             done = head.headers.get(DOCUMENT_HEADER)
             if done is None:
                 raise BadAnswer("the server holds every byte of the upload but names no "
                                 "document")
-            return (yield from get(done, retries))
+            return (yield from get(done, policy))
         part = min(chunk_size, body.size - offset)
         outcome = yield Call("PATCH", where, headers={
             **tus, "Upload-Offset": str(offset), "Content-Length": str(part),
@@ -339,12 +384,12 @@ def tus_upload(name: str, data: Data, content_type: str | None, base: httpx.URL,
             offset, broken = new, 0
             done = outcome.headers.get(DOCUMENT_HEADER)
             if offset == body.size and done is not None:
-                return (yield from get(done, retries))
+                return (yield from get(done, policy))
             continue
         if isinstance(outcome, httpx.Response) and not (
                 _retry.says_retry(outcome) or outcome.status_code == 409):
             checked(outcome)
-        if broken >= retries:
+        if broken >= policy.retries:
             if isinstance(outcome, httpx.TransportError):
                 raise outcome
             assert outcome is not None
@@ -352,12 +397,12 @@ def tus_upload(name: str, data: Data, content_type: str | None, base: httpx.URL,
         yield Sleep(_retry.delay(broken, outcome if isinstance(outcome, httpx.Response)
                                  else None))
         broken += 1
-        offset = yield from _tus_offset(where, tus, body.size, retries)
+        offset = yield from _tus_offset(where, tus, body.size, policy)
 
 
 def _tus_offset(where: str, tus: dict[str, str], size: int,
-                retries: int) -> Operation[int]:
-    head = checked((yield from send(Call("HEAD", where, headers=tus), retries)), 200)
+                policy: Policy) -> Operation[int]:
+    head = checked((yield from send(Call("HEAD", where, headers=tus), policy)), 200)
     offset = _number(head.headers.get("upload-offset"))
     length = _number(head.headers.get("upload-length"))
     if offset is None or offset > size or (length is not None and length != size):
@@ -384,7 +429,8 @@ def announced_sha256(response: httpx.Response) -> str | None:
 
 class Download:
     """A download's state: the request to send (first, or to resume from the offset
-    reached, with ``If-Range`` on the ETag of the first answer), every answer checked
+    reached, with ``If-Range`` on the ETag of the first answer; always streamed by the
+    service, ``?redirect=false``, never a 307 to a store), every answer checked
     (a resumed answer must be the same version, from the same offset; a changed document
     is never spliced: PreconditionFailed), and the bytes of a whole download checked
     against the SHA-256 the first answer announced (IntegrityError)."""
@@ -405,7 +451,10 @@ class Download:
             headers["Range"] = f"bytes={self.offset}-{'' if self.end is None else self.end}"
         if self.etag is not None:
             headers["If-Range"] = self.etag
-        return Call("GET", document_path(self.doc_id, "/content"), headers=headers)
+        # streamed by the service whatever BLOBLEDGER_DOWNLOADS says: its answer carries the
+        # SHA-256 checked here and the version a resume is conditioned on
+        return Call("GET", document_path(self.doc_id, "/content"), headers=headers,
+                    params={"redirect": "false"})
 
     def answered(self, response: httpx.Response) -> None:
         """Check an answer before its bytes are taken."""
@@ -430,6 +479,12 @@ class Download:
         if not resumed:
             self.etag = tag
             self.sha256 = announced_sha256(response)
+
+    @property
+    def size(self) -> int | None:
+        """The bytes this download will hold in all (from ``start``), once the first answer
+        came: None before, or when the server did not say."""
+        return None if self.total is None else self.total - self.start
 
     def take(self, chunk: bytes) -> bytes:
         self.offset += len(chunk)

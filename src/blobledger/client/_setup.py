@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from blobledger.client._retry import Policy
 from blobledger.errors import InvalidInput
 
 
@@ -17,20 +18,20 @@ from blobledger.errors import InvalidInput
 class Setup:
     base: httpx.URL
     headers: dict[str, str]
-    retries: int
+    policy: Policy
 
     @classmethod
-    def of(cls, url: str, token: str | None, retries: int, user_agent: str | None) -> Setup:
+    def of(cls, url: str, token: str | None, policy: Policy, user_agent: str | None) -> Setup:
         text = url.rstrip("/")
         if not text.startswith(("http://", "https://")):
             raise InvalidInput(f"the service's URL must be an http:// or https:// URL, "
                                f"not {url!r}")
-        if retries < 0:
+        if policy.retries < 0 or (policy.connect_retries or 0) < 0:
             raise InvalidInput("retries must be 0 or more")
         headers = {"User-Agent": user_agent or f"blobledger-client/{version('blobledger')}"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        return cls(httpx.URL(text), headers, retries)
+        return cls(httpx.URL(text), headers, policy)
 
     def options(self, timeout: float) -> dict[str, Any]:
         return {"base_url": self.base, "headers": self.headers, "trust_env": False,

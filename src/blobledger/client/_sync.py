@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self
 
@@ -11,8 +11,8 @@ import httpx
 
 from blobledger.client import _core
 from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
-from blobledger.client._core import Call, Data, Operation, Sleep
-from blobledger.client._retry import backoff
+from blobledger.client._core import Call, Data, Operation, Progress, Sleep
+from blobledger.client._retry import Policy, Retried, backoff
 from blobledger.client._setup import Setup, bounded
 
 
@@ -22,11 +22,20 @@ class Client:
     blobledger's own exception (``NotFound``, ``PreconditionFailed``, ``NameTaken``, …;
     ``ServiceError`` for the others); a body that is not what was asked for is
     ``BadAnswer``; a connection that failed after ``retries`` retries is httpx's
-    ``TransportError``. Use it as a context manager, or ``close()`` it."""
+    ``TransportError``. Use it as a context manager, or ``close()`` it.
+
+    Retries: ``retries`` of each request, at most
+    ``connect_retries`` of them for a connection that cannot be made at all (default: as
+    many), none whose wait would end ``retry_time`` seconds after the first attempt
+    (default: no limit); ``on_retry`` is told of each attempt that said retry
+    (:class:`blobledger.client.Retried`)."""
 
     def __init__(self, url: str, token: str | None = None, *, retries: int = _core.RETRIES,
+                 connect_retries: int | None = None, retry_time: float | None = None,
+                 on_retry: Callable[[Retried], None] | None = None,
                  timeout: float = 30.0, user_agent: str | None = None) -> None:
-        self._setup = Setup.of(url, token, retries, user_agent)
+        self._setup = Setup.of(url, token, Policy(retries, connect_retries, retry_time,
+                                                  on_retry), user_agent)
         self.http = httpx.Client(**self._setup.options(timeout))
         self._store = httpx.Client(**Setup.store_options())
 
@@ -46,35 +55,40 @@ class Client:
         self.close()
 
     def create(self, name: str, data: Data, *, content_type: str | None = None,
-               idempotency_key: str | None = None, hold: bool = False) -> DocumentAnswer:
-        """A new document ``name`` holding ``data`` (bytes or a binary file); ``hold``:
-        held until the service's processors accepted it (its ``status`` says)."""
+               idempotency_key: str | None = None, hold: bool = False,
+               progress: Progress | None = None) -> DocumentAnswer:
+        """A new document ``name`` holding ``data`` (bytes or a binary file), every attempt
+        under one idempotency key (``idempotency_key``, else one made here); ``hold``: held
+        until the service's processors accepted it (its ``status`` says); ``progress`` is
+        told the bytes sent so far by each attempt."""
         return self._run(_core.create(name, data, content_type, idempotency_key,
-                                      self._setup.retries, hold))
+                                      self._setup.policy, progress, hold))
 
     def replace(self, doc_id: str, data: Data, *, if_match: int | str,
-                content_type: str | None = None) -> DocumentAnswer:
-        """The document's new bytes, if it is still at version ``if_match``."""
+                content_type: str | None = None,
+                progress: Progress | None = None) -> DocumentAnswer:
+        """The document's new bytes, if it is still at version ``if_match``
+        (``PreconditionFailed`` with the current version, if not)."""
         return self._run(_core.replace(doc_id, data, if_match, content_type,
-                                       self._setup.retries))
+                                       self._setup.policy, progress))
 
     def get(self, doc_id: str) -> DocumentAnswer:
         """The document's metadata."""
-        return self._run(_core.get(doc_id, self._setup.retries))
+        return self._run(_core.get(doc_id, self._setup.policy))
 
     def delete(self, doc_id: str, *, if_match: int | str | None = None) -> None:
         """Delete the document (only at version ``if_match``, if given)."""
-        self._run(_core.delete(doc_id, if_match, self._setup.retries))
+        self._run(_core.delete(doc_id, if_match, self._setup.policy))
 
     def link(self, doc_id: str) -> Link:
         """A URL that opens the document's content without the token."""
-        return self._run(_core.link(doc_id, self._setup.base, self._setup.retries))
+        return self._run(_core.link(doc_id, self._setup.base, self._setup.policy))
 
     def pages(self, prefix: str = "", *, page_size: int = 100) -> Iterator[Page]:
         """The pages of the ready documents whose names start with ``prefix``."""
         cursor = _core.Cursor(prefix, page_size)
         while not cursor.done:
-            yield self._run(cursor.page(self._setup.retries))
+            yield self._run(cursor.page(self._setup.policy))
 
     def documents(self, prefix: str = "", *, page_size: int = 100) -> Iterator[DocumentAnswer]:
         """Every ready document whose name starts with ``prefix``, in name order."""
@@ -85,7 +99,7 @@ class Client:
                       content_type: str | None = None) -> DocumentAnswer:
         """A new document, its bytes sent straight to the store (``POST /uploads``)."""
         return self._run(_core.direct_upload(name, data, content_type, self.url,
-                                             self._setup.retries))
+                                             self._setup.policy))
 
     def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
                    upload_url: str | None = None,
@@ -93,18 +107,22 @@ class Client:
         """A new document by tus, in parts of ``chunk_size``, resumed after a broken part
         (and, given ``upload_url``, an upload begun before)."""
         return self._run(_core.tus_upload(name, data, content_type, self._setup.base,
-                                          upload_url, chunk_size, self._setup.retries))
+                                          upload_url, chunk_size, self._setup.policy))
 
     def read(self, doc_id: str, *, start: int = 0, end: int | None = None) -> bytes:
         """The document's bytes (``start`` to ``end``, inclusive, if given)."""
         return b"".join(self.stream(doc_id, start=start, end=end))
 
-    def stream(self, doc_id: str, *, start: int = 0,
-               end: int | None = None) -> Iterator[bytes]:
-        """The document's bytes as they come; a broken connection is resumed from the
-        offset reached, if the document is still the same version (else
-        ``PreconditionFailed``); the whole document is checked against its SHA-256."""
+    def stream(self, doc_id: str, *, start: int = 0, end: int | None = None) -> Reading:
+        """The document's bytes as they come (a :class:`Reading`: its ``size`` is known
+        once the first bytes came); a broken connection is resumed from the offset
+        reached, if the document is still the same version (else ``PreconditionFailed``);
+        the whole document is checked against its SHA-256 (``IntegrityError``, raised after
+        its last bytes)."""
         download = _core.Download(doc_id, start, end)
+        return Reading(download, self._chunks(download))
+
+    def _chunks(self, download: _core.Download) -> Iterator[bytes]:
         failures = 0
         while True:
             reached = download.offset
@@ -118,7 +136,7 @@ class Client:
                     break
             except httpx.TransportError:
                 failures = 0 if download.offset > reached else failures + 1
-                if failures > self._setup.retries:
+                if failures > self._setup.policy.retries:
                     raise
                 time.sleep(backoff(failures))
         download.finish()
@@ -146,9 +164,9 @@ class Client:
 
     def _send(self, call: Call) -> httpx.Response:
         client = self._store if call.store else self.http
-        content = call.body.chunks(call.offset, call.length) if call.body else None
         request = client.build_request(call.method, call.path, params=call.params,
-                                       headers=call.headers, content=content, json=call.json)
+                                       headers=call.headers, content=call.content(),
+                                       json=call.json)
         return self._read(client.send(request, stream=True))
 
     @staticmethod
@@ -164,3 +182,37 @@ class Client:
         finally:
             response.close()
         return bounded(response, bytes(body))
+
+
+class Reading(Iterator[bytes]):
+    """A download under way (:meth:`Client.stream`): its bytes as they come. ``size``
+    (the bytes it will hold, None until the first answer, or if the server did not say)
+    and ``sha256`` (what the server announced) are known once the first bytes came.
+    ``close()`` it when it is left before its end (a ``with`` block does)."""
+
+    def __init__(self, download: _core.Download, chunks: Iterator[bytes]) -> None:
+        self._download = download
+        self._chunks = chunks
+
+    @property
+    def size(self) -> int | None:
+        return self._download.size
+
+    @property
+    def sha256(self) -> str | None:
+        return self._download.sha256
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()

@@ -88,6 +88,7 @@ from blobledger.protocol.models import (
     EventType,
     KeyState,
     UploadState,
+    as_utc,
     utcnow,
 )
 from blobledger.protocol.transitions import PLACEHOLDER, Intent, Transitions, new_token
@@ -701,6 +702,20 @@ class Ledger:
             if again.blob == doc.blob:
                 raise StoreError(f"blob of ready document {doc_id} is missing") from None
             return again, await self.store.open(again.blob, start, length)
+
+    async def former(self, doc_id: str, version: int, blob_name: str) -> Document:
+        """The document as it read at ``version``, whose bytes are ``blob_name``: a blob it
+        points at, or one it left (replaced, deleted) that the deletion path has not taken
+        yet, described by the blob's own row (its name the document's, if it is still there,
+        else the blob's file name or the id). NotFound otherwise. The caller vouches that
+        the document pointed at that blob at that version (a signed read URL does)."""
+        row, name = await self.transitions.pointed_blob(doc_id, blob_name)
+        if row is None:
+            raise NotFound(f"document {doc_id} no longer holds that blob")
+        made = as_utc(row.created_at)
+        return Document(id=doc_id, name=name or row.filename or doc_id, status="ready",
+                        version=version, size=row.size, content_type=row.content_type,
+                        sha256=row.sha256, blob=row.name, created_at=made, updated_at=made)
 
     async def read(
         self, doc_id: str, start: int = 0, length: int | None = None

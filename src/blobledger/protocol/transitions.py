@@ -926,6 +926,19 @@ class Transitions:
             return (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.state == ATTACHED))).one_or_none()
 
+    async def pointed_blob(self, doc_id: str, blob_name: str) -> tuple[Row[Any] | None,
+                                                                         str | None]:
+        """The row of ``blob_name`` if it is ``doc_id``'s (an attachment's row names no
+        document) and the deletion path has not removed it (``committed``: the document's
+        bytes; ``deleting``: bytes it left), and the document's name if it is still there."""
+        async with self.db.transaction(readonly=True) as conn:
+            row = (await conn.execute(select(blobs).where(
+                blobs.c.name == blob_name, blobs.c.document_id == doc_id,
+                blobs.c.state.in_((COMMITTED, DELETING))))).one_or_none()
+            name = (await conn.execute(select(documents.c.name).where(
+                documents.c.id == doc_id))).scalar_one_or_none()
+        return row, name
+
     # -- workers --------------------------------------------------------------------------
     async def claim(self, state: BlobState, age: float, limit: int,
                     lease: float) -> tuple[str, list[Row[Any]]]:

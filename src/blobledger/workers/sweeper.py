@@ -32,8 +32,8 @@ holds ``flock`` on ``<database file>.sweep-lock``. Deletes go out through
 ``committed``: a guard refusal is logged and counted, and the sweep goes on.
 
 Failpoints (see :mod:`blobledger.failpoints`): ``sweep.after_claim``, ``sweep.after_fence``
-(S3), ``sweep.after_delete``,
-``sweep.before_resolve``, ``deletion.after_claim``, ``deletion.after_tag``,
+(S3), ``sweep.after_delete``, ``sweep.after_remove`` (rows removed, the late delete not
+sent), ``sweep.before_resolve``, ``deletion.after_claim``, ``deletion.after_tag``,
 ``deletion.after_delete``.
 """
 

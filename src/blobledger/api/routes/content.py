@@ -26,7 +26,7 @@ from blobledger.api.headers import (
     parse_range,
     repr_digest,
 )
-from blobledger.api.links import LIFETIME, link_query
+from blobledger.api.links import LIFETIME, blob_named, link_query
 from blobledger.api.openapi import empty, headers, json_body, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
@@ -40,6 +40,8 @@ from blobledger.api.routes import (
 )
 from blobledger.api.routes.reads import read_url
 from blobledger.api.uploads import read_upload
+from blobledger.config import read_url_lifetime
+from blobledger.errors import BlobNotFound, NotFound
 from blobledger.protocol.documents import Document
 from blobledger.stores.base import BlobReader
 
@@ -168,14 +170,24 @@ async def download_version(
     request: Request,
     doc_id: str,
     version: int,
+    blob: Annotated[str | None, Query(
+        description="the blob a signed read URL was made for (with `expires`, and `by` and "
+                    "`sig` where tokens are configured): read until the URL expires, even "
+                    "once the version was replaced or the document deleted")] = None,
     range_: Annotated[str | None, Header(alias="Range")] = None,
     if_range: Annotated[str | None, Header(alias="If-Range")] = None,
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
     """The bytes of one version, which never change (``Cache-Control: immutable``, a year):
-    the current version's only; an older one is 410 (its blob is gone, or about to be),
-    one not yet written 404."""
-    private = "private" if settings_of(request).api_tokens else "public"
+    the current version's; an older one is 410 (its blob is gone, or about to be), one not
+    yet written 404; with a signed read URL's ``blob``, unexpired, that blob's bytes as long
+    as the deletion path has not taken them (it waits for the URL: docs/protocol.md)."""
+    settings = settings_of(request)
+    private = "private" if settings.api_tokens else "public"
+    named = blob_named(request.query_params, time.time(), read_url_lifetime(settings))
+    if blob is not None and named is not None:
+        return await _serve_former(request, doc_id, version, named,
+                                   f"{private}, {IMMUTABLE}", range_, if_range, if_none_match)
     return await _serve(request, doc_id, version, f"{private}, {IMMUTABLE}",
                         range_, if_range, if_none_match)
 
@@ -187,6 +199,34 @@ def _not_current(doc: Document, version: int) -> Problem:
     return Problem(404, "not-found", f"the document has no version {version}")
 
 
+def _planned(request: Request, doc: Document, cache_control: str, range_: str | None,
+             if_range: str | None, if_none_match: str | None,
+             ) -> Response | tuple[int, dict[str, str], int, int]:
+    """The answer to a read of ``doc``'s bytes when it needs none of them (304, HEAD), else
+    its status, headers, and the bytes to send (start, length)."""
+    headers = _headers(doc, cache_control)
+    if matches(if_none_match, doc.version):
+        return Response(status_code=304, headers={
+            k: headers[k] for k in ("ETag", "Last-Modified", "Cache-Control")})
+    wanted = _wanted(doc, range_, if_range)
+    size = doc.size or 0
+    start, length = (wanted.start, wanted.length) if wanted else (0, size)
+    headers["Content-Length"] = str(length)
+    status = 200
+    if wanted is not None:
+        status = 206
+        headers["Content-Range"] = wanted.content_range(size)
+    if request.method == "HEAD":
+        return Response(status_code=status, headers=headers)
+    return status, headers, start, length
+
+
+def _streamed(reader: BlobReader, status: int, headers: dict[str, str]) -> Response:
+    return StreamingResponse(_chunks(reader), status_code=status, headers=headers,
+                             media_type=headers["Content-Type"],
+                             background=BackgroundTask(reader.aclose))
+
+
 async def _serve(request: Request, doc_id: str, version: int | None, cache_control: str,
                  range_: str | None, if_range: str | None,
                  if_none_match: str | None) -> Response:
@@ -196,29 +236,40 @@ async def _serve(request: Request, doc_id: str, version: int | None, cache_contr
         doc = await ledger.get(doc_id)
         if version is not None and doc.version != version:
             raise _not_current(doc, version)
-        headers = _headers(doc, cache_control)
-        if matches(if_none_match, doc.version):
-            return Response(status_code=304, headers={
-                k: headers[k] for k in ("ETag", "Last-Modified", "Cache-Control")})
-        wanted = _wanted(doc, range_, if_range)
-        size = doc.size or 0
-        start, length = (wanted.start, wanted.length) if wanted else (0, size)
-        headers["Content-Length"] = str(length)
-        status = 200
-        if wanted is not None:
-            status = 206
-            headers["Content-Range"] = wanted.content_range(size)
-        if request.method == "HEAD":
-            return Response(status_code=status, headers=headers)
+        plan = _planned(request, doc, cache_control, range_, if_range, if_none_match)
+        if isinstance(plan, Response):
+            return plan
+        status, headers, start, length = plan
         opened, reader = await ledger.open(doc_id, start, length)
         if opened.version != doc.version:  # replaced in between: decide again on the new one
             await reader.aclose()
             continue
-        return StreamingResponse(_chunks(reader), status_code=status, headers=headers,
-                                 media_type=headers["Content-Type"],
-                                 background=BackgroundTask(reader.aclose))
+        return _streamed(reader, status, headers)
     raise Problem(503, "busy", "the document kept changing while being read; retry",
                   headers={"Retry-After": "1"})
+
+
+async def _serve_former(request: Request, doc_id: str, version: int, blob: str,
+                        cache_control: str, range_: str | None, if_range: str | None,
+                        if_none_match: str | None) -> Response:
+    """The bytes of the blob a signed read URL names: the document's at ``version``, read
+    by the blob's name (a replace meanwhile changes nothing), while its row and bytes are
+    there; 410 once the deletion path took them."""
+    ledger = ledger_of(request)
+    gone = Problem(410, "version-gone", f"version {version} of {doc_id} is gone")
+    try:
+        doc = await ledger.former(doc_id, version, blob)
+    except NotFound:
+        raise gone from None
+    plan = _planned(request, doc, cache_control, range_, if_range, if_none_match)
+    if isinstance(plan, Response):
+        return plan
+    status, headers, start, length = plan
+    try:
+        reader = await ledger.store.open(blob, start, length)
+    except BlobNotFound:
+        raise gone from None
+    return _streamed(reader, status, headers)
 
 
 @router.post("/documents/{doc_id}/url", operation_id="read_url",

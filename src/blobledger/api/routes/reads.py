@@ -3,12 +3,14 @@
 The store signs it where it can (an Azure read-only SAS, an S3 presigned GET) for
 :func:`~blobledger.config.read_url_lifetime` seconds, which the settings check keeps within
 the deletion grace less the clock skew: the blob a URL opens outlives the URL, even when
-the document is replaced or deleted the moment after (docs/protocol.md). Elsewhere (local
-disk, or a grace too short for the skew) the service signs its own URL to the version's
-route (``/documents/{id}/versions/{v}/content``, a :mod:`~blobledger.api.links` link where
-tokens are configured), which stops opening the bytes when the version is no longer the
-document's; None where no URL can be made for this request (tokens configured, and the
-request came by a link rather than with a token).
+the document is replaced or deleted the moment after (docs/protocol.md). On local disk the
+service signs its own URL to the version's route (``/documents/{id}/versions/{v}/content``),
+naming the blob it was made for, for as long (:func:`~blobledger.api.links.version_query`):
+it too reads those bytes until it expires, replaced or deleted. With a grace too short for
+the skew (no lifetime) the service's URL names no blob and opens the bytes only while the
+version is the document's (a :mod:`~blobledger.api.links` link where tokens are configured).
+None where no URL can be made for this request (tokens configured, and the request came by
+a link rather than with a token).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Request
 
 from blobledger.api.auth import owner_of, presented_token
-from blobledger.api.links import LIFETIME, link_query
+from blobledger.api.links import LIFETIME, link_query, version_query
 from blobledger.api.routes import ledger_of, location_for, safe_content_type, settings_of
 from blobledger.config import read_url_lifetime
 from blobledger.protocol.documents import Document
@@ -45,11 +47,16 @@ async def read_url(request: Request, doc: Document) -> ReadUrl | None:
             return ReadUrl(signed.url, signed.expires_at)
     url = location_for(request, "download_version", doc_id=doc.id,
                            version=str(doc.version))
-    if not settings.api_tokens:
-        return ReadUrl(url, None)
-    token = presented_token(request.scope)
-    if token is None:
+    token = presented_token(request.scope) if settings.api_tokens else None
+    if settings.api_tokens and token is None:
         return None
     now = time.time()
+    if lifetime > 0:
+        expires = int(now + lifetime)
+        query = version_query(token, owner_of(token) if token else None, doc.id, doc.version,
+                              doc.blob, expires)
+        return ReadUrl(f"{url}?{query}", datetime.fromtimestamp(expires, UTC))
+    if token is None:
+        return ReadUrl(url, None)
     return ReadUrl(f"{url}?{link_query(token, owner_of(token), doc.id, now)}",
                    datetime.fromtimestamp(int(now), UTC) + timedelta(seconds=LIFETIME))
