@@ -131,7 +131,8 @@ async def _serve(request: Request, doc_id: str, name: str, version: int | None,
 
     def span(variant: Variant) -> tuple[int, int | None]:
         decided.append(_decide(variant, cache_control, asked))
-        return decided[-1].start, decided[-1].length
+        answer = decided[-1]
+        return (answer.start, answer.length) if answer.status != 304 else (0, None)
 
     reader: BlobReader | None = None
     for _ in range(ATTEMPTS):
