@@ -2,36 +2,55 @@
 
 Enabled only by ``BLOBLEDGER_FAILPOINTS`` (read by the settings object, armed by
 ``Ledger.from_settings`` through :func:`configure`), e.g. ``create.after_upload=kill`` or
-``sweep.before_delete=raise;replace.after_tag=delay:2.5``. Several points are separated
+``sweep.before_resolve=raise;replace.after_tag=delay:2.5``. Several points are separated
 by ``;``. With the variable unset, :func:`hit` is one lookup in an empty dict.
 
-Points in the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
-``create.before_take_over`` (a retry under an idempotency key read the key's record, still
-pending, and has not yet tried to take its intent over),
-``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
-``stage.after_{insert,upload,confirm,tag}`` (attachments); in the Django integration,
-``django.after_attach`` (A4 and the detach ran in the row's transaction, not yet committed)
-and ``django.after_commit`` (committed, before the save returns; on SQLite, where a save
-stages inside its transaction, before A3, whose ``stage.after_tag`` follows); in uploads that
-outlive a
-request, ``{tus,direct}.after_create``, ``tus.after_part``, ``tus.after_publish``,
-``direct.before_upload`` (``serve`` checked a direct upload's token, not yet put its bytes),
-``direct.after_upload``, ``direct.before_check`` (a completion read the upload's row, not
-yet the blob's tags), ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's)
-and ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's); during any upload,
-``put.mid_stream`` (after the store took a chunk), ``put.before_commit`` (every byte
-staged, before the create-only publication: the local ``link``, Azure's Put Block List) and
-``put.after_commit`` (published, before the store's put returns: on S3 right after
-CompleteMultipartUpload); ``delete.after_check`` (S3: the tags compared, before the
-DeleteObject conditioned on the ETag seen); ``staged.after_commit`` (a staged upload
-published, its checksums not yet read back); ``store.set_tags.after_read`` (S3, and Azure on
-an emulator that ignores the tag condition: the tags compared, not yet written); in every
-store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls that read
-its parts). In the sweeper, ``sweep.after_{claim,fence,delete,remove}``, ``sweep.before_resolve``
-and ``deletion.after_{claim,tag,delete}``. In the event delivery worker, ``events.after_claim``
-(a batch claimed, nothing sent), ``events.after_send`` (every target called, the event not
-yet marked) and ``events.after_mark``; in the processing of held documents,
-``processing.after_{claim,run,verdict}``.
+Every point, by where it is (each named once here; tests/test_failpoints.py checks that
+this list and the points the sources hit are the same):
+
+- the ledger: ``create.after_{insert,upload,confirm,tag,commit}``,
+  ``create.before_take_over`` (a retry under an idempotency key read the key's record, still
+  pending, and has not yet tried to take its intent over),
+  ``replace.after_{insert,upload,confirm,tag,commit}``, ``delete.after_commit``,
+  ``stage.after_{insert,upload,confirm,tag}`` (attachments);
+- the Django integration: ``django.after_attach`` (A4 and the detach ran in the row's
+  transaction, not yet committed) and ``django.after_commit`` (committed, before the save
+  returns; on SQLite, where a save stages inside its transaction, before A3, whose
+  ``stage.after_tag`` follows);
+- uploads that outlive a request: ``{tus,direct}.after_create``, ``tus.after_part``,
+  ``tus.after_publish``, ``direct.before_upload`` (``serve`` checked a direct upload's
+  token, not yet put its bytes), ``direct.after_upload``, ``direct.before_check`` (a
+  completion read the upload's row, not yet the blob's tags),
+  ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's),
+  ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's) and
+  ``upload.before_close_settled`` (a completion found the document made, its upload row
+  still open, and has not yet closed it);
+- any upload to a store: ``put.mid_stream`` (after the store took a chunk),
+  ``put.before_commit`` (every byte staged, before the create-only publication: the local
+  ``link``, Azure's Put Block List) and ``put.after_commit`` (published, before the store's
+  put returns: on S3 right after CompleteMultipartUpload); ``staged.after_commit`` (a staged
+  upload published, its checksums not yet read back);
+- the stores' conditional calls: ``delete.after_check`` (S3: the tags compared, before the
+  DeleteObject conditioned on the ETag seen); ``store.set_tags.after_read`` (S3, and Azure
+  on an emulator that ignores the tag condition: the tags compared, not yet written); in
+  every store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls
+  that read its parts);
+- the sweeper: ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``,
+  ``sweep.after_remove`` (swept rows removed, before the late conditional delete of their
+  blobs) and the deletion path's ``deletion.after_{claim,tag,delete}``;
+- the event delivery worker (docs/pipeline.md): ``events.after_claim`` (a batch claimed,
+  nothing sent), ``events.after_send`` (every target called and logged, the event not yet
+  marked) and ``events.after_mark``;
+- the processing of held documents (docs/pipeline.md): ``processing.after_claim``,
+  ``processing.after_run`` (the verdict known, not recorded) and
+  ``processing.after_verdict``;
+- the making of a variant (docs/pipeline.md, :mod:`blobledger.variants.maker`):
+  ``variant.after_{claim,read,render,upload,confirm,tag,attach}``.
+
+The crash matrix (docs/crash-matrix.md) kills and pauses the ledger's, the uploads' and the
+sweeper's points; the pipeline's have their own crash tests: ``events.*`` in
+tests/events/test_crash.py, ``processing.*`` in tests/crash/test_held.py, ``variant.*`` in
+tests/variants/test_crash.py and test_pause.py.
 
 Actions: ``kill`` (SIGKILL this process, no cleanup of any kind), ``stop`` (SIGSTOP this
 process: it pauses there, holding whatever it holds, until someone sends it SIGCONT; then it

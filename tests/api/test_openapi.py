@@ -50,7 +50,9 @@ def test_every_error_is_a_declared_problem_document(document: dict[str, Any]) ->
         if "422" in answers:  # a reused Idempotency-Key or a refused image, never a
             assert (method, path) in {  # validation error
                 ("POST", "/documents"), ("GET", "/documents/{doc_id}/variants/{name}"),
-                ("GET", "/documents/{doc_id}/versions/{version}/variants/{name}")}
+                ("GET", "/documents/{doc_id}/versions/{version}/variants/{name}"),
+                ("HEAD", "/documents/{doc_id}/variants/{name}"),  # a HEAD makes it too
+                ("HEAD", "/documents/{doc_id}/versions/{version}/variants/{name}")}
             assert "Idempotency-Key" in answers["422"]["description"]
             assert "variant" in answers["422"]["description"]
         for status, answer in answers.items():

@@ -7,6 +7,7 @@ scope."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 
@@ -88,12 +89,76 @@ async def test_the_read_scope(ledger: Ledger) -> None:
         assert answer.headers["cache-control"] == "private, no-cache"
 
 
+async def test_head_range_and_conditions(ledger: Ledger) -> None:
+    """HEAD, Range, If-Range and If-None-Match on both variant routes, against the variant's
+    own ETag (its SHA-256), by the content route's rules."""
+    doc = await ledger.create("r.png", png(300, 150), content_type="image/png")
+    async with client_for(ledger) as client:
+        for url in (f"/documents/{doc.id}/variants/thumb",
+                    f"/documents/{doc.id}/versions/1/variants/thumb"):
+            # a HEAD first: it makes the variant, and tells its headers without bytes
+            head = await client.head(url)
+            assert head.status_code == 200 and head.content == b""
+            tag = head.headers["etag"]
+            whole = await client.get(url)
+            assert whole.status_code == 200 and whole.headers["etag"] == tag
+            data = whole.content
+            assert tag == f'"{hashlib.sha256(data).hexdigest()}"'
+            assert head.headers["content-length"] == str(len(data))
+            assert head.headers["content-type"] == "image/webp"
+            assert head.headers["accept-ranges"] == "bytes" == whole.headers["accept-ranges"]
+            assert head.headers["cache-control"] == whole.headers["cache-control"]
+            assert len(await variant_rows(ledger)) == 1  # HEAD made it; GET read the same
+
+            part = await client.get(url, headers={"Range": "bytes=2-9"})
+            assert part.status_code == 206 and part.content == data[2:10]
+            assert part.headers["content-range"] == f"bytes 2-9/{len(data)}"
+            assert part.headers["content-length"] == "8" and part.headers["etag"] == tag
+            tail = await client.get(url, headers={"Range": "bytes=-5"})
+            assert tail.status_code == 206 and tail.content == data[-5:]
+            head_part = await client.head(url, headers={"Range": "bytes=0-0"})
+            assert head_part.status_code == 206 and head_part.content == b""
+            assert head_part.headers["content-range"] == f"bytes 0-0/{len(data)}"
+            assert head_part.headers["content-length"] == "1"
+
+            past = problem(await client.get(url, headers={"Range": f"bytes={len(data)}-"}),
+                           416, "range-not-satisfiable")
+            assert "the variant has" in str(past["detail"])
+            assert (await client.head(url, headers={"Range": f"bytes={len(data)}-"})
+                    ).status_code == 416
+            refused = await client.get(url, headers={"Range": f"bytes={len(data) + 5}-"})
+            assert refused.headers["content-range"] == f"bytes */{len(data)}"
+
+            # If-Range: the variant's strong ETag honours the Range; anything else sends all
+            same = await client.get(url, headers={"Range": "bytes=0-3", "If-Range": tag})
+            assert same.status_code == 206 and same.content == data[:4]
+            for other in ('"1"', f"W/{tag}", "Wed, 02 Dec 2026 00:00:00 GMT"):
+                changed = await client.get(url, headers={"Range": "bytes=0-3",
+                                                         "If-Range": other})
+                assert changed.status_code == 200 and changed.content == data, other
+
+            for match in (tag, f"W/{tag}", f'"nope", {tag}', "*"):
+                for method in ("GET", "HEAD"):
+                    cached = await client.request(method, url, headers={
+                        "If-None-Match": match, "Range": "bytes=0-3"})
+                    assert cached.status_code == 304 and cached.content == b"", (method, match)
+                    assert cached.headers["etag"] == tag
+            stale = await client.get(url, headers={"If-None-Match": '"1"'})
+            assert stale.status_code == 200 and stale.content == data
+        for missing in (f"/documents/{doc.id}/variants/nope",
+                        f"/documents/{doc.id}/versions/2/variants/thumb"):
+            assert (await client.head(missing)).status_code == 404
+
+
 def test_the_routes_are_documented(ledger: Ledger) -> None:
     from blobledger.api import create_app
 
     paths = create_app(ledger).openapi()["paths"]
-    assert set(paths["/documents/{doc_id}/variants/{name}"]["get"]["responses"]) >= {
-        "200", "304", "404", "415", "422", "503"}
+    for route in paths["/documents/{doc_id}/variants/{name}"], \
+            paths["/documents/{doc_id}/versions/{version}/variants/{name}"]:
+        for method in ("get", "head"):
+            assert set(route[method]["responses"]) >= {
+                "200", "206", "304", "404", "415", "416", "422", "503"}
     assert "410" in paths["/documents/{doc_id}/versions/{version}/variants/{name}"]["get"][
         "responses"]
 

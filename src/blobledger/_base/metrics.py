@@ -73,10 +73,10 @@ _LAST: dict[str, dict[str, Any]] = {}
 
 
 def last_reports() -> dict[str, dict[str, Any] | None]:
-    """The latest sweep, reconcile and event delivery summaries of this process (None:
-    none ran yet)."""
+    """The latest sweep, reconcile, event delivery and processing summaries of this process
+    (None: none ran yet)."""
     return {kind: (dict(_LAST[kind]) if kind in _LAST else None)
-            for kind in ("sweep", "reconcile", "events")}
+            for kind in ("sweep", "reconcile", "events", "processing")}
 
 
 def record_sweep(report: SweepReport) -> None:
@@ -125,3 +125,27 @@ def record_delivery(report: Any) -> None:
     EVENTS_LAG.set(report.lag or 0.0)
     EVENTS_PENDING.set(report.pending)
     EVENTS_DEAD_NOW.set(report.dead_now)
+
+
+#: the verdicts a processing run counts (``ProcessingReport``'s attributes of these names)
+PROCESSING_OUTCOMES = ("accepted", "rejected", "failed", "lost")
+
+PROCESSING_VERDICTS = Counter(
+    "blobledger_processing_verdicts",
+    "Processing outcomes, by outcome: accepted (a processor's acceptance recorded), rejected "
+    "(a document rejected), failed (a run that could not decide), lost (a verdict refused: "
+    "the claim was another worker's)", ["outcome"])
+PROCESSING_HELD = Gauge("blobledger_processing_held",
+                        "Held documents waiting for their processors")
+PROCESSING_LAG = Gauge("blobledger_processing_lag_seconds",
+                       "How long the oldest held document has waited (0: none held)")
+
+
+def record_processing(report: Any) -> None:
+    """Publish one processing run (the processing worker's ``ProcessingReport``, with
+    ``held`` and ``lag`` read after the run)."""
+    _LAST["processing"] = {"at": time.time(), **report.as_dict()}
+    for outcome in PROCESSING_OUTCOMES:
+        PROCESSING_VERDICTS.labels(outcome).inc(int(getattr(report, outcome)))
+    PROCESSING_HELD.set(report.held)
+    PROCESSING_LAG.set(report.lag or 0.0)

@@ -51,9 +51,10 @@ class MalformedHeader(ValueError):
     """A header value that does not follow its grammar."""
 
 
-def etag(version: int) -> str:
-    """The strong ETag of a document version: ``"3"``."""
-    return f'"{version}"'
+def etag(tag: int | str) -> str:
+    """The strong ETag of a document version (``"3"``), or of another representation named
+    by an opaque tag (a variant's SHA-256)."""
+    return f'"{tag}"'
 
 
 def parse_entity_tags(value: str) -> ETags | None:
@@ -87,8 +88,9 @@ def etag_versions(value: str, *, weak: bool = False) -> list[int] | None:
                   if tag and _VERSION.fullmatch(tag))
 
 
-def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
-    """Whether a conditional header's entity list names ``version`` (``*`` names all)."""
+def matches(value: str | None, version: int | str, *, weak: bool = True) -> bool:
+    """Whether a conditional header's entity list names ``version`` (a document's version,
+    or the opaque tag of another representation; ``*`` names all)."""
     if value is None:
         return False
     try:
@@ -100,8 +102,9 @@ def matches(value: str | None, version: int, *, weak: bool = True) -> bool:
     return tags.contains_weak(str(version)) if weak else tags.contains(str(version))
 
 
-def if_range_matches(value: str, version: int) -> bool:
-    """Whether an If-Range value is the strong ETag of ``version``. Anything else (another
+def if_range_matches(value: str, version: int | str) -> bool:
+    """Whether an If-Range value is the strong ETag of ``version`` (or of an opaque tag, as
+    :func:`etag` writes it). Anything else (another
     tag, a weak tag, a date, a malformed value) asks for the whole representation.
 
     Not werkzeug's ``parse_if_range_header``: it drops the weak marker (``W/"3"`` would

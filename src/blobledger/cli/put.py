@@ -20,6 +20,10 @@ or id (:mod:`blobledger.cli._lookup`): ``PUT /documents/{id}/content`` with ``If
 to the version just read (or ``--if-version``) and the file's ``Repr-Digest``, sent once. A
 document changed meanwhile is refused by the service (412) and told in one line.
 
+With ``--hold`` the creation is held (``POST /documents?hold=true``, docs/pipeline.md): the
+document is committed but readable by nobody until the service's processors accepted it;
+one line on stderr says so, and ``blobledger show ID`` tells its writer its state.
+
 A connection that cannot be made at all is retried twice (each retry told on stderr, with
 the URL tried), unless ``--retries`` is given: a service that is not there is not waited for.
 """
@@ -48,7 +52,7 @@ from blobledger.cli._client import (
 )
 from blobledger.cli._direct import direct_upload
 from blobledger.cli._lookup import find
-from blobledger.cli._output import print_json
+from blobledger.cli._output import display_name, print_json
 from blobledger.errors import BlobLedgerError, PreconditionFailed
 
 #: retries after a failed attempt, unless ``--retries`` says otherwise
@@ -60,6 +64,7 @@ Examples:
   blobledger put report-v2.pdf --replace --name report.pdf
   blobledger put scan.bin --name scans/2026/03.tiff --content-type image/tiff
   blobledger put big.iso --retries 10 --idempotency-key "$(uuidgen)"
+  blobledger put upload.pdf --hold
 """
 
 
@@ -80,10 +85,13 @@ Examples:
               "or --if-version); sent once")
 @click.option("--if-version", type=click.IntRange(min=1), metavar="V",
               help="with --replace: only if the document is still at version V")
+@click.option("--hold", is_flag=True,
+              help="hold the document (readable by nobody) until the service's processors "
+              "accept it; blobledger show ID tells its state")
 @connection_options
 def command(file: Path, name: str | None, content_type: str | None, retries: int | None,
             idempotency_key: str | None, direct: bool, replace: bool, if_version: int | None,
-            url: str | None, token: str | None) -> int:
+            hold: bool, url: str | None, token: str | None) -> int:
     """Upload FILE as a new document; print the document as JSON.
 
     Every attempt carries the same Idempotency-Key: a retry after a lost
@@ -97,17 +105,20 @@ def command(file: Path, name: str | None, content_type: str | None, retries: int
     connection = Connection.resolve(url, token)
     if replace:
         for given, option in ((direct, "--direct"), (idempotency_key, "--idempotency-key"),
-                              (retries is not None, "--retries")):
+                              (retries is not None, "--retries"), (hold, "--hold")):
             if given:
                 raise click.UsageError(f"--replace is sent once: {option} does not apply")
         return replace_content(file, key=name, content_type=content_type,
                                version=if_version, connection=connection)
     if if_version is not None:
         raise click.UsageError("--if-version goes with --replace")
+    if hold and direct:
+        raise click.UsageError("--hold goes through the service: --direct does not apply "
+                               "(a direct upload is held by the service's settings)")
     return upload(file, name=name, content_type=content_type,
                   retries=RETRIES if retries is None else retries,
                   idempotency_key=idempotency_key, connection=connection, direct=direct,
-                  connect_retries=CONNECT_RETRIES if retries is None else None)
+                  connect_retries=CONNECT_RETRIES if retries is None else None, hold=hold)
 
 
 def file_size(path: Path) -> int:
@@ -122,7 +133,7 @@ def file_size(path: Path) -> int:
 
 def upload(path: Path, *, name: str | None, content_type: str | None, retries: int,
            idempotency_key: str | None, connection: Connection, direct: bool = False,
-           connect_retries: int | None = None) -> int:
+           connect_retries: int | None = None, hold: bool = False) -> int:
     size = file_size(path)
     name = name or path.name
     content_type = (content_type or mimetypes.guess_type(name)[0]
@@ -140,7 +151,7 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
         try:
             with path.open("rb") as handle:
                 created = client.create(name, handle, content_type=content_type,
-                                        idempotency_key=idempotency_key,
+                                        idempotency_key=idempotency_key, hold=hold,
                                         progress=_shown(progress))
         except OSError as exc:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -157,6 +168,10 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
         finally:
             progress.finish()
         print_json(created.raw)
+        if created.status == "held":
+            click.echo(f"held: {display_name(created.name)} is readable by nobody until the "
+                       f"service's processors accept it; see its state with "
+                       f"blobledger show {created.id}", err=True)
     return 0
 
 

@@ -1,6 +1,8 @@
 """``blobledger show NAME|ID``: one ready document, found by its name or its id
 (:mod:`._lookup`): its id, name, version, size, SHA-256, content type, state and
-timestamps, one ``field: value`` line each (``--json``: the service's JSON, one line).
+timestamps, one ``field: value`` line each (``--json``: the service's JSON, one line). A held
+document is shown to its writer with its state ``held`` and each processor's state; one
+its processors rejected is told in one line with the reason (exit 1).
 Every value came from the server and is printed escaped (:mod:`._output`)."""
 
 from __future__ import annotations
@@ -45,7 +47,12 @@ def rows(doc: DocumentAnswer) -> list[tuple[str, str]]:
         return "unknown" if value is None else str(value)
 
     size = "unknown" if doc.size is None else f"{doc.size} bytes"
-    return [("id", doc.id), ("name", doc.name), ("version", str(doc.version)),
-            ("size", size), ("sha256", text(doc.sha256)),
-            ("content type", text(doc.content_type)), ("state", text(doc.status)),
-            ("created", text(doc.created_at)), ("updated", text(doc.updated_at))]
+    found = [("id", doc.id), ("name", doc.name), ("version", str(doc.version)),
+             ("size", size), ("sha256", text(doc.sha256)),
+             ("content type", text(doc.content_type)), ("state", text(doc.status)),
+             ("created", text(doc.created_at)), ("updated", text(doc.updated_at))]
+    processors = (doc.model_extra or {}).get("processors")
+    if isinstance(processors, dict) and processors:  # a held document, told its writer
+        found.append(("processors", ", ".join(f"{name} {state}" for name, state
+                                              in sorted(processors.items()))))
+    return found

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select, update
 
 from blobledger.protocol import events
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import DocumentStatus, KeyState, WorkState
+from blobledger.protocol.models import DocumentStatus, KeyState, WorkState, as_utc
 from blobledger.protocol.transitions import (
     CUTOFF,
     LEASE,
@@ -93,6 +94,11 @@ async def _became_ready(conn: Any, doc: Document, md5: str | None, offset: float
     ``held -> ready``: the ``document.ready`` event of a held creation is written here (and
     not by C4, which made it held)."""
     await events.document_ready(conn, doc, md5=md5, offset=offset)
+
+
+def _utc(value: Any) -> datetime:
+    """A stored time (a datetime, or SQLite's text) as an aware UTC datetime."""
+    return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(str(value)))
 
 
 _mine = (processing.c.document_id == bindparam("w_doc"),
@@ -253,6 +259,18 @@ class Held:
             return None
         return HoldState(doc_id, rejected.name, rejected.version, REJECTED, rejected.owner,
                          reason=rejected.reason, processors=verdicts)
+
+    async def waiting(self) -> tuple[int, float | None]:
+        """How many documents are held, and how many seconds the oldest has waited since
+        C4 made it held (None: none is held)."""
+        async with self.db.transaction(readonly=True) as conn:
+            count, oldest = (await conn.execute(select(
+                func.count(), func.min(documents.c.updated_at)).where(
+                documents.c.status == HELD))).one()
+            if not count or oldest is None:
+                return 0, None
+            now = (await conn.execute(select(NOW), self.transitions.times())).scalar_one()
+        return int(count), max(0.0, (_utc(now) - _utc(oldest)).total_seconds())
 
     async def purge(self, retention: float) -> int:
         """Rejected work rows older than ``retention``: their writers are told no more."""

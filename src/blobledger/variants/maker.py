@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,14 +232,18 @@ def _variant(source: _Source, name: str, row: Any) -> Variant:
 
 
 async def open_variant(ledger: Ledger, doc_id: str, name: str, *,
-                       version: int | None = None) -> tuple[Variant, BlobReader]:
-    """The variant (made if it was not) and an open read of its bytes. A variant whose blob
-    was deleted under the read (its version replaced, the grace passed) is looked up
+                       version: int | None = None,
+                       span: Callable[[Variant], tuple[int, int | None]] | None = None,
+                       ) -> tuple[Variant, BlobReader]:
+    """The variant (made if it was not) and an open read of its bytes (``span(variant)``:
+    the start and length to read of them, None to the end; by default all). A variant whose
+    blob was deleted under the read (its version replaced, the grace passed) is looked up
     again, on the document's new version unless ``version`` pins one."""
     for _ in range(3):
         variant = await make_variant(ledger, doc_id, name, version=version)
+        start, length = (0, None) if span is None else span(variant)
         try:
-            return variant, await ledger.store.open(variant.blob)
+            return variant, await ledger.store.open(variant.blob, start, length)
         except BlobNotFound:
             continue
     raise VariantBusy(f"variant {name!r} of document {doc_id} kept moving; retry")

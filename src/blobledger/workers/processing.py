@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger import failpoints
+from blobledger._base import metrics
 from blobledger.errors import BlobLedgerError
 from blobledger.protocol.documents import Document
 from blobledger.protocol.held import Work
@@ -58,11 +59,14 @@ class ProcessingReport:
     lost: int = 0  # verdicts refused: the claim was another worker's by then
     gone: int = 0  # work for a document no longer held (settled meanwhile)
     purged: int = 0  # rejections past the retention, forgotten
+    held: int = 0  # documents still held after the run
+    lag: float | None = None  # seconds the oldest of them has waited (None: none held)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
+        data["lag"] = None if self.lag is None else round(self.lag, 3)
         return data
 
     def to_log(self) -> str:
@@ -96,7 +100,9 @@ class ProcessingWorker:
             await failpoints.hit("processing.after_claim")
             await asyncio.gather(*(self._one(token, item, report) for item in work))
         report.purged = await self.ledger.held.purge(settings.idempotency_retention)
+        report.held, report.lag = await self.ledger.held.waiting()
         report.seconds = time.perf_counter() - started
+        metrics.record_processing(report)
         return report
 
     async def _one(self, token: str, work: Work, report: ProcessingReport) -> None:

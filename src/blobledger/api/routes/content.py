@@ -90,17 +90,32 @@ def _headers(doc: Document, cache_control: str) -> dict[str, str]:
     return headers
 
 
-def _wanted(doc: Document, range_header: str | None, if_range: str | None) -> ByteRange | None:
-    size = doc.size or 0
+def wanted_range(size: int, tag: int | str, range_header: str | None, if_range: str | None,
+                 what: str = "the document") -> ByteRange | None:
+    """The byte range to send of a representation of ``size`` bytes whose strong ETag names
+    ``tag`` (None: all of it): Range honoured unless If-Range names another representation;
+    416 ``range-not-satisfiable`` for a range past its end. The one place the content and the
+    variant routes decide it."""
     if range_header is None:
         return None
-    if if_range is not None and not if_range_matches(if_range, doc.version):
+    if if_range is not None and not if_range_matches(if_range, tag):
         return None
     try:
         return parse_range(range_header, size)
     except Unsatisfiable:
-        raise Problem(416, "range-not-satisfiable", f"the document has {size} bytes",
+        raise Problem(416, "range-not-satisfiable", f"{what} has {size} bytes",
                       headers={"Content-Range": f"bytes */{size}"}) from None
+
+
+def ranged(headers: dict[str, str], size: int, wanted: ByteRange | None) -> tuple[int, int, int]:
+    """The status (200 or 206), start and length of an answer sending ``wanted`` (None: all)
+    of ``size`` bytes; ``Content-Length`` (and ``Content-Range``) set in ``headers``."""
+    if wanted is None:
+        headers["Content-Length"] = str(size)
+        return 200, 0, size
+    headers["Content-Length"] = str(wanted.length)
+    headers["Content-Range"] = wanted.content_range(size)
+    return 206, wanted.start, wanted.length
 
 
 async def _chunks(reader: BlobReader) -> AsyncIterator[bytes]:
@@ -208,14 +223,9 @@ def _planned(request: Request, doc: Document, cache_control: str, range_: str | 
     if matches(if_none_match, doc.version):
         return Response(status_code=304, headers={
             k: headers[k] for k in ("ETag", "Last-Modified", "Cache-Control")})
-    wanted = _wanted(doc, range_, if_range)
     size = doc.size or 0
-    start, length = (wanted.start, wanted.length) if wanted else (0, size)
-    headers["Content-Length"] = str(length)
-    status = 200
-    if wanted is not None:
-        status = 206
-        headers["Content-Range"] = wanted.content_range(size)
+    status, start, length = ranged(
+        headers, size, wanted_range(size, doc.version, range_, if_range))
     if request.method == "HEAD":
         return Response(status_code=status, headers=headers)
     return status, headers, start, length
