@@ -40,6 +40,9 @@ BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 1
 BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
 BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
 BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
+BLOBLEDGER_RETAG                   ``inline`` or ``deferred``      inline
+BLOBLEDGER_RETAG_INTERVAL          deferred: owed retags polled    1s
+BLOBLEDGER_RETAG_WARN_AFTER        retag lag warned about beyond   5m
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
 BLOBLEDGER_OTEL                    OpenTelemetry spans             off
@@ -225,6 +228,15 @@ class Settings(BaseModel):
     #: the base of the URLs the service hands out; None: the address a connection came in on
     public_url: PublicUrl = None
     sweep_interval: Duration | None = None
+    #: where C3/R3 (the retag to ``committed``) happens: on the writer's path (``inline``),
+    #: or after C4/R4 by the retag worker (``deferred``; docs/protocol.md)
+    retag: Literal["inline", "deferred"] = "inline"
+    #: deferred: how often ``serve``'s retag worker looks for owed retags (it is also woken
+    #: by every C4/R4 of its own process)
+    retag_interval: Duration = 1.0
+    #: deferred: an owed retag older than this is warned about (``check``, ``doctor``); the
+    #: lifecycle rule's age must be far beyond it (``lifecycle-policy``)
+    retag_warn_after: Duration = 300.0
     url: str = DEFAULT_URL
     token: str | None = None
     otel: bool = False
@@ -243,7 +255,8 @@ class Settings(BaseModel):
         "max_upload_bytes", "upload_deadline", "body_timeout", "idempotency_retention",
         "resumable_expiry", "direct_upload_expiry",
         "header_timeout", "keep_alive_timeout", "max_connections", "max_uploads",
-        "body_rate_window", "max_open_uploads", "max_reserved_names")
+        "body_rate_window", "max_open_uploads", "max_reserved_names", "retag_interval",
+        "retag_warn_after")
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -34,11 +34,14 @@ from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
 
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
-    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``)."""
+    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``); with the deferred retag, the
+    retag worker (every ``BLOBLEDGER_RETAG_INTERVAL``, and at once after each C4/R4)."""
+    from blobledger.workers.retagger import background_retagger
     from blobledger.workers.sweeper import background_sweeper
 
-    sweeper = background_sweeper(settings.sweep_interval)
-    return [sweeper] if sweeper is not None else []
+    workers = [background_sweeper(settings.sweep_interval),
+               background_retagger(settings.retag == "deferred", settings.retag_interval)]
+    return [worker for worker in workers if worker is not None]
 
 
 def is_loopback(host: str) -> bool:
