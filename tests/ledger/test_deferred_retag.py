@@ -129,6 +129,68 @@ async def test_a_paused_retag_worker_changes_nothing_when_it_wakes(
     assert await stored(ledger) == {} and await rows(ledger) == {}
 
 
+async def test_a_late_worker_never_takes_a_blob_back_from_deleting(
+    deferred: Ledger, holds: Holds,
+) -> None:
+    """Worker A claims and is held past its lease; worker B retags and records; the
+    document is deleted and the deletion path is held after tagging the blob ``deleting``;
+    A wakes: its retag is conditioned on ``pending``, so the blob stays ``deleting`` (tags
+    never go backwards) and A records nothing; the deletion path then deletes it."""
+    ledger = deferred
+    doc = await ledger.create("deleted-after-its-retag.txt", b"y")
+    holds.at("retag.after_claim")
+    worker = started(lambda: Retagger(ledger).run_once())
+    await holds.wait("retag.after_claim")
+    ledger.clock_offset = 3600
+    assert (await Retagger(ledger).run_once()).retagged == 1
+    await ledger.delete(doc.id)
+    ledger.clock_offset += ledger.settings.delete_grace + 1
+    holds.at("deletion.after_tag")
+    deletion = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("deletion.after_tag")
+    assert await stored(ledger) == {doc.blob: "deleting"}
+    holds.go("retag.after_claim")
+    late = await outcome(worker)
+    assert not isinstance(late, BaseException), late
+    assert (late.retagged, late.moved_on, late.lost) == (0, 1, 0), late
+    assert await stored(ledger) == {doc.blob: "deleting"}
+    holds.go("deletion.after_tag")
+    report = await outcome(deletion)
+    assert not isinstance(report, BaseException) and report.deleted == 1, report
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
+async def test_a_late_retag_against_the_deletion_path_converges(
+    deferred: Ledger, holds: Holds,
+) -> None:
+    """The race the protocol allows: worker A claims and is held; the document is deleted
+    and the deletion path, finding the blob still ``pending``, is held before its delete; A
+    retags it ``committed`` (its condition holds) and its record loses; the deletion path's
+    delete conditioned on ``pending`` is refused; its next run retags and deletes."""
+    ledger = deferred
+    doc = await ledger.create("deleted-before-its-retag.txt", b"z")
+    holds.at("retag.after_claim")
+    worker = started(lambda: Retagger(ledger).run_once())
+    await holds.wait("retag.after_claim")
+    await ledger.delete(doc.id)
+    ledger.clock_offset = ledger.settings.delete_grace + 1
+    holds.at("deletion.after_tag")
+    deletion = started(lambda: Sweeper(ledger).run_once())
+    await holds.wait("deletion.after_tag")
+    holds.go("retag.after_claim")
+    late = await outcome(worker)
+    assert not isinstance(late, BaseException) and (late.retagged, late.lost) == (0, 1), late
+    holds.go("deletion.after_tag")
+    refused = await outcome(deletion)
+    assert not isinstance(refused, BaseException) and refused.refused == 1, refused
+    assert await stored(ledger) == {doc.blob: "committed"}
+    assert await rows(ledger) == {doc.blob: "deleting"}
+    ledger.clock_offset += 3600  # past the deletion path's lease on its claim
+    again = await Sweeper(ledger).run_once()
+    assert again.deleted == 1, again
+    assert await stored(ledger) == {} and await rows(ledger) == {}
+
+
 async def test_a_worker_held_after_its_retag_loses_its_record_to_a_later_claim(
     deferred: Ledger, holds: Holds,
 ) -> None:
@@ -169,9 +231,11 @@ async def test_serve_s_worker_is_woken_by_c4(deferred: Ledger) -> None:
     worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop))
     try:
         doc = await ledger.create("woken.txt", b"retagged at once")
-        async with asyncio.timeout(STEP):
-            while (await stored(ledger)).get(doc.blob) != "committed":
-                await asyncio.sleep(0.02)
+        for _ in range(int(STEP / 0.02)):  # the store's tag, polled
+            if (await stored(ledger)).get(doc.blob) == "committed":
+                break
+            await asyncio.sleep(0.02)
+        assert (await stored(ledger)).get(doc.blob) == "committed"
     finally:
         stop.set()
         await asyncio.wait_for(worker, STEP)
