@@ -18,7 +18,7 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow
 from blobledger.workers.invariants import check
 from blobledger.workers.lifecycle import check_days
-from blobledger.workers.retagger import Retagger
+from blobledger.workers.retagger import Retagger, RetagReport
 from blobledger.workers.sweeper import Sweeper
 from tests.ledger.test_fencing import outcome, read, rows, started, stored, sweep_past_everything
 from tests.support.holds import STEP, Holds
@@ -211,7 +211,15 @@ async def test_a_worker_held_after_its_retag_loses_its_record_to_a_later_claim(
 
 
 async def test_the_lag_is_measured_and_warned_about(deferred: Ledger) -> None:
+    """Only committed rows owe a retag: a document deleted before its retag is the deletion
+    path's (its row keeps the stamp, and counts for nothing)."""
     ledger = deferred
+    gone = await ledger.create("deleted.txt", b"deleted before its retag")
+    await ledger.delete(gone.id)
+    ledger.clock_offset = ledger.settings.retag_warn_after + 30
+    assert await ledger.transitions.retag_lag() == 0.0
+    assert await Retagger(ledger).run_once() == RetagReport()  # nothing claimable either
+    ledger.clock_offset = 0.0
     await ledger.create("lagging.txt", b"nobody retags me yet")
     ledger.clock_offset = ledger.settings.retag_warn_after + 30
     lag = await ledger.transitions.retag_lag()

@@ -340,7 +340,8 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, name or ""),
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
-            deadline=_deadline(self.settings.upload_deadline))
+            deadline=_deadline(self.settings.upload_deadline),
+            keyed=idempotency_key is not None)
         with _step("begin_create", intent):
             await self.inserted(intent, self.transitions.begin_create(
                 intent, placeholder or name or "", idempotency_key))

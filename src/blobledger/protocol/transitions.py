@@ -314,6 +314,9 @@ class Intent:
     old_blob: str | None = None  # the blob a replacement moves away from
     placeholder: str | None = None  # a creation recorded under a placeholder name
     deadline: float = 0.0  # the event loop's clock: the upload must finish by then
+    #: whether an idempotency key may hold this intent (C4 then records its first response;
+    #: False only where C1 reserved none: C4 skips that statement)
+    keyed: bool = True
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,8 @@ class UploadRecord:
 
     def intent(self, content_type: str) -> Intent:
         kind = BlobKind.ATTACHMENT if self.attachment else BlobKind.CREATE
-        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type)
+        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type,
+                      keyed=False)  # an upload reserves no idempotency key
 
 
 @dataclass(frozen=True)
@@ -703,8 +707,9 @@ class Transitions:
                 return None
             row = (await conn.execute(_ready_document, params)).one()
             doc = Document.from_row(row)
-            await conn.execute(_key_done, dict(
-                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if intent.keyed:
+                await conn.execute(_key_done, dict(
+                    params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             if upload_id is not None:
                 await conn.execute(_finish_upload, params)
         return doc
