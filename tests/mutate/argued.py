@@ -19,6 +19,9 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # the deferred retag's lag: MIN ignores NULL
+    "read:transitions:retag_lag:blobs.retag_due": "MIN(retag_due) ignores NULL: without "
+        "the term the same minimum is read (the term lets the index serve the read)",
     # rowcount results nobody reads
     "rowcount:transitions:set_handle:inverted": UNREAD + " (a lost upload fails at find)",
     "rowcount:transitions:set_handle:won": UNREAD + " (a lost upload fails at find)",
