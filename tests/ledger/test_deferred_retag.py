@@ -253,3 +253,16 @@ def test_the_lifecycle_rule_must_be_far_beyond_the_warned_lag() -> None:
     check_days(1, sweep_after=7200, retag_warn_after=300)
     with pytest.raises(ConfigError, match="RETAG_WARN_AFTER"):
         check_days(1, sweep_after=7200, retag_warn_after=3600)
+
+
+async def test_a_claim_reads_only_owed_retags(deferred: Ledger) -> None:
+    """Committed rows that owe nothing (made inline, or already retagged) never fill a
+    claim's batch ahead of an owed retag (SQLite sorts NULL first)."""
+    ledger = deferred
+    ledger.settings = ledger.settings.with_(retag="inline")
+    await ledger.create("inline.txt", b"tagged committed on the writer's path")
+    ledger.settings = ledger.settings.with_(retag="deferred")
+    doc = await ledger.create("owed.txt", b"owes its retag")
+    report = await Retagger(ledger, batch=1).run_once()
+    assert report.retagged == 1, report
+    assert (await stored(ledger))[doc.blob] == "committed"
