@@ -266,3 +266,26 @@ async def test_a_claim_reads_only_owed_retags(deferred: Ledger) -> None:
     report = await Retagger(ledger, batch=1).run_once()
     assert report.retagged == 1, report
     assert (await stored(ledger))[doc.blob] == "committed"
+
+
+async def test_a_claim_skips_rows_deleted_or_claimed_by_another_worker(
+    deferred: Ledger, holds: Holds,
+) -> None:
+    """An owed retag is claimable while rows ahead of it in age are not: one whose document
+    was deleted (the deletion path's now), one another worker holds (its lease runs)."""
+    ledger = deferred
+    gone = await ledger.create("deleted.txt", b"deleted before its retag")
+    await ledger.delete(gone.id)
+    held = await ledger.create("held.txt", b"claimed by a paused worker")
+    free = await ledger.create("free.txt", b"claimable")
+    holds.at("retag.after_claim")
+    paused = started(lambda: Retagger(ledger, batch=1).run_once())
+    await holds.wait("retag.after_claim")
+    report = await Retagger(ledger, batch=1).run_once()
+    assert report.retagged == 1, report
+    tags = await stored(ledger)
+    assert (tags[held.blob], tags[free.blob]) == ("pending", "committed"), tags
+    holds.go("retag.after_claim")
+    late = await outcome(paused)
+    assert not isinstance(late, BaseException) and late.retagged == 1, late
+    assert (await stored(ledger))[held.blob] == "committed"
