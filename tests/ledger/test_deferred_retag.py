@@ -289,3 +289,15 @@ async def test_a_claim_skips_rows_deleted_or_claimed_by_another_worker(
     late = await outcome(paused)
     assert not isinstance(late, BaseException) and late.retagged == 1, late
     assert (await stored(ledger))[held.blob] == "committed"
+
+
+async def test_a_retag_not_done_is_not_recorded(deferred: Ledger) -> None:
+    """In one claimed batch, a blob the worker could not tag ``committed`` (here tagged
+    otherwise behind the ledger's back) keeps its owed marker; the other is recorded."""
+    ledger = deferred
+    odd = await ledger.create("odd.txt", b"tagged behind the ledger's back")
+    fine = await ledger.create("fine.txt", b"retagged")
+    await ledger.store.set_tags(odd.blob, {"state": "elsewhere"})
+    report = await Retagger(ledger).run_once()
+    assert (report.retagged, report.moved_on) == (1, 1), report
+    assert await owed(ledger) == {odd.blob: True, fine.blob: False}

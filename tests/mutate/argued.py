@@ -31,6 +31,9 @@ ARGUED: dict[str, str] = {
         "no row and returns none: the same answer",
     "lease:transitions:claim_retags:blobs.lease_until:lt-to-le": BOUNDARY,
     "lease:transitions:claim_retags:blobs.lease_until:lt-to-le#2": BOUNDARY,
+    "where:transitions:record_retagged:blobs.state": "the claim token pins committed rows: "
+        "a committed row leaves that state only through _to_deleting (replace, delete), "
+        "which clears the token, and a claim token is new per claim",
     # the deferred retag's lag: MIN ignores NULL
     "read:transitions:retag_lag:blobs.retag_due": "MIN(retag_due) ignores NULL: without "
         "the term the same minimum is read (the term lets the index serve the read)",
