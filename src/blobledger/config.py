@@ -57,6 +57,9 @@ BLOBLEDGER_SCAN_TIMEOUT            one scan may take               1m
 BLOBLEDGER_PROCESSING_LEASE        a worker's claim on held work   10m
 BLOBLEDGER_PROCESSING_ATTEMPTS     failed runs before a rejection  5
 BLOBLEDGER_PROCESSING_INTERVAL     ``serve`` looks for held work   2s
+BLOBLEDGER_RETAG                   ``inline`` or ``deferred``      inline
+BLOBLEDGER_RETAG_INTERVAL          deferred: owed retags polled    1s
+BLOBLEDGER_RETAG_WARN_AFTER        retag lag warned about beyond   5m
 BLOBLEDGER_URL                     the service (client commands)   http://127.0.0.1:8000
 BLOBLEDGER_TOKEN                   bearer token (client commands)  unset
 BLOBLEDGER_OTEL                    OpenTelemetry spans             off
@@ -341,6 +344,15 @@ class Settings(BaseModel):
     processing_attempts: Count = 5
     #: how often ``serve`` looks for held work (when processors are configured)
     processing_interval: Duration = 2.0
+    #: where C3/R3 (the retag to ``committed``) happens: on the writer's path (``inline``),
+    #: or after C4/R4 by the retag worker (``deferred``; docs/protocol.md)
+    retag: Literal["inline", "deferred"] = "inline"
+    #: deferred: how often ``serve``'s retag worker looks for owed retags (it is also woken
+    #: by every C4/R4 of its own process)
+    retag_interval: Duration = 1.0
+    #: deferred: an owed retag older than this is warned about (``check``, ``doctor``); the
+    #: lifecycle rule's age must be far beyond it (``lifecycle-policy``)
+    retag_warn_after: Duration = 300.0
     url: str = DEFAULT_URL
     token: str | None = None
     otel: bool = False
@@ -372,7 +384,8 @@ class Settings(BaseModel):
         "body_rate_window", "max_open_uploads", "max_reserved_names", "event_max_attempts",
         "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval",
         "scan_timeout", "processing_lease", "processing_attempts", "processing_interval",
-        "max_image_pixels", "max_image_bytes", "variant_lease")
+        "max_image_pixels", "max_image_bytes", "variant_lease", "retag_interval",
+        "retag_warn_after")
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -49,6 +49,7 @@ class Target:
     location: str  # the folder, the container or the bucket
     connection_string: str | None = None  # Azure's; for S3 the server's endpoint URL
     azure_options: dict[str, Any] = field(default_factory=lambda: dict(AZURE_OPTIONS))
+    retag: str = "inline"  # BLOBLEDGER_RETAG of every ledger opened on the target
 
     def open_store(self) -> Store:
         if self.store == "local":
@@ -69,7 +70,8 @@ class Target:
                             upload_deadline=SETTINGS["upload_deadline"],
                             sweep_after=SETTINGS["sweep_after"],
                             delete_grace=SETTINGS["delete_grace"],
-                            resumable_expiry=SETTINGS["resumable_expiry"])
+                            resumable_expiry=SETTINGS["resumable_expiry"],
+                            retag=self.retag)
         return Ledger(Database(self.database_url), store, settings,
                       clock_offset=clock_offset, migrate=migrate)
 
@@ -95,7 +97,7 @@ class Job:
 
     target: Target
     failpoints: str
-    op: str  # create | replace | delete | sweep | tus | direct | process
+    op: str  # create | replace | delete | sweep | retag | tus | direct | process
     args: dict[str, Any] = field(default_factory=dict)
     clock_offset: float = 0.0
     #: where a paused child writes its outcome (JSON), and its clock offset once woken
@@ -172,6 +174,11 @@ async def _run(job: Job) -> dict[str, Any]:
             from blobledger.workers.processing import ProcessingWorker
 
             return {"processing": (await ProcessingWorker(ledger).run_once()).as_dict()}
+        if job.op == "retag":
+            from blobledger.workers.retagger import Retagger
+
+            retags = await Retagger(ledger).run_once()
+            return {"retag": retags.__dict__}
         if job.op == "sweep":
             from blobledger.workers.sweeper import Sweeper
 

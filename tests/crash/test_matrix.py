@@ -1,5 +1,7 @@
 """The crash matrix: every failpoint of create, replace, delete, the sweeper and the deletion
-path, with a real SIGKILL, on {local disk, Azurite} x {SQLite, PostgreSQL}.
+path, with a real SIGKILL, on {local disk, Azurite} x {SQLite, PostgreSQL}, with the retag
+inline and deferred (``BLOBLEDGER_RETAG``; the deferred form adds the retag worker's points
+and has no confirm or C3/R3 on the writer's path).
 
 After the kill the state is described, resolved with the clock past every cutoff, checked
 with the invariant checker (settled), and compared with the outcome the protocol promises:
@@ -10,7 +12,7 @@ is complete. Afterwards the store holds exactly the blobs of ready documents.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -55,10 +57,17 @@ class Case:
     op: str  # create | replace | delete | sweep
     expect: tuple[Doc, ...]  # the ready documents after resolution
     retry: bool = False  # resume the create under its idempotency key before the sweep
+    retag: str = "inline"  # BLOBLEDGER_RETAG
 
     @property
     def id(self) -> str:
-        return f"{self.op}{'-retry' if self.retry else ''}-{self.point.replace('@', '-')}"
+        return (f"{self.op}{'-retry' if self.retry else ''}-{self.point.replace('@', '-')}"
+                + ("-deferred" if self.retag == "deferred" else ""))
+
+    @property
+    def base(self) -> str:
+        """The case whatever the setting."""
+        return self.id.removesuffix("-deferred")
 
     @property
     def failpoints(self) -> str:
@@ -115,7 +124,11 @@ SWEEP = [
     ("deletion path: blobs tagged deleting", "deletion.after_tag"),
     ("deletion path: blobs deleted, rows not yet removed", "deletion.after_delete"),
 ]
-CASES = [
+RETAG = [
+    ("retag worker: owed retags claimed", "retag.after_claim"),
+    ("retag worker: blobs tagged committed, not yet recorded", "retag.after_tag"),
+]
+BASE_CASES = [
     *[Case("Create", t, p, "create", e) for t, p, e in CREATE],
     *[Case("Create, then a retry under the same idempotency key", t, p, "create", CREATED,
            retry=True) for t, p, _ in CREATE],
@@ -129,7 +142,33 @@ CASES = [
            retry=True) for t, p, _ in TUS],
     *[Case("Sweeper and deletion path (four crashed writers: after C2, after C3, after R3, "
            "a delete)", t, p, "sweep", AFTER_SWEEP) for t, p in SWEEP],
+    *[Case("Retag worker (a ready document whose retag is owed)", t, p, "retag", CREATED)
+      for t, p in RETAG],
 ]
+RETAGS = ("inline", "deferred")
+#: the points the deferred form never reaches: confirm folds into C4/R4, and the retag is
+#: the worker's, after C4/R4; so no pending row ever has a blob tagged committed, and the
+#: sweeper never resolves a refused delete
+INLINE_ONLY = ("after_confirm", "after_tag", "before_resolve")
+
+
+def settings_of(case: Case) -> tuple[str, ...]:
+    """The retag settings a case means something under."""
+    if case.op == "retag":
+        return ("deferred",)
+    if case.point.partition("@")[0].rsplit(".", 1)[-1] in INLINE_ONLY:
+        return ("inline",)
+    return RETAGS
+
+
+def _with_setting(case: Case, retag: str) -> Case:
+    group = case.group if retag == "inline" or case.op == "retag" else (
+        f"{case.group}, deferred retag")
+    return replace(case, retag=retag, group=group)
+
+
+#: every case under every setting it means something under
+CASES = [_with_setting(c, s) for c in BASE_CASES for s in settings_of(c)]
 BACKENDS = ALL_BACKENDS  # every database with every store, and PostgreSQL + S3
 
 
@@ -145,13 +184,29 @@ def runs_on(case: Case, backend: str) -> bool:
 FULL = bool(os.environ.get(DOC_ENV)) or os.environ.get("BLOBLEDGER_CRASH_MATRIX") == "all"
 
 
+def one_setting(cases: list[Case], turn: int = 0) -> list[Case]:
+    """Of a case that means something under both retag settings, one, taken in turn
+    (``turn`` shifts it as it shifts the backends): the suite's time stays what it was with
+    one setting, and every kind of operation meets both. ``FULL``: every case."""
+    if FULL:
+        return cases
+    both = {c.base for c in cases if c.retag == "deferred"} & {
+        c.base for c in cases if c.retag == "inline"}
+    order = {base: k for k, base in enumerate(dict.fromkeys(
+        c.base for c in cases if c.base in both))}
+    return [c for c in cases if c.base not in both
+            or RETAGS.index(c.retag) == (order[c.base] + turn) % len(RETAGS)]
+
+
 def in_suite(cases: list[Case], turn: int = 0) -> list[tuple[Case, str]]:
     """The suite's short form of a matrix of real processes: every case on SQLite with the
     local disk, and on one more backend it runs on, taken in turn (``turn`` shifts the
     rotation, so that the kill and the pause of one point land on different backends);
-    every backend thus meets every kind of operation. The whole matrix is ``FULL``."""
+    every backend thus meets every kind of operation. A case that means something under
+    both retag settings runs under one of them, in turn (:func:`one_setting`). The whole
+    matrix is ``FULL``."""
     chosen = []
-    for i, case in enumerate(cases):
+    for i, case in enumerate(one_setting(cases, turn)):
         backends = [b for b in BACKENDS if runs_on(case, b)]
         others = [b for b in backends if b != "sqlite-local"]
         for backend in backends:
@@ -172,6 +227,9 @@ async def prepare(case: Case, target: Target) -> tuple[dict[str, object], float]
     if case.op == "sweep":
         await _crashed_writers(target)
         return {}, PAST_CUTOFFS
+    if case.op == "retag":  # a ready document (deferred: its retag owed)
+        await create_ready(target, "doc.bin", NEW)
+        return {}, 0.0
     doc = await create_ready(target, "doc.bin", OLD)
     return {"doc_id": doc.id, "version": 1, "seed": NEW}, 0.0
 
@@ -182,7 +240,7 @@ async def test_crash_point(
     case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     matrix_rows: MatrixRows,
 ) -> None:
-    target = await make_target(backend, tmp_path, request)
+    target = replace(await make_target(backend, tmp_path, request), retag=case.retag)
     args, offset = await prepare(case, target)
     await kill_at(Job(target, case.failpoints, case.op, args, clock_offset=offset))
 
@@ -202,12 +260,15 @@ async def test_crash_point(
 
 
 async def _crashed_writers(target: Target) -> None:
-    """Four writers SIGKILLed at the points the sweeper exists for."""
+    """Four writers SIGKILLed at the points the sweeper exists for (deferred: b after C4, its
+    retag owed, and c after R2)."""
+    deferred = target.retag == "deferred"
     await kill_at(Job(target, "create.after_upload=kill", "create", {"name": "a", "seed": NEW}))
-    await kill_at(Job(target, "create.after_tag=kill", "create", {"name": "b", "seed": NEW}))
+    await kill_at(Job(target, f"create.after_{'commit' if deferred else 'tag'}=kill", "create",
+                      {"name": "b", "seed": NEW}))
     c = await create_ready(target, "c", OLD)
-    await kill_at(Job(target, "replace.after_tag=kill", "replace",
-                      {"doc_id": c.id, "version": 1, "seed": NEW}))
+    await kill_at(Job(target, f"replace.after_{'upload' if deferred else 'tag'}=kill",
+                      "replace", {"doc_id": c.id, "version": 1, "seed": NEW}))
     d = await create_ready(target, "d", OLD)
     await kill_at(Job(target, "delete.after_commit=kill", "delete",
                       {"doc_id": d.id, "version": 1}))

@@ -14,6 +14,7 @@ one sleeps, and the woken one must not undo it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ async def test_pause_point(
     case: Case, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     matrix_rows: MatrixRows,
 ) -> None:
-    target = await make_target(backend, tmp_path, request)
+    target = replace(await make_target(backend, tmp_path, request), retag=case.retag)
     args, offset = await prepare(case, target)
     point = case.failpoints.replace("=kill", "=stop")
     job = Job(target, point, case.op, args, clock_offset=offset,
@@ -88,7 +89,7 @@ async def test_pause_point(
     expect = _judge(case, outcome, retried)
     end = await _outcome(target, expect)
     await _acknowledged_reads_back(target, case, outcome)
-    told = ("finished" if case.op == "sweep" else
+    told = ("finished" if case.op in ("sweep", "retag") else
             "acknowledged" if outcome.ok else f"`{outcome.error}`")
     text = (f"meanwhile: {'; '.join(meanwhile) or 'nothing to do'}; woke: {told}"
             + (f"; then {'; '.join(final)}" if final else "") + f"; end: {end}")
@@ -119,6 +120,9 @@ def _judge(case: Case, outcome: Outcome, retried: dict[str, object] | None) -> t
     if case.op == "sweep":
         assert outcome.ok, f"the woken sweeper failed: {outcome}"
         return AFTER_SWEEP
+    if case.op == "retag":  # a paused retag worker must simply finish, changing nothing
+        assert outcome.ok, f"the woken retag worker failed: {outcome}"
+        return CREATED
     if not outcome.ok:
         # a direct upload's client, woken after another one completed the upload, has its
         # own put refused by the store: create-only, never overwritten

@@ -25,7 +25,9 @@ from blobledger.workers.doctor.checks import (
     TAG_WRITE,
     TAGS,
     UNKNOWN,
+    WARN,
 )
+from blobledger.workers.doctor.retag import RETAG_LAG
 from tests.experiments.support import (
     blob_names,
     cli,
@@ -49,7 +51,7 @@ async def test_doctor_on_azurite_reports_the_emulator_gap(azurite: Azurite) -> N
                                            connection_string=azurite.connection_string)))
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
-                      GUARDED_TAGS: GAP, SOFT_DELETE: INFO, LIFECYCLE: INFO}
+                      GUARDED_TAGS: GAP, SOFT_DELETE: INFO, LIFECYCLE: INFO, RETAG_LAG: INFO}
     detail = {check.name: check.detail for check in report.checks}
     assert "HTTP 409 BlobAlreadyExists" in detail[CREATE_ONLY]
     assert "HTTP 412 ConditionNotMet" in detail[GUARDED_DELETE]
@@ -75,7 +77,7 @@ def test_doctor_cli_keeps_an_existing_container_and_removes_its_probes(
     assert blob_names(azurite, base) == ["documents/kept.txt"]
     result = cli(["doctor", "--json"], azure_env(base, azurite.connection_string))
     data = json.loads(result.stdout)
-    assert data["ok"] is True and len(data["checks"]) == 7
+    assert data["ok"] is True and len(data["checks"]) == 8
     assert blob_names(azurite, base) == ["documents/kept.txt"]
 
 
@@ -85,7 +87,7 @@ async def test_doctor_on_local_disk_passes_through_the_store_contract(tmp_path: 
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
                       ETAG_DELETE: PASS, GUARDED_TAGS: PASS, SOFT_DELETE: INFO,
-                      LIFECYCLE: INFO}
+                      LIFECYCLE: INFO, RETAG_LAG: INFO}
     assert report.failed == []
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "blobs", "uploads"]
@@ -125,3 +127,23 @@ def test_doctor_on_an_unusable_local_store_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"no folder {blocker}/store" in lines[0]
+
+
+async def test_doctor_warns_about_an_old_owed_retag(tmp_path: Path) -> None:
+    """Deferred retag: the oldest owed retag read from the database, a warning (never a
+    failure) past BLOBLEDGER_RETAG_WARN_AFTER; a database it cannot read is unknown."""
+    from blobledger.protocol.ledger import Ledger
+
+    settings = Settings(store_url=f"file://{tmp_path / 'store'}", retag="deferred",
+                        database_url=f"sqlite:///{tmp_path / 'ledger.db'}")
+    async with Ledger.from_settings(settings) as ledger:
+        await ledger.create("owed.txt", b"still tagged pending")
+    fresh = await run_doctor(settings)
+    assert {c.name: c.status for c in fresh.checks}[RETAG_LAG] == PASS
+    late = await run_doctor(settings.with_(clock_offset=settings.retag_warn_after + 60))
+    check = {c.name: c for c in late.checks}[RETAG_LAG]
+    assert check.status == WARN and "owed retag" in check.detail, check
+    assert late.failed == []
+    missing = await run_doctor(settings.with_(
+        database_url=f"sqlite:///{tmp_path / 'none.db'}"))
+    assert {c.name: c.status for c in missing.checks}[RETAG_LAG] == UNKNOWN

@@ -1,4 +1,5 @@
-"""``python -m tests.explore --minutes N [--store local|azure|s3] [--db sqlite|postgres]``:
+"""``python -m tests.explore --minutes N [--store local|azure|s3] [--db sqlite|postgres]
+[--retag inline|deferred|both]``:
 the interleaving explorer for longer than the suite allows; prints how many examples, steps
 and distinct interleavings it ran. A violation stops it with hypothesis' shrunk trace of
 steps and the blob that reproduces it (exit 1)."""
@@ -25,27 +26,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=[*DATABASES, "all"], default="sqlite")
     parser.add_argument("--batch", type=int, default=25, help="examples per hypothesis run")
     parser.add_argument("--steps", type=int, default=40, help="steps per example at most")
+    parser.add_argument("--retag", choices=["inline", "deferred", "both"], default="both",
+                        help="BLOBLEDGER_RETAG (both: half the time each; default)")
     args = parser.parse_args(argv)
     # A paused sweeper that lost its claims says so at WARNING; expected here, not news.
     logging.getLogger("blobledger").setLevel(logging.ERROR)
-    combos = [(d, s) for d in (DATABASES if args.db == "all" else [args.db])
-              for s in (STORES if args.store == "all" else [args.store])]
+    retags = ["inline", "deferred"] if args.retag == "both" else [args.retag]
+    combos = [(d, s, r) for d in (DATABASES if args.db == "all" else [args.db])
+              for s in (STORES if args.store == "all" else [args.store]) for r in retags]
     seconds = args.minutes * 60 / len(combos)
     started = time.monotonic()
     status = 0
     with temp_dir("blobledger-explore-") as root, _services(combos) as services:
-        for db, store in combos:
-            backend = Backend(db, store, root / f"{db}-{store}",
+        for db, store, retag in combos:
+            backend = Backend(db, store, root / f"{db}-{store}-{retag}",
                               azurite=services.get("azurite"),  # type: ignore[arg-type]
                               moto=services.get("moto"))  # type: ignore[arg-type]
             backend.root.mkdir()
-            print(f"exploring {backend.name} for {seconds / 60:g} min", flush=True)
+            print(f"exploring {backend.name} (retag {retag}) for {seconds / 60:g} min",
+                  flush=True)
             try:
                 explore(backend, seconds=seconds, batch=args.batch, steps=args.steps,
-                        on_batch=lambda: print(_progress(started), flush=True))
+                        on_batch=lambda: print(_progress(started), flush=True), retag=retag)
             except AssertionError as exc:
                 steps = "\n".join(getattr(exc, "__notes__", []))
-                print(f"violation on {backend.name}:\n{exc}\n{steps}", file=sys.stderr)
+                print(f"violation on {backend.name} (retag {retag}):\n{exc}\n{steps}",
+                      file=sys.stderr)
                 status = 1
                 break
     print(_summary(started))
@@ -53,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _services(combos: list[tuple[str, str]]) -> Iterator[dict[str, object]]:
+def _services(combos: list[tuple[str, str, str]]) -> Iterator[dict[str, object]]:
     """Azurite and moto's S3, if a combination needs them, for the whole run."""
-    stores = {store for _, store in combos}
+    stores = {store for _, store, _ in combos}
     started: dict[str, object] = {}
     try:
         if "azure" in stores:

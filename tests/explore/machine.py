@@ -1,8 +1,9 @@
 """The interleaving explorer: a model-based state machine (hypothesis) over one in-process
 ledger in which client operations run as asyncio tasks that stop at every protocol step
 (the failpoints, through :func:`blobledger.failpoints.set_hook`) and are resumed later,
-interleaved with sweeps (which include the deletion path), ``reconcile --fix`` and jumps of
-the clock.
+interleaved with sweeps (which include the deletion path and the owed retags), retag
+worker runs, ``reconcile --fix`` and jumps of the clock; with the retag inline or deferred
+(``explore(retag=...)``).
 
 The writers: create (keyed or not, and retries under the key), a held create (processed by
 processing runs, which stop at their steps too), replace, delete; direct
@@ -117,6 +118,7 @@ from blobledger.variants import ImageRefused, VariantBusy, make_variant
 from blobledger.workers.invariants import check
 from blobledger.workers.processing import ProcessingWorker
 from blobledger.workers.reconciler import reconcile
+from blobledger.workers.retagger import Retagger
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.explore.backends import Backend, OwnerRow
 from tests.support.clock import set_clock_offset
@@ -170,7 +172,9 @@ async def _suspend_here(point: str) -> None:
 WRITERS = ("create", "retry", "replace", "delete", "stage", "variant")
 UPLOAD_KINDS = ("direct_begin", "direct_put", "direct_complete", "direct_cancel",
                 "tus_create", "tus_patch", "tus_head", "tus_terminate")
-KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing")
+KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing", "retagger")
+#: the workers among them: they must simply finish
+WORKERS = ("sweeper", "retagger", "processing")
 #: the completions of an upload: each may answer its document or staged blob
 COMPLETIONS = ("direct_complete", "tus_patch", "tus_head")
 
@@ -266,7 +270,7 @@ class Op:
                 "held": f"create({self.name!r}, held)",
                 "processing": "processing run",
                 "variant": f"variant({self.doc_id}, thumb)",
-                "sweeper": "sweeper run"}[self.kind]
+                "sweeper": "sweeper run", "retagger": "retag worker run"}[self.kind]
         return f"op{self.n} {what}"
 
     async def suspend(self, point: str) -> None:
@@ -374,12 +378,13 @@ class Explorer(RuleBasedStateMachine):
 
     backend: Backend
     loop: asyncio.AbstractEventLoop
+    retag: str = "inline"  # BLOBLEDGER_RETAG
 
     ops = Bundle("ops")
 
     def __init__(self) -> None:
         super().__init__()
-        self.settings = Settings(**SETTINGS, variants=VARIANTS)
+        self.settings = Settings(**SETTINGS, variants=VARIANTS, retag=self.retag)
         self.ledger = self._run(self.backend.fresh(self.settings))
         self._run(self.ledger.connect())
         self.ledger.store = PausingStore(self.ledger.store)  # type: ignore[assignment]
@@ -451,6 +456,9 @@ class Explorer(RuleBasedStateMachine):
                 # one worker, so the run stops at one step at a time
                 await Sweeper(self.ledger, parallel=1).run_once()
                 return None
+            if op.kind == "retagger":  # outside the SQLite sweep lock, as in ``serve``
+                await Retagger(self.ledger).run_once()
+                return None
             assert op.doc_id is not None and op.expected is not None
             if op.kind == "replace":
                 return await self.ledger.replace(op.doc_id, _chunks(op.data),
@@ -462,7 +470,7 @@ class Explorer(RuleBasedStateMachine):
         await self._until_step(op, starting=True)
 
     async def _until_step(self, op: Op, *, starting: bool = False) -> None:
-        if op.kind == "sweeper":
+        if op.kind in WORKERS:
             self.sweeps.append(self.offset)  # it may claim on this clock
         await op.advance(resume=not starting)
         if op.done:
@@ -510,8 +518,7 @@ class Explorer(RuleBasedStateMachine):
             return
         if exc is not None:
             self._event(f"op{op.n}", op.kind, "failed:", type(exc).__name__)
-            if op.kind == "processing" or (op.kind == "sweeper"
-                                           and not isinstance(exc, SweeperBusy)):
+            if op.kind in WORKERS and not isinstance(exc, SweeperBusy):
                 self._fail(f"{op.label()} failed: {type(exc).__name__}: {exc}")
             if not isinstance(exc, BlobLedgerError) or isinstance(exc, UNCLEAR):
                 self._fail(f"{op.label()} failed with an unclear error "
@@ -525,7 +532,7 @@ class Explorer(RuleBasedStateMachine):
                            "for other bytes")
             return
         doc = op.task.result()
-        if op.kind in ("sweeper", "processing"):
+        if op.kind in WORKERS:
             self._event(f"op{op.n}", op.kind, "finished")
             return
         if op.kind == "delete":
@@ -1211,6 +1218,15 @@ class Explorer(RuleBasedStateMachine):
         self._run(self._start(op))
         return op
 
+    @rule(target=ops)
+    def start_retagger(self) -> Op:
+        """A retag worker run (the deferred retag's), stopping at its steps (a paused
+        worker); with the retag inline it finds nothing owed."""
+        op = self._op("retagger")
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
     @rule()
     def sweep(self) -> None:
         """One sweeper run to its end: stale intents, then the deletion path. On SQLite one
@@ -1371,18 +1387,20 @@ async def _visible(ledger: Ledger, doc_id: str) -> int | None:
 
 
 def explore(backend: Backend, *, seconds: float, batch: int = 20, steps: int = 30,
-            shrink_seconds: int = 60, on_batch: Callable[[], None] | None = None) -> Stats:
+            shrink_seconds: int = 60, on_batch: Callable[[], None] | None = None,
+            retag: str = "inline") -> Stats:
     """Run the explorer on ``backend`` in batches of ``batch`` examples (``steps`` steps at
-    most each) until ``seconds`` have passed; a violation raises (hypothesis shrinks it, for
-    ``shrink_seconds`` at most, and prints the steps first)."""
+    most each) until ``seconds`` have passed, with ``BLOBLEDGER_RETAG`` = ``retag``; a
+    violation raises (hypothesis shrinks it, for ``shrink_seconds`` at most, and prints the
+    steps first)."""
     # Hypothesis shrinks for up to five minutes; each attempt here replays a whole run of
     # database and storage calls, so a shorter bound keeps a failing suite short.
     engine.MAX_SHRINKING_SECONDS = shrink_seconds
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(backend.start())
-        machine = type(f"Explore_{backend.name.replace('-', '_')}", (Explorer,),
-                       {"backend": backend, "loop": loop})
+        machine = type(f"Explore_{backend.name.replace('-', '_')}_{retag}", (Explorer,),
+                       {"backend": backend, "loop": loop, "retag": retag})
         config = settings(max_examples=batch, stateful_step_count=steps, deadline=None,
                           database=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))

@@ -1,6 +1,7 @@
 """The interleaving explorer in the suite, time-bounded: about 30 s on SQLite and local disk
-and short runs on PostgreSQL with Azurite and with moto's S3 (``scripts/explore --minutes N``
-runs it longer), and the interleavings of ``scenarios.py`` replayed."""
+(half with the retag inline, half deferred) and short runs on PostgreSQL with Azurite
+(deferred) and with moto's S3 (inline) (``scripts/explore --minutes N`` runs it longer, under
+both settings), and the interleavings of ``scenarios.py`` replayed."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ from tests.explore.scenarios import SCENARIOS, WRITERS, Scenario, replay
 from tests.support.services import Azurite, MotoS3
 
 
-def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retag", ["inline", "deferred"])
+def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path, retag: str) -> None:
     examples = STATS.examples
-    explore(SqliteLocal(tmp_path), seconds=30, batch=20)
-    assert STATS.examples - examples >= 20  # at least one whole batch ran
+    explore(SqliteLocal(tmp_path), seconds=15, batch=10, retag=retag)
+    assert STATS.examples - examples >= 10  # at least one whole batch ran
 
 
 def test_interleavings_on_postgresql_and_azurite(
     tmp_path: Path, pg_url: str, azurite: Azurite
 ) -> None:
     examples = STATS.examples
-    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=12, batch=3, steps=25)
+    explore(PostgresAzure(tmp_path, azurite, pg_url), seconds=12, batch=3, steps=25,
+            retag="deferred")
     assert STATS.examples - examples >= 3
 
 

@@ -13,12 +13,14 @@ import pytest
 from sqlalchemy import text
 
 from blobledger import IdempotencyConflict, Ledger
+from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import QuotaExceeded
 from blobledger.protocol.migrate import upgrade
 from blobledger.protocol.transitions import UploadOwner
 from blobledger.stores.local import LocalStore
 from blobledger.uploads.resumable import Resumable
+from blobledger.workers.sweeper import Sweeper
 from tests.support.services import create_database, drop_database
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
@@ -266,3 +268,38 @@ async def seed_previous_release_rows(url: str, store: LocalStore) -> str:
             "'committed', 'text/plain', :size, :sha, :md5, :now, :now, :now)"), params)
     await db.dispose()
     return blob
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_holds_nothing_and_owes_no_retag(kind: str, tmp_path: Path) -> None:
+    """0008 (held documents) and 0009 (the deferred retag) on a previous release's database
+    (0006): its ready document is neither held nor owes a retag, stays readable, and a
+    deferred create then owes exactly its own retag, which the sweep's retag worker pays."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade, "0006")
+        await db.dispose()
+        await seed_previous_release_rows(url, store)
+        async with Ledger(Database(url), store, Settings(retag="deferred")) as ledger:
+            old = await ledger.get("d1")
+            assert old.status == "ready"
+            assert b"".join([c async for c in ledger.read("d1")]) == b"0006 bytes"
+            assert await ledger.hold_state("d1") is None
+            new = await ledger.create("new.txt", b"new")
+            async with ledger.db.engine.connect() as conn:
+                owed = (await conn.execute(text(
+                    "SELECT name FROM blobs WHERE retag_due IS NOT NULL"))).scalars().all()
+                held = (await conn.execute(text(
+                    "SELECT count(*) FROM documents WHERE hold"))).scalar_one()
+            assert owed == [new.blob] and held == 0
+            report = await Sweeper(ledger).run_once()
+            assert (report.retagged, report.errors) == (1, 0)
+            assert (await store.get_tags(new.blob)) == {"state": "committed"}
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)

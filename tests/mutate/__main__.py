@@ -38,7 +38,8 @@ MUTATION_DOC = ROOT / "docs" / "mutation.md"
 CRASH_MATRIX_DOC = ROOT / "docs" / "crash-matrix.md"
 
 GUARDS = ["tests/ledger/test_guards.py"]
-LEDGER = [*GUARDS, "tests/ledger/test_fencing.py", "tests/ledger/test_ledger.py"]
+RETAG = ["tests/ledger/test_deferred_retag.py"]
+LEDGER = [*GUARDS, "tests/ledger/test_fencing.py", "tests/ledger/test_ledger.py", *RETAG]
 SWEEP = ["tests/sweeper/test_sweeper.py", "tests/sweeper/test_reconciler.py"]
 UPLOADS = ["tests/api/test_direct.py", "tests/api/test_tus.py"]
 ATTACH = ["tests/attachments/test_attach.py", "tests/attachments/test_uploads.py",
@@ -52,6 +53,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":stores/s3/", ["tests/stores/test_s3.py", *GUARDS, "tests/ledger/test_fencing.py",
                       "tests/sweeper/test_sweeper.py"]),
     (r":reconciler:", [*GUARDS, "tests/sweeper/test_reconciler.py"]),
+    (r"retag", [*RETAG, *GUARDS]),
     (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
     (r"upload|record_|handle|verified|_finish", [*GUARDS, *UPLOADS, *SWEEP]),
     (r"attach|stage|owned|detach", [*GUARDS, *ATTACH]),

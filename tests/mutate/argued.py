@@ -19,6 +19,24 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # the retag worker's claim: its update runs in the transaction whose read chose the
+    # names (with the same terms), as the sweeper's claim does
+    "where:transitions:claim_retags:blobs.state": "the names were read in this "
+        "transaction committed and are held (see claim:blobs.state)",
+    "where:transitions:claim_retags:blobs.retag_due": "the names were read in this "
+        "transaction owing their retag and are held (see claim:blobs.state)",
+    "where:transitions:claim_retags:blobs.lease_until": "the names were read in this "
+        "transaction with `lease_until < NOW` and are held (see claim:blobs.lease_until)",
+    "rowcount:transitions:claim_retags:lost-check-won": "an empty claim's update matches "
+        "no row and returns none: the same answer",
+    "lease:transitions:claim_retags:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:transitions:claim_retags:blobs.lease_until:lt-to-le#2": BOUNDARY,
+    "where:transitions:record_retagged:blobs.state": "the claim token pins committed rows: "
+        "a committed row leaves that state only through _to_deleting (replace, delete), "
+        "which clears the token, and a claim token is new per claim",
+    # the deferred retag's lag: MIN ignores NULL
+    "read:transitions:retag_lag:blobs.retag_due": "MIN(retag_due) ignores NULL: without "
+        "the term the same minimum is read (the term lets the index serve the read)",
     # rowcount results nobody reads
     "rowcount:transitions:set_handle:inverted": UNREAD + " (a lost upload fails at find)",
     "rowcount:transitions:set_handle:won": UNREAD + " (a lost upload fails at find)",

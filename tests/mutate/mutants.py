@@ -14,7 +14,10 @@ Kinds:
   ``transitions``, or an age comparison in the reconciler, made inclusive or reversed;
 - ``store``: a condition passed to the storage service's delete or tag call dropped, or a
   store's own ``raise ConditionNotMet`` check skipped;
-- ``recheck``: the reconciler's re-read of the row before it deletes or discards, ignored.
+- ``recheck``: the reconciler's re-read of the row before it deletes or discards, ignored;
+- ``retag``: the deferred retag's own guards: the retag worker's tag write without its
+  ``pending`` condition, its judgement that a blob not tagged ``pending`` is done made
+  always "done", and C4's refusal (deferred) to roll forward on a claimed row dropped.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from pathlib import Path
 #: the files whose fences are mutated, relative to ``src/``
 TRANSITIONS = "blobledger/protocol/transitions.py"
 RECONCILER = "blobledger/workers/reconciler.py"
+RETAGGER = "blobledger/workers/retagger.py"
 STORES = ("blobledger/stores/local.py", "blobledger/stores/azure/store.py",
           "blobledger/stores/s3/store.py")
-KINDS = ("where", "read", "rowcount", "lease", "store", "recheck")
+KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag")
 
 #: the database clock's bound times in ``transitions`` (a comparison with one is a lease or age)
 CLOCK = {"NOW", "LEASE", "CUTOFF", "EXPIRES"}
@@ -348,6 +352,40 @@ def _recheck(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[M
                          f"`if {_flat(text)}:` ignored", start, end, f"(({text}) and False)")
 
 
+def _retag(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
+    """The deferred retag's guards: in the retag worker, its ``set_tags`` condition and its
+    ``state == ...COMMITTED`` judgement; in ``transitions``, a ``deferred or ...`` term."""
+    short = _short(source.path)
+    for node in ast.walk(source.tree):
+        context = contexts.get(id(node), "?")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "set_tags"):
+            parts = _call_parts(source, node)
+            start, end = source.span(node)
+            for i, keyword in enumerate(node.keywords):
+                if keyword.arg != "if_tags":
+                    continue
+                rest = [p for j, p in enumerate(parts) if j != len(node.args) + i]
+                yield Mutant(ids(f"retag:{short}:{context}:set_tags-without-if_tags"),
+                             "retag", source.path, node.lineno, context,
+                             f"set_tags() without `{_flat(source.text(keyword))}`",
+                             start, end, _call_text(source, node, rest))
+        elif (source.path == RETAGGER and isinstance(node, ast.Compare) and len(node.ops) == 1
+              and isinstance(node.ops[0], ast.Eq)
+              and source.text(node.comparators[0]).endswith("COMMITTED")):
+            start, end = source.span(node)
+            yield Mutant(ids(f"retag:{short}:{context}:judged-committed"), "retag",
+                         source.path, node.lineno, context,
+                         f"`{_flat(source.text(node))}` always true", start, end, "True")
+        elif (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)
+              and isinstance(node.values[0], ast.Name) and node.values[0].id == "deferred"):
+            start, end = source.span(node.values[0])
+            yield Mutant(ids(f"retag:{short}:{context}:deferred-term-dropped"), "retag",
+                         source.path, node.lineno, context,
+                         "`deferred or ...`: the deferred term dropped (False)", start, end,
+                         "False")
+
+
 def _load(src: Path, path: str) -> _Source:
     data = (src / path).read_bytes()
     return _Source(path, data, ast.parse(data, filename=path))
@@ -362,6 +400,9 @@ def enumerate_mutants(src: Path) -> list[Mutant]:
     found += _where(transitions, contexts, ids)
     found += _rowcount(transitions, contexts, ids)
     found += _compares(transitions, contexts, ids, clock=True)
+    found += _retag(transitions, contexts, ids)
+    retagger = _load(src, RETAGGER)
+    found += _retag(retagger, _contexts(retagger.tree), ids)
     reconciler = _load(src, RECONCILER)
     contexts = _contexts(reconciler.tree)
     found += _recheck(reconciler, contexts, ids)

@@ -36,7 +36,7 @@ class ReconcileReport(Protocol):
     def as_dict(self) -> dict[str, Any]: ...
 
 SWEEP_OUTCOMES = ("swept", "rolled_forward", "moved_to_deleting", "fenced", "deleted", "absent",
-                  "late", "refused", "errors")
+                  "late", "refused", "errors", "retagged")
 RECONCILE_CATEGORIES = ("orphan", "missing", "missing_ready", "mismatch", "uncommitted")
 
 SWEEP_RUNS = Counter("blobledger_sweep_runs", "Sweeper runs completed")
@@ -51,6 +51,12 @@ SWEEP_LAST_SECONDS = Gauge("blobledger_sweep_last_duration_seconds",
                            "How long the latest sweep took")
 SWEEP_LAST = Gauge("blobledger_sweep_last_rows", "Rows per outcome in the latest sweep",
                    ["outcome"])
+
+RETAGGED = Counter("blobledger_retagged",
+                   "Owed retags done by the retag worker (the deferred retag)")
+RETAG_LAG = Gauge("blobledger_retag_lag_seconds",
+                  "Age of the oldest retag still owed (0: none); beyond "
+                  "BLOBLEDGER_RETAG_WARN_AFTER, check and doctor warn")
 
 DOCUMENTS_CREATED = Counter("blobledger_documents_created",
                             "Documents made ready by a create (any route)")

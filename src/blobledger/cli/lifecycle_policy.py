@@ -49,7 +49,8 @@ def policy(prefixes: list[str] | None, days_text: str, container: str | None,
     parts = urlsplit(settings.store_url)
     if container is None and parts.scheme == "s3":
         policy = build_s3_policy(unquote(parts.path), prefixes or [settings.blob_prefix],
-                                 days, sweep_after=settings.sweep_after)
+                                 days, sweep_after=settings.sweep_after,
+                                 retag_warn_after=settings.retag_warn_after)
         print(json.dumps(policy, indent=2))
         print(f"blobledger: note: {NOTE_S3}", file=sys.stderr)
         return 0
@@ -61,7 +62,8 @@ def policy(prefixes: list[str] | None, days_text: str, container: str | None,
         container = parts.netloc
     policy = build_policy(container, prefixes or [settings.blob_prefix], days,
                           hierarchical_namespace=hierarchical_namespace,
-                          sweep_after=settings.sweep_after)
+                          sweep_after=settings.sweep_after,
+                          retag_warn_after=settings.retag_warn_after)
     print(json.dumps(policy, indent=2))
     print(f"blobledger: note: {NOTE}", file=sys.stderr)
     return 0

@@ -35,15 +35,18 @@ from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
 def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
     ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), the event delivery worker
-    while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), and the
+    while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), the
     processing of held documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors
-    are configured)."""
+    are configured), and with the deferred retag, the retag worker (every
+    ``BLOBLEDGER_RETAG_INTERVAL``, and at once after each C4/R4)."""
     from blobledger.workers.delivery import background_delivery
     from blobledger.workers.processing import background_processing
+    from blobledger.workers.retagger import background_retagger
     from blobledger.workers.sweeper import background_sweeper
 
     workers = [background_sweeper(settings.sweep_interval), background_delivery(settings),
-               background_processing(settings.processors, settings.processing_interval)]
+               background_processing(settings.processors, settings.processing_interval),
+               background_retagger(settings.retag == "deferred", settings.retag_interval)]
     return [worker for worker in workers if worker is not None]
 
 

@@ -2,7 +2,10 @@
 
 Create is C1 (rows, pending), C2 (create-only upload, tagged pending), confirm (the intent is
 still this attempt's), C3 (tag committed), C4 (rows committed/ready). Replace is R1, R2,
-confirm, R3, R4; R5 is the deletion path's work. Delete is one transaction that hands the
+confirm, R3, R4; R5 is the deletion path's work. With ``BLOBLEDGER_RETAG=deferred`` a
+create is C1, C2, C4 and a replace R1, R2, R4: C4/R4's compare-and-set stands for confirm,
+and records in the same statement that the retag is owed; the retag worker
+(:mod:`blobledger.workers.retagger`) performs it. Delete is one transaction that hands the
 blob to the deletion path. Stage (attachments) is A1, A2, confirm, A3: a blob owned by nobody
 until an application's transaction attaches it (A4, :mod:`blobledger.sqlalchemy`). Each step
 is a method of its own (``begin_create``, ``upload``, ``confirm``, ``tag_committed``,
@@ -148,6 +151,9 @@ class Ledger:
         self._creates = create
         #: in-process event handlers by event type (:meth:`on`), called by the delivery worker
         self.handlers: dict[str, list[Callable[[Event], object]]] = {}
+        #: set by every C4/R4 that left its retag owed (the deferred form): wakes this
+        #: process's retag worker (``blobledger.workers.retagger``) at once
+        self.retag_owed = asyncio.Event()
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -372,7 +378,8 @@ class Ledger:
             blob_name=new_blob_name(self.settings.blob_prefix, name or ""),
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
-            deadline=_deadline(self.settings.upload_deadline), hold=hold, owner=owner)
+            deadline=_deadline(self.settings.upload_deadline), hold=hold, owner=owner,
+            keyed=idempotency_key is not None)
         with _step("begin_create", intent):
             await self.inserted(intent, self.transitions.begin_create(
                 intent, placeholder or name or "", idempotency_key))
@@ -383,17 +390,20 @@ class Ledger:
         self, intent: Intent, data: Data, sha256: str | None, md5: str | None, *,
         resumed: bool, rename: NameSource | None = None,
     ) -> Document:
+        deferred = self.transitions.deferred
         try:
             with _step("upload", intent):
                 digests = await self.upload(intent, data, sha256, md5, resumed=resumed)  # C2
             await failpoints.hit("create.after_upload")
-            with _step("confirm", intent):
-                await self.confirm(intent,
-                                   check_document_name(await rename()) if rename else None)
-            await failpoints.hit("create.after_confirm")
-            with _step("tag_committed", intent):
-                await self.tag_committed(intent)  # C3
-            await failpoints.hit("create.after_tag")
+            if not deferred or rename is not None:  # deferred: confirm folds into C4
+                with _step("confirm", intent):
+                    await self.confirm(intent,
+                                       check_document_name(await rename()) if rename else None)
+                await failpoints.hit("create.after_confirm")
+            if not deferred:  # deferred: C3 is the retag worker's, after C4
+                with _step("tag_committed", intent):
+                    await self.tag_committed(intent)  # C3
+                await failpoints.hit("create.after_tag")
         except BaseException as exc:
             await self._fail(intent, exc)
             raise
@@ -414,9 +424,23 @@ class Ledger:
         if doc is None:  # also when the lost first run applied: the document is this one
             doc = await self.transitions.settled_create(intent)
         if doc is None:
-            raise IntentLost(LOST)
+            await self._c4_lost(intent)
         metrics.DOCUMENTS_CREATED.inc()
+        self._owed()
         return doc
+
+    def _owed(self) -> None:
+        """After a C4/R4 that left the retag owed (deferred): wake this process's worker."""
+        if self.transitions.deferred:
+            self.retag_owed.set()
+
+    async def _c4_lost(self, intent: Intent) -> NoReturn:
+        """C4/R4 lost: IntentLost. Deferred, no confirm ran before it, so the writer may have
+        been paused inside its upload while the sweeper removed the intent: its blob is
+        deleted if the row is gone (conditioned on ``pending``), as a lost confirm does."""
+        if self.transitions.deferred:
+            await self.drop_lost(intent)
+        raise IntentLost(LOST)
 
     async def _by_key(
         self, key: str, name: str | None, content_type: str, data: Data,
@@ -468,12 +492,13 @@ class Ledger:
                 with _step("upload", intent):
                     digests = await self.upload(intent, data, sha256, md5)  # R2
                 await failpoints.hit("replace.after_upload")
-                with _step("confirm", intent):
-                    await self.confirm(intent)
-                await failpoints.hit("replace.after_confirm")
-                with _step("tag_committed", intent):
-                    await self.tag_committed(intent)  # R3
-                await failpoints.hit("replace.after_tag")
+                if not self.transitions.deferred:  # deferred: confirm folds into R4, R3 later
+                    with _step("confirm", intent):
+                        await self.confirm(intent)
+                    await failpoints.hit("replace.after_confirm")
+                    with _step("tag_committed", intent):
+                        await self.tag_committed(intent)  # R3
+                    await failpoints.hit("replace.after_tag")
             except BaseException as exc:
                 await self._fail(intent, exc)
                 raise
@@ -516,14 +541,16 @@ class Ledger:
             lambda: self.transitions.commit_replace(intent, digests))
         if outcome.lost:
             if again and (doc := await self._replaced(intent)) is not None:
+                self._owed()
                 return doc
-            raise IntentLost(LOST)
+            await self._c4_lost(intent)
         if outcome.document is None:
             if outcome.current_version is None:
                 raise NotFound(f"no document {intent.document_id!r}")
             raise PreconditionFailed(
                 f"document is at version {outcome.current_version}, "
                 f"not {intent.expected_version}", current_version=outcome.current_version)
+        self._owed()
         return outcome.document
 
     async def _replaced(self, intent: Intent) -> Document | None:

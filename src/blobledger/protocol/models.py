@@ -153,9 +153,14 @@ class BlobRow(Base):
     owner_key: Mapped[str | None] = mapped_column(String(255))
     owner_column: Mapped[str | None] = mapped_column(String(255))
     filename: Mapped[str | None] = mapped_column(String(1024))
+    # With the deferred retag (``BLOBLEDGER_RETAG=deferred``): when C4/R4 committed the row
+    # while its blob was still tagged ``pending``; the retag worker clears it once the blob
+    # is tagged ``committed``. NULL: no retag owed.
+    retag_due: Mapped[datetime | None] = mapped_column(DateTime())
 
     __table_args__ = (
         Index(index_name("blobs", "state_changed"), "state", "changed_at"),
+        Index(index_name("blobs", "retag_due"), "retag_due"),
         Index(index_name("blobs", "owner"), "owner_table", "owner_key", "owner_column"),
     )
 

@@ -48,6 +48,7 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -154,6 +155,9 @@ _rename = update(documents).where(
 _commit_blob = update(blobs).where(*_mine).values(
     state=COMMITTED, attempt=None, size=bindparam("b_size"), sha256=bindparam("b_sha256"),
     md5=bindparam("b_md5"), changed_at=NOW, lease_until=NOW)
+#: C4/R4 with the deferred retag: the same compare-and-set, which also records, in the same
+#: statement, that the blob (still tagged ``pending``) owes its retag to ``committed``
+_commit_blob_owed = _commit_blob.values(retag_due=NOW)
 #: C4 by a writer that did C3 and found its intent claimed by a sweeper that has not
 #: decided yet: the roll-forward the sweeper would make, decided by the writer (whichever
 #: compare-and-set wins decides; a sweeper that fenced the row to ``deleting`` first wins)
@@ -384,6 +388,9 @@ class Intent:
     deadline: float = 0.0  # the event loop's clock: the upload must finish by then
     hold: bool = False  # the writer asks C4 to make the creation held (docs/pipeline.md)
     owner: str | None = None  # who writes it (``api.auth.owner_of``), told its held state
+    #: whether an idempotency key may hold this intent (C4 then records its first response;
+    #: False only where C1 reserved none: C4 skips that statement)
+    keyed: bool = True
 
 
 @dataclass(frozen=True)
@@ -427,7 +434,8 @@ class UploadRecord:
 
     def intent(self, content_type: str) -> Intent:
         kind = BlobKind.ATTACHMENT if self.attachment else BlobKind.CREATE
-        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type)
+        return Intent(self.blob_name, self.document_id, kind, self.attempt, content_type,
+                      keyed=False)  # an upload reserves no idempotency key
 
 
 @dataclass(frozen=True)
@@ -490,6 +498,11 @@ class Transitions:
         if expires is not None:
             values["expires_s"] = self.offset + expires
         return values
+
+    @property
+    def deferred(self) -> bool:
+        """Whether C4/R4 leave the retag to the retag worker (``BLOBLEDGER_RETAG``)."""
+        return self.settings.retag == "deferred"
 
     @property
     def takeover_margin(self) -> float:
@@ -783,9 +796,12 @@ class Transitions:
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
                       u_id=upload_id, **self._settle(),
                       **self.times(expires=self.settings.idempotency_retention))
+        deferred = self.deferred
         async with self.db.transaction() as conn:
-            if _count(await conn.execute(_commit_blob, params)) != 1 and (
-                    intent.kind != BlobKind.CREATE
+            if _count(await conn.execute(_commit_blob_owed if deferred else _commit_blob,
+                                         params)) != 1 and (
+                    deferred  # the blob is still tagged pending: the claim's delete decides
+                    or intent.kind != BlobKind.CREATE
                     or _count(await conn.execute(_commit_claimed, params)) != 1):
                 return None
             row = (await conn.execute(_ready_document, params)).one()
@@ -793,8 +809,9 @@ class Transitions:
             doc = Document.from_row(row)
             if doc.status == DocumentStatus.READY:  # a held one's is written at its acceptance
                 await events.document_ready(conn, doc, md5=digests.md5, offset=self.offset)
-            await conn.execute(_key_done, dict(
-                params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
+            if intent.keyed:
+                await conn.execute(_key_done, dict(
+                    params, k_name=doc.name, k_response=json.dumps(doc.to_json())))
             if upload_id is not None:
                 await conn.execute(_finish_upload, params)
         return doc
@@ -829,7 +846,8 @@ class Transitions:
                       b_size=digests.size, b_sha256=digests.sha256, b_md5=digests.md5,
                       **self.times())
         async with self.db.transaction() as conn:
-            if _count(await conn.execute(_commit_blob, params)) != 1:
+            if _count(await conn.execute(_commit_blob_owed if self.deferred else _commit_blob,
+                                         params)) != 1:
                 return ReplaceOutcome(lost=True)
             row = (await conn.execute(_point_document, params)).one_or_none()
             if row is None:
@@ -1082,6 +1100,56 @@ class Transitions:
                 .returning(blobs.c.name))).all()
         return [row.name for row in removed]
 
+    async def claim_retags(self, limit: int, lease: float) -> tuple[str, list[str]]:
+        """Committed rows whose retag is owed and whose lease (a retag worker's earlier
+        claim) has run out, oldest first, up to ``limit``: the claim's token and the names it
+        won. A claim on a committed row holds off other retag workers only: replace and
+        delete move the row on its state alone (and clear the claim)."""
+        token = claim_token()
+        times = self.times(lease=lease)
+        query = (select(blobs.c.name).where(
+            blobs.c.retag_due.is_not(None), blobs.c.state == COMMITTED,
+            blobs.c.lease_until < NOW).order_by(blobs.c.retag_due).limit(limit)
+            .with_for_update(skip_locked=True))  # rendered on PostgreSQL only
+        async with self.db.transaction() as conn:
+            names = list((await conn.execute(query, times)).scalars())
+            if not names:
+                return token, []
+            won = (await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == COMMITTED,
+                       blobs.c.retag_due.is_not(None), blobs.c.lease_until < NOW)
+                .values(attempt=token, lease_until=LEASE)
+                .returning(blobs.c.name), times)).scalars().all()
+        order = {name: i for i, name in enumerate(names)}
+        return token, sorted(won, key=lambda n: order[n])
+
+    async def record_retagged(self, token: str, names: Sequence[str]) -> list[str]:
+        """The retag done: the owed marker and the claim cleared, only on rows still
+        ``committed`` under this claim's token (a row that moved to ``deleting``, or that
+        another worker claimed after this one's lease ran out, is not touched). The names
+        recorded."""
+        if not names:
+            return []
+        async with self.db.transaction() as conn:
+            return list((await conn.execute(
+                update(blobs)
+                .where(blobs.c.name.in_(names), blobs.c.state == COMMITTED,
+                       blobs.c.attempt == token)
+                .values(retag_due=None, attempt=None, lease_until=NOW)
+                .returning(blobs.c.name), self.times())).scalars().all())
+
+    async def retag_lag(self) -> float:
+        """Seconds since the oldest retag still owed was recorded (0: none owed), on the
+        database's clock."""
+        async with self.db.transaction(readonly=True) as conn:
+            row = (await conn.execute(select(NOW, func.min(blobs.c.retag_due)).where(
+                blobs.c.retag_due.is_not(None), blobs.c.state == COMMITTED),
+                self.times())).one()
+        if row[1] is None:
+            return 0.0
+        return max(0.0, (_as_datetime(row[0]) - _as_datetime(row[1])).total_seconds())
+
     async def purge_keys(self) -> int:
         """Idempotency keys past their retention."""
         async with self.db.transaction() as conn:
@@ -1106,6 +1174,13 @@ async def _drop_intents(conn: Any, rows: Sequence[Any]) -> None:
     await conn.execute(delete(keys).where(
         keys.c.blob_name.in_(names), keys.c.state == KeyState.PENDING.value))
     await conn.execute(delete(uploads).where(uploads.c.blob_name.in_(names)))
+
+
+def _as_datetime(value: object) -> datetime:
+    """A timestamp as the driver returned it (SQLite: text) as a naive datetime."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=None)
 
 
 class _Undo(Exception):

@@ -404,15 +404,16 @@ async def settle(owner: Resumable, upload: UploadRecord, intent: Intent, digests
     """The end of any upload that outlives a request, once ``digests`` were computed from
     the stored bytes: their size and declared SHA-256 checked, the verified SHA-256
     recorded, then confirm, C3 and C4 (the ledger's own steps; C4 closes the upload in its
-    own transaction). A mismatch gives the upload up (IntegrityError). ``points``
-    prefixes the failpoints."""
+    own transaction; with the deferred retag only C4, which leaves the retag owed). A
+    mismatch gives the upload up (IntegrityError). ``points`` prefixes the failpoints."""
     ledger = owner.ledger
     try:
         await _verified(owner, upload, digests, points)
-        await ledger.confirm(intent)
-        await failpoints.hit(f"{points}.after_confirm")
-        await ledger.tag_committed(intent)  # C3
-        await failpoints.hit(f"{points}.after_tag")
+        if not ledger.transitions.deferred:  # deferred: confirm folds into C4, C3 after it
+            await ledger.confirm(intent)
+            await failpoints.hit(f"{points}.after_confirm")
+            await ledger.tag_committed(intent)  # C3
+            await failpoints.hit(f"{points}.after_tag")
     except IntegrityError:
         await asyncio.shield(owner.give_up(upload, intent))
         raise

@@ -1,13 +1,17 @@
 """The invariant checker: I1, I3, I4 and I5 of the protocol on a live database and store.
 
-- I1 every ``ready`` document's current blob exists, is tagged ``committed``, and its size
+- I1 every ``ready`` document's current blob exists, is tagged ``committed`` (or, with the
+  deferred retag, still ``pending`` or untagged while its row owes the retag), and its size
   and SHA-256 match the row (this also shows I3: no such blob was deleted); so does every
   ``held`` document's (committed and stored, waiting for its processors).
 - I4 (``settled=True``, after the sweeper and the deletion path ran past their cutoffs):
   no stale ``pending`` or ``deleting`` row, no committed row that no ready document points
-  at, and no blob without a row.
+  at, no retag still owed (the sweeper does them first), and no blob without a row.
 - I5 no ``pending`` or ``held`` document is visible through :meth:`Ledger.get` or
   :meth:`Ledger.list`.
+
+The age of the oldest owed retag is reported (``retag_lag``), with a warning (never a
+violation) beyond ``BLOBLEDGER_RETAG_WARN_AFTER``.
 
 For attachments (blob rows of kind ``attachment``, owned by an application's row):
 
@@ -75,6 +79,8 @@ class InvariantReport:
     attached: int = 0  # attachment rows an owner holds
     orphan_blobs: int = 0  # blobs with no row (a violation only when settled)
     uncommitted: int = 0  # names holding uncommitted bytes (reported, never a violation)
+    retag_lag: float = 0.0  # seconds since the oldest retag still owed (deferred retag)
+    warnings: list[str] = field(default_factory=list)  # reported, never a violation
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -95,6 +101,8 @@ class InvariantReport:
             "stored_blobs": self.stored_blobs,
             "orphan_blobs": self.orphan_blobs,
             "uncommitted": self.uncommitted,
+            "retag_lag": round(self.retag_lag, 3),
+            "warnings": list(self.warnings),
             "violations": [v.to_json() for v in self.violations],
         }
 
@@ -109,6 +117,7 @@ class InvariantReport:
             "checked: I1 I3 I5 (documents and attachments)"
             + (" I4 (settled)" if self.settled else ""),
         ]
+        lines += [f"warning: {w}" for w in self.warnings]
         if self.ok:
             lines.append("no violations")
         else:
@@ -134,6 +143,7 @@ class _Row:
     owner_table: str | None = None
     owner_key: str | None = None
     owner_column: str | None = None
+    retag_due: datetime | None = None
 
 
 async def check(ledger: Ledger, *, settled: bool = False,
@@ -166,7 +176,20 @@ async def check(ledger: Ledger, *, settled: bool = False,
     await _documents(ledger, report)
     async for _ in ledger.store.list_uncommitted(prefix):
         report.uncommitted += 1
+    report.retag_lag = await ledger.transitions.retag_lag()
+    if (warning := retag_warning(report.retag_lag, ledger.settings.retag_warn_after)):
+        report.warnings.append(warning)
     return report
+
+
+def retag_warning(lag: float, threshold: float) -> str | None:
+    """The warning for an owed retag older than ``threshold`` (None: none is)."""
+    if lag <= threshold:
+        return None
+    return (f"the oldest owed retag is {lag:.0f} s old, beyond BLOBLEDGER_RETAG_WARN_AFTER "
+            f"({threshold:.0f} s): is a retag worker running (serve with "
+            "BLOBLEDGER_RETAG=deferred, or blobledger sweep)? The blob is still tagged "
+            "pending, which the lifecycle rule deletes once it is old enough")
 
 
 async def _rows(ledger: Ledger) -> AsyncIterator[_Row]:
@@ -176,7 +199,8 @@ async def _rows(ledger: Ledger) -> AsyncIterator[_Row]:
     query = (
         select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
                doc.id, doc.status, doc.size, doc.sha256, BlobRow.size, BlobRow.sha256,
-               BlobRow.owner_table, BlobRow.owner_key, BlobRow.owner_column)
+               BlobRow.owner_table, BlobRow.owner_key, BlobRow.owner_column,
+               BlobRow.retag_due)
         .outerjoin(doc, and_(doc.blob_name == BlobRow.name)))
     async for r in pages(ledger, query, span="check.page", page=PAGE):
         yield _Row(*r)
@@ -205,6 +229,8 @@ async def _row(
         problem = "stale deleting row left by the deletion path"
     elif row.state == BlobState.COMMITTED and row.doc_status is None:
         problem = "committed row that no ready document points at (a leak)"
+    elif row.state == BlobState.COMMITTED and row.retag_due is not None:
+        problem = "retag still owed after the retag worker ran"
     else:
         return
     if await _still(ledger, row.name, row.state):
@@ -220,7 +246,9 @@ def _ready_problem(row: _Row, blob: BlobInfo | None) -> str | None:
     if blob is None:
         return f"current blob {row.name} is missing from the store"
     state = (blob.tags or {}).get("state")
-    if state != BlobState.COMMITTED:
+    owed = row.retag_due is not None and row.state == BlobState.COMMITTED and (
+        state == BlobState.PENDING or not blob.tags)  # deferred: the retag still to come
+    if state != BlobState.COMMITTED and not owed:
         return f"current blob {row.name} is {tagged(state, TAG_STATE)}, not committed"
     if row.state != BlobState.COMMITTED:
         return f"current blob {row.name} has a {row.state} row, not committed"
@@ -279,7 +307,9 @@ async def _confirm_ready(ledger: Ledger, blob_name: str) -> str | None:
     async with ledger.db.session(readonly=True) as session:
         found = (await session.execute(
             select(BlobRow.name, BlobRow.state, BlobRow.document_id, BlobRow.changed_at,
-                   DocumentRow.id, DocumentRow.status, DocumentRow.size, DocumentRow.sha256)
+                   DocumentRow.id, DocumentRow.status, DocumentRow.size, DocumentRow.sha256,
+                   BlobRow.size, BlobRow.sha256, BlobRow.owner_table, BlobRow.owner_key,
+                   BlobRow.owner_column, BlobRow.retag_due)
             .join(DocumentRow, DocumentRow.blob_name == BlobRow.name)
             .where(BlobRow.name == blob_name))).first()
     if found is None or found[5] not in _STORED:

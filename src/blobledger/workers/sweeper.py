@@ -2,6 +2,8 @@
 
 One :meth:`Sweeper.run_once` does, in claimed batches until no claimable work is left:
 
+0. **Owed retags** (the deferred retag): :class:`blobledger.workers.retagger.Retagger`.
+
 1. **Stale intents**: rows ``pending`` whose ``changed_at`` is older than ``sweep_after`` and
    whose lease has expired. Delete the blob conditioned on tag ``pending`` (absent is fine),
    then the rows (for a creation the pending document too, while it still points at the
@@ -79,6 +81,7 @@ from blobledger.protocol.models import (
     BlobKind,
     BlobState,
 )
+from blobledger.workers.retagger import Retagger
 
 log = logging.getLogger("blobledger.sweeper")
 
@@ -109,6 +112,7 @@ class SweepReport:
     refused: int = 0  # the guard said no (logged); the row is left alone
     errors: int = 0  # steps that failed; the rows are retried after the lease
     keys_expired: int = 0  # idempotency keys past their retention, forgotten
+    retagged: int = 0  # owed retags done (the deferred retag: workers/retagger.py)
     batches: int = 0
     seconds: float = 0.0
     aborted: str | None = None  # why the run stopped early (store unreachable)
@@ -202,6 +206,9 @@ class Sweeper:
         started = time.perf_counter()
         try:
             async with self.exclusive():
+                retags = await Retagger(self.ledger, batch=self.batch).run_once()
+                report.retagged = retags.retagged
+                report.errors += retags.errors
                 await self._drain(BlobState.PENDING, self._sweep_batch, report)
                 if report.aborted is None:
                     await self._drain(BlobState.DELETING, self._delete_batch, report)

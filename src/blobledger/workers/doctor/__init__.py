@@ -10,22 +10,30 @@ from blobledger.config import Settings
 from blobledger.stores import open_store
 from blobledger.workers.doctor.azure import azure_report
 from blobledger.workers.doctor.checks import Report, store_report
+from blobledger.workers.doctor.retag import retag_check
 from blobledger.workers.doctor.s3 import s3_extras
 
 __all__ = ["Report", "run_doctor"]
 
 
 async def run_doctor(settings: Settings, *, create: bool = True) -> Report:
-    """Probe the store named by ``settings.store_url``; never leaves a probe behind.
+    """Probe the store named by ``settings.store_url`` (and, with the deferred retag, the
+    database's retag lag); never leaves a probe behind.
     ``create`` False: a local store's folder that does not exist is a StoreMissing, not
     made."""
+    report = await _store_report(settings, create)
+    await retag_check(settings, report)
+    return report
+
+
+async def _store_report(settings: Settings, create: bool) -> Report:
     if settings.store_url.startswith("azure://"):
         return await azure_report(settings)
     store = open_store(settings.store_url, settings, create=create)
     try:
         await store.ping()
         if settings.store_url.startswith("s3://"):
-            return await store_report(store, s3_extras(store))
+            return await store_report(store, s3_extras(store, settings.retag_warn_after))
         return await store_report(store)
     finally:
         await store.close()

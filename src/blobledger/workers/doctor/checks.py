@@ -14,6 +14,8 @@ tag-conditioned tag update enforced    yes    a tag update conditioned on the wr
                                               refused (Azurite ignores it: a known gap)
 soft delete                            no     service properties (on / off / unknown)
 lifecycle rule                         no     needs the management API: reported, not guessed
+retag lag                              no     deferred retag: the oldest owed retag, from the
+                                              database, against BLOBLEDGER_RETAG_WARN_AFTER
 =====================================  =====  ==============================================
 
 Azure stores are probed with the SDK directly (:mod:`blobledger.workers.doctor.azure`), to
@@ -36,7 +38,7 @@ from blobledger.stores import Store
 from blobledger.stores.base import Tags
 from blobledger.stores.local import LocalStore
 
-PASS, FAIL, GAP, INFO, UNKNOWN = "pass", "fail", "gap", "info", "unknown"
+PASS, FAIL, GAP, INFO, UNKNOWN, WARN = "pass", "fail", "gap", "info", "unknown", "warn"
 PROBE_PREFIX = "doctor"
 CREATE_ONLY = "create-only enforced (409 or 412)"
 TAGS = "index tags supported"
@@ -55,7 +57,7 @@ NO_MATCH: Tags = {"state": "no-such-state"}
 class Check:
     name: str
     must: bool
-    status: str  # pass | fail | gap (known emulator gap) | info | unknown
+    status: str  # pass | fail | gap (known emulator gap) | info | unknown | warn
     detail: str
 
     @property

@@ -14,12 +14,22 @@ from typing import Any
 from blobledger.errors import StoreError
 from blobledger.stores.base import Store
 from blobledger.stores.s3 import S3Store, map_errors
-from blobledger.workers.doctor.checks import INFO, LIFECYCLE, PASS, SOFT_DELETE, UNKNOWN, Report
+from blobledger.workers.doctor.checks import (
+    INFO,
+    LIFECYCLE,
+    PASS,
+    SOFT_DELETE,
+    UNKNOWN,
+    WARN,
+    Report,
+)
+from blobledger.workers.lifecycle import RETAG_FACTOR
 
 VERSIONING = SOFT_DELETE  # the same question: are deleted bytes kept?
 
 
-def s3_extras(store: Store) -> Callable[[Report], Awaitable[None]]:
+def s3_extras(store: Store, retag_warn_after: float | None = None
+              ) -> Callable[[Report], Awaitable[None]]:
     assert isinstance(store, S3Store)
 
     async def extras(report: Report) -> None:
@@ -38,7 +48,7 @@ def s3_extras(store: Store) -> Callable[[Report], Awaitable[None]]:
                            "bytes")
         except StoreError as exc:
             report.add(VERSIONING, False, UNKNOWN, f"not readable: {exc}")
-        report.add(*_lifecycle(await _rules(s3, store.bucket)))
+        report.add(*_lifecycle(await _rules(s3, store.bucket), retag_warn_after))
 
     return extras
 
@@ -54,10 +64,20 @@ async def _rules(s3: Any, bucket: str) -> list[dict[str, Any]] | StoreError:
         return exc
 
 
-def _lifecycle(rules: list[dict[str, Any]] | StoreError) -> tuple[str, bool, str, str]:
+def _lifecycle(rules: list[dict[str, Any]] | StoreError,
+               retag_warn_after: float | None = None) -> tuple[str, bool, str, str]:
     if isinstance(rules, StoreError):
         return LIFECYCLE, False, UNKNOWN, f"not readable: {rules}"
     ours = [r.get("ID", "") for r in rules if str(r.get("ID", "")).startswith("blobledger-")]
+    if retag_warn_after is not None:
+        near = sorted(str(r.get("ID", "")) for r in rules
+                      if str(r.get("ID", "")).startswith("blobledger-")
+                      and "Days" in r.get("Expiration", {})
+                      and int(r["Expiration"]["Days"]) * 86400 < RETAG_FACTOR * retag_warn_after)
+        if near:
+            return (LIFECYCLE, False, WARN, f"rules {', '.join(near)} expire blobs sooner "
+                    f"than {RETAG_FACTOR} times BLOBLEDGER_RETAG_WARN_AFTER: a ready "
+                    "document's blob still owing its retag (tagged pending) could be deleted")
     if ours:
         return LIFECYCLE, False, PASS, f"rules present: {', '.join(sorted(ours))}"
     return (LIFECYCLE, False, INFO, "no blobledger rule: compare with "

@@ -16,7 +16,7 @@ from typing import Any
 
 from blobledger._base.names import check_prefix
 from blobledger.errors import ConfigError
-from blobledger.workers.lifecycle import STATES
+from blobledger.workers.lifecycle import STATES, check_days
 
 MAX_PREFIXES = 10
 MAX_TAG_CONDITIONS = 10
@@ -33,15 +33,14 @@ def build_policy(
     states: Sequence[str] = STATES,
     hierarchical_namespace: bool = False,
     sweep_after: float | None = None,
+    retag_warn_after: float | None = None,
 ) -> dict[str, Any]:
     """The policy document (``{"rules": [...]}``), validated.
 
     With ``sweep_after`` (seconds), N days must exceed it: the rule must never race an
     upload that the sweeper itself would still leave alone.
     """
-    if sweep_after is not None and days * 86400 <= sweep_after:
-        raise ConfigError(f"--days {days} does not exceed BLOBLEDGER_SWEEP_AFTER "
-                          f"({sweep_after:g}s)")
+    check_days(days, sweep_after=sweep_after, retag_warn_after=retag_warn_after)
     if hierarchical_namespace:
         raise ConfigError("lifecycle blob index filters need a flat namespace; this account "
                           "has a hierarchical namespace")

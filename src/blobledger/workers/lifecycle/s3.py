@@ -14,7 +14,7 @@ from typing import Any
 
 from blobledger._base.names import check_prefix
 from blobledger.errors import ConfigError
-from blobledger.workers.lifecycle import STATES
+from blobledger.workers.lifecycle import STATES, check_days
 
 MAX_RULES = 1000
 
@@ -25,12 +25,11 @@ def build_s3_policy(
     days: int,
     *,
     sweep_after: float | None = None,
+    retag_warn_after: float | None = None,
 ) -> dict[str, Any]:
     """The lifecycle configuration (``{"Rules": [...]}``) for blobs under ``root`` (the
     store URL's key prefix, '' for none) and each blob-name prefix."""
-    if sweep_after is not None and days * 86400 <= sweep_after:
-        raise ConfigError(f"--days {days} does not exceed BLOBLEDGER_SWEEP_AFTER "
-                          f"({sweep_after:g}s)")
+    check_days(days, sweep_after=sweep_after, retag_warn_after=retag_warn_after)
     if not prefixes:
         raise ConfigError("give at least one --prefix")
     rules: list[dict[str, Any]] = []
