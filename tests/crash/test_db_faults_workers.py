@@ -196,7 +196,7 @@ async def test_worker_db_fault(cut: Cut, tmp_path: Path, request: pytest.Fixture
 
 async def cut_run(cut: Cut, proxy: PgProxy, run: Awaitable[Any]) -> Any:
     """``run`` with the proxy armed for ``cut``: its result, or the error it raised."""
-    proxy.arm(cut.pattern, cut.when, nth=cut.nth, after=cut.after)
+    proxy.arm(cut.pattern, cut.when, nth=cut.nth, after=cut.after, same_connection=True)
     try:
         return await run
     except Exception as exc:  # the worker's error is the outcome under test
@@ -227,10 +227,13 @@ async def event_count(ledger: Ledger, kind: str, subject: str) -> int:
 
 # -- delivery -------------------------------------------------------------------------------
 async def delivery_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
-    """Two documents' ``document.ready``; one worker (a claim of one event at a time) cut
-    at its first claim or mark; the receiver refuses the first delivery where the mark under
-    test is a failure (``dead``: after one attempt). Then a worker with the clock past the
-    lease and every backoff, a dead event replayed, delivers the rest."""
+    """Two documents' ``document.ready``; one worker (both events in one claim, sent
+    together) cut at its claim or at the first mark (the receiver refuses the first
+    delivery where that mark is a failure; ``dead``: after one attempt). Then a worker with
+    the clock past the lease and every backoff, a dead event replayed, delivers the rest:
+    each event taken exactly once (its attempt log, committed before the mark, names the
+    target that took it; only a cut at that log's own COMMIT, not one of these, may send it
+    again, with the same ``webhook-id``)."""
     receiver = Receiver(refuse_first=1 if cut.step in ("failed", "dead") else 0)
     settings: dict[str, Any] = dict(event_lease=EVENT_LEASE, event_timeout=5.0, event_backoff=1.0,
                                     event_max_attempts=1 if cut.step == "dead" else 10)
@@ -239,7 +242,7 @@ async def delivery_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
         async with ledger_of(target, **settings) as ledger:
             await ledger.create("one.txt", b"1")
             await ledger.create("two.txt", b"2")
-            first = await cut_run(cut, proxy, Delivery(ledger, batch=1).run_once())
+            first = await cut_run(cut, proxy, Delivery(ledger).run_once())
             assert isinstance(first, Exception), first  # no delivery step is tried twice
         async with ledger_of(target, LATER, **settings) as later:
             await Delivery(later).run_once()
@@ -257,8 +260,8 @@ async def delivery_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
     assert len(found) == 2 and [e.state for e in found] == ["delivered"] * 2, found
     assert counts[events.PENDING] == 0
     assert receiver.bad_signatures == 0
-    # every event taken exactly once: a lost mark is retried without sending again (the
-    # attempt log names the target that took it)
+    # every event taken exactly once: a lost mark is retried without sending again, and
+    # the other event of the batch was sent, logged and marked before the run ended
     assert receiver.counts == {e.event_id: 1 for e in found}, receiver.counts
     assert all(payload["id"] == webhook_id for webhook_id, payload in receiver.deliveries)
     for event in found:
@@ -285,7 +288,8 @@ class Scripted:
 
 
 async def processing_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
-    """A held document; a worker (one row at a time) cut at the step under test, then a
+    """A held document; a worker cut at the step under test (two processors: their rows
+    claimed and run together, their verdicts serialized on the document's row), then a
     worker past the lease; the document decided once, never readable before."""
     rejects = cut.step == "reject"
     names = ("content-type",) if cut.step in ("reject", "failed") else ("content-type", "scan")
@@ -298,14 +302,20 @@ async def processing_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
     async with ledger_of(target, **settings) as ledger:
         doc = await ledger.create("held.png", PNG, content_type="image/png", hold=True)
         assert doc.status == "held"
-        worker = ProcessingWorker(ledger, batch=1, processors=processors())
+        worker = ProcessingWorker(ledger, processors=processors())
         first = await cut_run(cut, proxy, worker.run_once())
         assert isinstance(first, Exception), first
-        made_ready = cut.step == "last accept" and cut.commit and cut.when == "after"
+        # both rows are claimed together: the other's verdict is recorded before the run
+        # ends with the error, and is the last one if the cut one applied
+        accepts = cut.step in ("accept", "last accept")
+        made_ready = accepts and cut.commit and cut.when == "after"
         assert await readable(ledger, doc.id) is made_ready  # never before the last accept
         state = await ledger.hold_state(doc.id)
         if made_ready:
             assert state is None
+        elif accepts:
+            assert state is not None and state.status == "held", state
+            assert sorted(state.processors.values()) == ["accepted", "pending"], state
         elif rejects and cut.commit and cut.when == "after":
             assert state is not None and state.status == "rejected"
         else:
