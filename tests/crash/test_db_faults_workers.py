@@ -5,10 +5,13 @@ failed), of a variant maker's claim, confirm and attach, and of R4 and the delet
 they detached a version's variants; at COMMIT both before it is sent (it never applied) and
 after (it applied; the writer never hears).
 
-No worker step is tried again on a lost connection: the run stops with the error, its rows
-stay where the transaction left them (claimed under a lease at most), and the next run, with
-the clock past the lease, finishes the work. Each case then checks what that writer
-promises:
+No step of a worker or a variant maker is tried again on a lost connection: the run (or the
+request) stops with the error, once the other items of its claim are done (a delivery claim's
+events and a processing claim's rows run together), its rows stay where the transaction left
+them (claimed under a lease at most), and the next run, with the clock past the lease,
+finishes the work; R4 and the delete are tried once more on a fresh connection, or retried
+by the client. A COMMIT is cut on the connection that ran the step's statements (the other
+items' transactions run alongside). Each case then checks what that writer promises:
 
 - delivery: every event delivered exactly once to a real receiver (Standard Webhooks
   signatures verified), its ``webhook-id`` the payload's id, its attempts between one and
