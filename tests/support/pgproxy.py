@@ -19,6 +19,8 @@ only once a statement matching ``after`` was seen, is either
   dropped, then both sides closed: the statement ran; for ``COMMIT`` the transaction is
   committed and the client never learns it.
 
+With ``same_connection``, only the statements of the connection that ran ``after`` count
+(the cut lands in the anchor's own transaction while other connections work alongside).
 A cut fires once; afterwards new connections pass (the pool reconnects). ``statements``
 logs every statement run through the proxy. Runs in its own thread and event loop
 (:class:`ThreadedServer`), so sync and async tests can use it alike.
@@ -51,19 +53,26 @@ class Cut:
     when: When = "before"
     nth: int = 1
     after: str | None = None
+    same_connection: bool = False
     seen: int = 0
     anchored: bool = False
+    #: the connection that ran ``after`` (with ``same_connection``: the only one counted)
+    anchor: int | None = None
 
     def __post_init__(self) -> None:
         self._pattern = re.compile(self.pattern, re.IGNORECASE)
         self._after = re.compile(self.after, re.IGNORECASE) if self.after else None
         self.anchored = self._after is None
 
-    def fires(self, sql: str) -> bool:
-        """Whether running ``sql`` now is the cut (counting it if it matches)."""
+    def fires(self, sql: str, connection: int = 0) -> bool:
+        """Whether running ``sql`` (on ``connection``) now is the cut (counting it if it
+        matches)."""
         if not self.anchored:
             assert self._after is not None
             self.anchored = bool(self._after.search(sql))
+            self.anchor = connection if self.anchored else None
+            return False
+        if self.same_connection and self.anchor is not None and connection != self.anchor:
             return False
         if self._pattern.search(sql):
             self.seen += 1
@@ -90,14 +99,16 @@ class PgProxy(ThreadedServer):
 
     # -- control --------------------------------------------------------------------------
     def arm(self, pattern: str, when: When = "before", *, nth: int = 1,
-            after: str | None = None, then_down: bool = False) -> None:
+            after: str | None = None, then_down: bool = False,
+            same_connection: bool = False) -> None:
         """Cut at the ``nth`` statement matching ``pattern`` from now on (counted once a
         statement matching ``after`` ran, if given), ``before`` or ``after`` sending it;
         ``then_down``: after that cut, every statement is cut before it is sent, until
-        :meth:`disarm` (a database that stays away)."""
+        :meth:`disarm` (a database that stays away); ``same_connection``: count only the
+        statements of the connection that ran ``after``."""
         assert when in ("before", "after")
         with self._lock:
-            self._cut = Cut(pattern, when, nth, after)
+            self._cut = Cut(pattern, when, nth, after, same_connection)
             self._then_down = then_down
             self._down = False
 
@@ -119,14 +130,14 @@ class PgProxy(ThreadedServer):
         parsed = make_url(database_url).set(host="127.0.0.1", port=self.port)
         return parsed.render_as_string(hide_password=False)
 
-    def _decide(self, sql: str) -> When | None:
+    def _decide(self, sql: str, connection: int = 0) -> When | None:
         with self._lock:
             self.statements.append(sql)
             if self._down:
                 self.fired.append(("before", sql))
                 return "before"
             cut = self._cut
-            if cut is None or not cut.fires(sql):
+            if cut is None or not cut.fires(sql, connection):
                 return None
             self._cut = None
             self._down = self._then_down
@@ -171,7 +182,7 @@ class PgProxy(ThreadedServer):
                 return
             kind, body = message[:1], message[5:]
             sql = _statement(kind, body, prepared, portals)
-            when = self._decide(sql) if sql is not None else None
+            when = self._decide(sql, id(reader)) if sql is not None else None
             if when == "before":
                 return  # never forwarded; the finally closes both sides
             if when == "after":

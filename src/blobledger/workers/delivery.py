@@ -146,8 +146,14 @@ class Delivery:
                 for event in claimed:
                     await self._deliver(token, event, report)
             else:  # one event per subject in a claim: they may go out together
-                await asyncio.gather(*(self._deliver(token, event, report)
-                                       for event in claimed))
+                # each one sent, logged and marked before an error of another (the database
+                # gone under its mark) ends the run: none left running behind it
+                outcomes = await asyncio.gather(*(self._deliver(token, event, report)
+                                                  for event in claimed),
+                                                return_exceptions=True)
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
         async with self.ledger.db.transaction(readonly=True) as conn:
             counts = await events.counts(conn)
             report.lag = await events.oldest_pending(conn, self.ledger.clock_offset)

@@ -98,7 +98,13 @@ class ProcessingWorker:
                 break
             report.claimed += len(work)
             await failpoints.hit("processing.after_claim")
-            await asyncio.gather(*(self._one(token, item, report) for item in work))
+            # every row of the batch decided before an error of one (the database gone
+            # under its verdict) ends the run: none left running behind it
+            outcomes = await asyncio.gather(*(self._one(token, item, report) for item in work),
+                                            return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
         report.purged = await self.ledger.held.purge(settings.idempotency_retention)
         report.held, report.lag = await self.ledger.held.waiting()
         report.seconds = time.perf_counter() - started
