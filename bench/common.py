@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import resource
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -35,6 +36,7 @@ from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.stores import Store
 from blobledger.stores.azure import AzureStore
+from blobledger.stores.local import LocalStore
 
 
 @dataclass
@@ -102,7 +104,8 @@ async def azure_ledger(
         await ledger.close()
 
 
-#: the storage backends a case runs on, side by side (S3 on moto's server)
+#: the storage backends a case runs on, side by side (S3 on moto's server); ``"local"``
+#: (a folder on this machine's disk, loopback only) is there for the cases that ask for it
 BACKENDS = ("azure", "s3")
 
 
@@ -120,7 +123,11 @@ class Backend:
 
     @property
     def label(self) -> str:
-        return {"azure": "Azurite", "s3": "S3 (moto)"}[self.kind]
+        return {"azure": "Azurite", "s3": "S3 (moto)", "local": "disk"}[self.kind]
+
+
+async def _one_chunk(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 @asynccontextmanager
@@ -129,6 +136,19 @@ async def backend_ledger(
 ) -> AsyncIterator[Backend]:
     """A ledger on the case's PostgreSQL database and a fresh container (Azurite) or bucket
     (moto's S3 server), reached with ``latency_ms`` added to every round trip."""
+    if kind == "local":  # no server to put a proxy in front of: loopback only
+        assert not latency_ms, "the local-disk store has no round trip to add to"
+        with tempfile.TemporaryDirectory(prefix="bench-disk-") as root:
+            disk = LocalStore(root)
+            ledger = Ledger(Database(ctx.postgres_url), disk,
+                            Settings(database_url=ctx.postgres_url, store_url=disk.url))
+            await ledger.connect()
+            try:  # the baselines' put: the same safe write (temp file, fsync, link), no tags
+                yield Backend(kind, ledger, lambda name, data: disk.put(
+                    name, _one_chunk(data), tags={}), disk, latency_ms)
+            finally:
+                await ledger.close()
+        return
     if kind == "azure":
         async with azure_ledger(ctx, latency_ms) as (ledger, store):
             client = store._client()
