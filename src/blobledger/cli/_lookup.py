@@ -43,5 +43,7 @@ def find(client: Client, key: str) -> tuple[DocumentAnswer, Any]:
 
 
 def _answered(exc: BlobLedgerError, status: int, kind: type[BlobLedgerError]) -> bool:
-    """Whether ``exc`` is the client's error for an answer of ``status``."""
-    return isinstance(exc, kind) or (isinstance(exc, ServiceError) and exc.status == status)
+    """Whether ``exc`` is the client's error for an answer of ``status``: exactly ``kind``
+    (not a narrower one: a rejected document's 410 is an ``UploadGone``, told as it is),
+    or a ServiceError of that status."""
+    return type(exc) is kind or (isinstance(exc, ServiceError) and exc.status == status)
