@@ -409,6 +409,39 @@ def test_a_direct_upload_sends_only_the_allowed_headers_and_follows_no_redirect(
     assert (sent.headers["if-none-match"], sent.headers["x-ms-blob-type"]) == ("*", "BlockBlob")
 
 
+
+def test_a_direct_upload_falls_back_without_uploads_and_gives_up_on_a_failing_store(
+        hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
+    """A server without ``POST /uploads`` (404) gets the ordinary upload, of the whole file;
+    a store that keeps answering 503 is given up after the retries, in one line, and the
+    upload is not completed."""
+    def without(request: Request) -> Reply:
+        if request.path == "/uploads":
+            return problem_reply(404, {"detail": "Not Found"})
+        return json_reply(201, {**DOC, "name": "f.txt"})
+
+    hostile.respond = without
+    (tmp_path / "f.txt").write_bytes(b"the user's file")
+    done = against(hostile, "put", "f.txt", "--direct")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["id"] == "d1"
+    assert [m for m, _ in hostile.seen()] == ["POST", "POST"]
+    assert hostile.requests[1].path.startswith("/documents?")
+    assert hostile.requests[1].body == b"the user's file"
+
+    hostile.requests.clear()
+
+    def failing(request: Request) -> Reply:
+        if request.path == "/uploads":
+            return json_reply(201, _put(f"{hostile.url}/store/b"))
+        return problem_reply(503, {"detail": "busy"})
+
+    hostile.respond = failing
+    line = error_line(against(hostile, "put", "f.txt", "--direct", "--retries", "1"))
+    assert line == "blobledger: error: direct upload of f.txt failed: HTTP 503", line
+    assert hostile.seen() == [("POST", "/uploads"), ("PUT", "/store/b"), ("PUT", "/store/b")]
+
+
 def test_get_refuses_bytes_that_do_not_match_their_digest(
         hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
     genuine = base64.b64encode(hashlib.sha256(b"the genuine bytes").digest()).decode()

@@ -10,11 +10,11 @@ document, "the server answered 409 with a body that is not a problem document"
 (:mod:`blobledger.client._answers` checks every body the commands read).
 
 Retries are the client's (:mod:`blobledger.client._retry`: bounded attempts and total
-time, exponential backoff with jitter; :func:`retrying`, stamina's, for ``put --direct``'s
-own steps). What says retry: a connection failure, a 5xx (500, 502, 503, 504), or a
-response that carries ``Retry-After`` (a 429, a 503, the 409 of an attempt under the same
-idempotency key still running), whose wait is honoured, given in seconds or as an HTTP
-date. Any other 4xx is final. A connection that cannot be made at all is
+time, exponential backoff with jitter; a direct upload's PUT to the store as
+:mod:`blobledger.client._core` retries it). What says retry: a connection failure, a 5xx
+(500, 502, 503, 504), or a response that carries ``Retry-After`` (a 429, a 503, the 409
+of an attempt under the same idempotency key still running), whose wait is honoured, given
+in seconds or as an HTTP date. Any other 4xx is final. A connection that cannot be made at all is
 :class:`Unreachable` (exit 3), told with the URL tried and ``BLOBLEDGER_URL``; its retries
 are each told on stderr as they happen (:class:`Attempts`).
 """
@@ -25,31 +25,20 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, TypeVar
+from typing import TypeVar
 
 import click
 import httpx
-import stamina
 
 from blobledger import __version__
 from blobledger.cli._output import Progress, one_line
 from blobledger.client import Client, Retried
-from blobledger.client._answers import describe
-from blobledger.client._retry import (
-    MAX_DELAY,
-    RETRY_AFTER_STATUSES,
-    RETRY_STATUSES,
-    retry_after,
-    says_retry,
-)
+from blobledger.client._retry import retry_after
 from blobledger.errors import BlobLedgerError
 
 F = TypeVar("F", bound=Callable[..., object])
-__all__ = ["MAX_DELAY", "RETRY_AFTER_STATUSES", "RETRY_STATUSES", "TOTAL_TIME", "Attempts",
-           "ClientError", "Connection", "Progress", "TryAgain", "Unreachable", "answered",
-           "check", "connection_options", "describe", "open_client", "read_chunks",
-           "retry_after", "retrying", "unreachable"]
-CHUNK = 1024 * 1024
+__all__ = ["TOTAL_TIME", "Attempts", "ClientError", "Connection", "Progress", "Unreachable",
+           "answered", "connection_options", "open_client", "retry_after", "unreachable"]
 #: the longest time all the attempts of one request may take
 TOTAL_TIME = 300.0
 #: retries of a connection that cannot be made, unless ``--retries`` is given: a service
@@ -67,54 +56,6 @@ class Unreachable(ClientError):
     """The service could not be reached (one line, exit 3: an outage, or the wrong URL)."""
 
     exit_code = 3
-
-
-class TryAgain(ClientError):
-    """A response that says to try again; ``wait``: its Retry-After, in seconds, if any."""
-
-    def __init__(self, message: str, wait: float | None = None) -> None:
-        super().__init__(message)
-        self.wait = wait
-
-    @classmethod
-    def check(cls, response: httpx.Response) -> httpx.Response:
-        """The response, unless it says retry (TryAgain) or failed (ClientError)."""
-        if response.status_code < 400:
-            return response
-        if says_retry(response):
-            raise cls(describe(response), retry_after(response))
-        raise ClientError(describe(response))
-
-
-def retrying(retries: int, url: str = "", *,
-             connect_retries: int | None = None) -> Iterator[stamina.Attempt]:
-    """Up to ``retries`` retries of a block that raises TryAgain or httpx.TransportError
-    to be retried; the last failure is raised when attempts or :data:`TOTAL_TIME` run out.
-    A connection that cannot be made at all (refused, no such host) is retried at most
-    ``connect_retries`` times (default: ``retries``), and each such retry is told on stderr
-    at once, with the URL tried and how to point the CLI elsewhere: a service that is not
-    there is never waited for in silence. Other retries print nothing (stamina's own hooks
-    would write to stdout): only the outcome is told."""
-    allowed = retries if connect_retries is None else min(connect_retries, retries)
-    refused = 0
-
-    def backoff(exc: Exception) -> bool | float:
-        nonlocal refused
-        if isinstance(exc, TryAgain):
-            return min(exc.wait, MAX_DELAY) if exc.wait is not None else True
-        if isinstance(exc, httpx.ConnectError):
-            refused += 1
-            return refused <= allowed
-        return isinstance(exc, httpx.TransportError)
-
-    def tell(details: stamina.instrumentation.RetryDetails) -> None:
-        if isinstance(details.caused_by, httpx.ConnectError):
-            tell_connect_retry(url, details.caused_by, details.wait_for, refused, allowed)
-
-    stamina.instrumentation.set_on_retry_hooks([tell])
-    return iter(stamina.retry_context(
-        on=backoff, attempts=retries + 1, timeout=TOTAL_TIME, wait_initial=0.25,
-        wait_max=MAX_DELAY, wait_jitter=0.25))
 
 
 def tell_connect_retry(url: str, exc: httpx.ConnectError, wait: float, retry: int,
@@ -205,12 +146,6 @@ def answered() -> Iterator[None]:
         raise ClientError(str(exc)) from None
 
 
-def check(response: httpx.Response) -> httpx.Response:
-    if response.status_code >= 400:
-        raise ClientError(describe(response))
-    return response
-
-
 def unreachable(url: str, exc: httpx.HTTPError, what: str = "") -> ClientError:
     """The one line for a request that failed on its way (``what``: said first): for a
     connection that could not be made, the URL tried and how to point the CLI elsewhere
@@ -232,8 +167,3 @@ def connect_failure(url: str, exc: httpx.HTTPError) -> str:
 def _reason(exc: httpx.HTTPError) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
-
-def read_chunks(handle: IO[bytes], progress: Progress) -> Iterator[bytes]:
-    while chunk := handle.read(CHUNK):
-        progress.add(len(chunk))
-        yield chunk

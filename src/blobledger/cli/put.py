@@ -8,12 +8,14 @@ retried (:mod:`blobledger.client._retry`: connection failures, 5xx, and a 409 or
 nothing else; the retries of a connection that cannot be made are told as they happen
 (:class:`blobledger.cli._client.Attempts`). Prints the document as JSON.
 
-With ``--direct`` the bytes go to the store itself when the server offers it (``POST
-/uploads``; a server without it gets the ordinary upload): the file's SHA-256 is declared, the
-bytes are PUT to the URL the server answered (never with this client's token), and the
-server completes the upload after checking what the store holds. The URL, method and
-headers the server answers are checked first (:mod:`blobledger.cli._direct`): a target the
-CLI does not expect is refused and nothing is sent.
+With ``--direct`` the bytes go to the store itself when the server offers it
+(:meth:`blobledger.client.Client.upload_direct`, ``POST /uploads``; a server without it gets
+the ordinary upload): the file's SHA-256 is declared, the bytes are PUT to the URL the
+server answered (never with this client's token, never following a redirect; what the
+store says to retry is sent again), and the server completes the upload after checking
+what the store holds. The URL, method and headers the server answers are checked first
+(:mod:`blobledger.client._direct`): a target the client does not expect is refused and
+nothing is sent.
 
 With ``--replace`` the file becomes the new bytes of an existing document, found by its name
 or id (:mod:`blobledger.cli._lookup`): ``PUT /documents/{id}/content`` with ``If-Match`` set
@@ -30,11 +32,11 @@ the URL tried), unless ``--retries`` is given: a service that is not there is no
 
 from __future__ import annotations
 
-import hashlib
 import mimetypes
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 import httpx
@@ -50,9 +52,10 @@ from blobledger.cli._client import (
     open_client,
     unreachable,
 )
-from blobledger.cli._direct import direct_upload
 from blobledger.cli._lookup import find
 from blobledger.cli._output import display_name, print_json
+from blobledger.client import Client, NoDirectUploads, StoreFailed
+from blobledger.client._answers import DocumentAnswer
 from blobledger.errors import BlobLedgerError, PreconditionFailed
 
 #: retries after a failed attempt, unless ``--retries`` says otherwise
@@ -141,18 +144,15 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
     attempts = Attempts(connection.url)
     with open_client(connection, retries=retries, connect_retries=connect_retries,
                      retry_time=TOTAL_TIME, on_retry=attempts) as client:
-        if direct:
-            doc = direct_upload(connection.url, retries, client.http, path, name, content_type,
-                                size, _sha256(path))
-            if doc is not None:
-                print_json(doc)
-                return 0
         progress = Progress(name, size)
         try:
             with path.open("rb") as handle:
-                created = client.create(name, handle, content_type=content_type,
-                                        idempotency_key=idempotency_key, hold=hold,
-                                        progress=_shown(progress))
+                created = (_direct(client, path, handle, name, content_type, progress)
+                           if direct else None)
+                if created is None:
+                    created = client.create(name, handle, content_type=content_type,
+                                            idempotency_key=idempotency_key, hold=hold,
+                                            progress=_shown(progress))
         except OSError as exc:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
         except httpx.TransportError as exc:
@@ -173,6 +173,24 @@ def upload(path: Path, *, name: str | None, content_type: str | None, retries: i
                        f"service's processors accept it; see its state with "
                        f"blobledger show {created.id}", err=True)
     return 0
+
+
+def _direct(client: Client, path: Path, handle: BinaryIO, name: str, content_type: str,
+            progress: Progress) -> DocumentAnswer | None:
+    """:meth:`~blobledger.client.Client.upload_direct`: the document, or None if the
+    server offers no direct uploads (the file is then sent the ordinary way, from its
+    start)."""
+    try:
+        return client.upload_direct(name, handle, content_type=content_type,
+                                    progress=_shown(progress))
+    except NoDirectUploads:
+        handle.seek(0)
+        return None
+    except StoreFailed as exc:
+        if exc.given_up is None:
+            raise ClientError(str(exc)) from None
+        raise ClientError(f"direct upload of {os.fspath(path)} failed: "
+                          f"{exc.given_up}") from None
 
 
 def replace_content(path: Path, *, key: str | None, content_type: str | None,
@@ -215,13 +233,3 @@ def _shown(progress: Progress) -> Callable[[int], None]:
     """The client's progress (the bytes an attempt sent so far) drawn on ``progress``."""
     return lambda sent: progress.add(sent - progress.done)
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1024 * 1024):
-                digest.update(chunk)
-    except OSError as exc:
-        raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return digest.hexdigest()

@@ -17,9 +17,9 @@ a 429/503/409 with ``Retry-After``), and nothing else (:mod:`._core`).
 from blobledger.client._answers import BadAnswer, Link, Page
 from blobledger.client._answers import DocumentAnswer as DocumentInfo
 from blobledger.client._async import AsyncClient, AsyncReading
-from blobledger.client._direct import Refused
+from blobledger.client._direct import NoDirectUploads, Refused, StoreFailed
 from blobledger.client._retry import Retried
 from blobledger.client._sync import Client, Reading
 
-__all__ = ["AsyncClient", "AsyncReading", "BadAnswer", "Client", "DocumentInfo", "Link", "Page",
-           "Reading", "Refused", "Retried"]
+__all__ = ["AsyncClient", "AsyncReading", "BadAnswer", "Client", "DocumentInfo", "Link",
+           "NoDirectUploads", "Page", "Reading", "Refused", "Retried", "StoreFailed"]

@@ -76,10 +76,10 @@ class AsyncClient:
             for item in page.items:
                 yield item
 
-    async def upload_direct(self, name: str, data: Data, *,
-                            content_type: str | None = None) -> DocumentAnswer:
+    async def upload_direct(self, name: str, data: Data, *, content_type: str | None = None,
+                            progress: Progress | None = None) -> DocumentAnswer:
         return await self._run(_core.direct_upload(name, data, content_type, self.url,
-                                                   self._setup.policy))
+                                                   self._setup.policy, progress))
 
     async def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
                          upload_url: str | None = None,

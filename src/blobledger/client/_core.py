@@ -35,9 +35,16 @@ from blobledger.client._answers import (
     DocumentAnswer,
     Link,
     Page,
+    describe,
     read,
 )
-from blobledger.client._direct import STORE_RETRY_STATUSES, checked_target
+from blobledger.client._direct import (
+    STORE_RETRY_STATUSES,
+    NoDirectUploads,
+    StoreFailed,
+    Target,
+    checked_target,
+)
 from blobledger.client._problems import error_for
 from blobledger.client._retry import Policy
 from blobledger.errors import IntegrityError, PreconditionFailed, ServiceError
@@ -310,31 +317,56 @@ class Cursor:
 
 
 def direct_upload(name: str, data: Data, content_type: str | None, server: str,
-                  policy: Policy) -> Operation[DocumentAnswer]:
-    """``POST /uploads``, the bytes PUT where it says (if the target passes
-    :func:`._direct.checked_target`), then ``POST /uploads/{id}/complete``."""
+                  policy: Policy, progress: Progress | None = None
+                  ) -> Operation[DocumentAnswer]:
+    """``POST /uploads`` (NoDirectUploads if the server has none), the bytes PUT where it
+    says (if the target passes :func:`._direct.checked_target`; retried as the store says,
+    StoreFailed when it does not take them), then ``POST /uploads/{id}/complete``."""
     body = Body.of(data)
-    began = checked((yield from send(Call("POST", "/uploads", json={
+    began = yield from send(Call("POST", "/uploads", json={
         "name": name, "size": body.size, "sha256": body.sha256(),
-        "content_type": content_type or "application/octet-stream"}), policy)), 201)
-    answer, _ = read(DirectTarget, began, "a direct upload's target")
+        "content_type": content_type or "application/octet-stream"}), policy)
+    if began.status_code in (404, 405):
+        raise NoDirectUploads(f"the server offers no direct uploads ({describe(began)})",
+                              began.status_code)
+    answer, _ = read(DirectTarget, checked(began, 201), "a direct upload's target")
     target = checked_target(answer, server, body.size)
+    yield from _store_put(target, body, policy, progress)
+    completion = Call("POST", f"/uploads/{quote(target.id, safe='')}/complete")
+    return document(checked((yield from send(completion, policy)), 200, 201))
+
+
+def _store_put(target: Target, body: Body, policy: Policy,
+               progress: Progress | None) -> Operation[None]:
+    """The bytes PUT to the store, without the token, never following a redirect; what
+    the store says to retry is sent again (``policy.retries`` times), and a refusal of a
+    retry is success (the create-only PUT found the bytes an earlier attempt stored)."""
+    last = ""
     for attempt in range(policy.retries + 1):
         outcome = yield Call("PUT", str(target.url), headers=dict(target.headers), body=body,
-                             retry=Retry.NEVER, store=True)
+                             retry=Retry.NEVER, store=True, progress=progress)
         if isinstance(outcome, httpx.Response):
             status = outcome.status_code
             # 403/409/412 on a retry: the create-only put refused, the bytes are there already
             if status < 300 or (attempt > 0 and status in (403, 409, 412)):
-                break
-            if status not in STORE_RETRY_STATUSES or attempt == policy.retries:
-                raise ServiceError(f"the store refused the upload (HTTP {status})", status)
-        elif attempt == policy.retries and isinstance(outcome, httpx.TransportError):
-            raise outcome
-        yield Sleep(_retry.delay(attempt, outcome if isinstance(outcome, httpx.Response)
-                                 else None))
-    completion = Call("POST", f"/uploads/{quote(target.id, safe='')}/complete")
-    return document(checked((yield from send(completion, policy)), 200, 201))
+                return
+            if 300 <= status < 400:
+                raise StoreFailed(f"the store answered {status}, a redirect (not followed)",
+                                  status)
+            if status not in STORE_RETRY_STATUSES:
+                text = " ".join(outcome.text[:200].split())
+                raise StoreFailed(f"the store refused the upload: HTTP {status} {text}",
+                                  status)
+            last = f"HTTP {status}"
+        elif isinstance(outcome, httpx.TransportError):
+            last = f"the store was unreachable: {outcome}"
+        if attempt < policy.retries:
+            yield Sleep(_retry.delay(attempt, outcome if isinstance(outcome, httpx.Response)
+                                     else None))
+    status = outcome.status_code if isinstance(outcome, httpx.Response) else 0
+    raise StoreFailed(f"the store did not take the upload after {policy.retries + 1} "
+                      f"attempts: {last}", status, last) from (
+        outcome if isinstance(outcome, httpx.TransportError) else None)
 
 
 def tus_upload(name: str, data: Data, content_type: str | None, base: httpx.URL,

@@ -15,6 +15,8 @@
 
 Anything else is :class:`Refused`, and nothing is sent. The bytes go by a client of their
 own: without the token, the environment's proxies or ``.netrc``, never following a redirect.
+A server that offers no direct uploads (``POST /uploads`` answers 404 or 405) is
+:class:`NoDirectUploads`; bytes the store did not take are :class:`StoreFailed`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from blobledger.client._answers import DirectTarget
-from blobledger.errors import BlobLedgerError
+from blobledger.errors import BlobLedgerError, ServiceError
 
 #: the headers a direct upload may carry, lower case (and any ``x-amz-checksum-*``)
 ALLOWED_HEADERS = frozenset({
@@ -44,6 +46,22 @@ class Refused(BlobLedgerError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"the server's direct upload target is refused: {reason}; "
                          "nothing was sent")
+
+
+class NoDirectUploads(ServiceError):
+    """The server offers no direct uploads (``POST /uploads`` answered 404 or 405): send
+    the bytes the ordinary way (``create``)."""
+
+
+class StoreFailed(ServiceError):
+    """The store did not take a direct upload's bytes: it refused them, answered a
+    redirect (never followed), or still failed when the retries were spent (``given_up``:
+    why, ``"HTTP 503"`` or ``"the store was unreachable: ..."``; ``status`` 0 when it could
+    not be reached)."""
+
+    def __init__(self, message: str, status: int, given_up: str | None = None) -> None:
+        super().__init__(message, status)
+        self.given_up = given_up
 
 
 @dataclass(frozen=True)

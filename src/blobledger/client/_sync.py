@@ -95,11 +95,16 @@ class Client:
         for page in self.pages(prefix, page_size=page_size):
             yield from page.items
 
-    def upload_direct(self, name: str, data: Data, *,
-                      content_type: str | None = None) -> DocumentAnswer:
-        """A new document, its bytes sent straight to the store (``POST /uploads``)."""
+    def upload_direct(self, name: str, data: Data, *, content_type: str | None = None,
+                      progress: Progress | None = None) -> DocumentAnswer:
+        """A new document, its bytes sent straight to the store (``POST /uploads``), only
+        to a target the client accepts (else ``Refused``, nothing sent: a ``PUT``, to
+        https, the service's own origin or a loopback store beside a loopback service, with
+        the headers a store needs; without the token, never following a redirect).
+        ``NoDirectUploads`` if the server offers none; ``StoreFailed`` if the store did not
+        take the bytes; ``progress`` is told the bytes each store attempt sent so far."""
         return self._run(_core.direct_upload(name, data, content_type, self.url,
-                                             self._setup.policy))
+                                             self._setup.policy, progress))
 
     def upload_tus(self, name: str, data: Data, *, content_type: str | None = None,
                    upload_url: str | None = None,
