@@ -242,6 +242,23 @@ async def test_another_tables_attachment_is_refused(
     assert (await states(ledger))[staged.name] == "attached"
 
 
+async def test_another_columns_attachment_is_refused(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """An invoice's PDF cannot also be one of its own scans: a blob is one column's, and
+    replacing the PDF would send the scan's bytes to the deletion path."""
+    staged = await ledger.stage(b"invoice pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=12, number="INV-12", pdf=staged))
+    with sessions() as session:
+        invoice = session.get_one(Invoice, 12)
+        invoice.scans = (invoice.pdf,)
+        with pytest.raises(InvalidInput):
+            session.commit()
+        session.rollback()
+        assert session.get_one(Invoice, 12).scans == ()
+    assert (await states(ledger))[staged.name] == "attached"
+
+
 async def test_deleting_one_owner_leaves_the_other_owners_attachments_alone(
         ledger: Ledger, sessions: sessionmaker[Session]) -> None:
     """Two invoices and a receipt with the first invoice's key, each with a PDF: deleting
