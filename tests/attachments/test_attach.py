@@ -251,6 +251,7 @@ async def test_another_columns_attachment_is_refused(
         session.add(Invoice(id=12, number="INV-12", pdf=staged))
     with sessions() as session:
         invoice = session.get_one(Invoice, 12)
+        assert invoice.pdf is not None
         invoice.scans = (invoice.pdf,)
         with pytest.raises(InvalidInput):
             session.commit()
