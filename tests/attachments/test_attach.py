@@ -127,6 +127,29 @@ async def test_a_foreign_attachment_is_refused(
     assert (await states(ledger))[staged.name] == "attached"
 
 
+async def test_a_detached_attachment_is_refused_on_its_own_owner(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """A blob the column left (replaced: ``deleting``, its owner still on the row until the
+    deletion path removes it) cannot be put back without staging it again: the column
+    would name bytes the deletion path is about to take."""
+    old, new = await ledger.stage(b"old pdf"), await ledger.stage(b"new pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=9, number="INV-9", pdf=old))
+    with sessions.begin() as session:
+        invoice = session.get_one(Invoice, 9)
+        former = invoice.pdf
+        invoice.pdf = new
+    assert (await states(ledger))[old.name] == "deleting"
+    with sessions() as session:
+        session.get_one(Invoice, 9).pdf = former
+        with pytest.raises(InvalidInput):
+            session.commit()
+        session.rollback()
+        assert session.get_one(Invoice, 9).pdf == new.plain()
+    assert (await states(ledger))[old.name] == "deleting"
+    assert (await states(ledger))[new.name] == "attached"
+
+
 async def test_async_session_on_the_ledgers_engine(ledger: Ledger) -> None:
     from sqlalchemy.ext.asyncio import async_sessionmaker
 
@@ -200,6 +223,41 @@ async def test_replacing_an_attachment_leaves_another_tables_owner_alone(
     await settle(ledger)
     assert await read(ledger, receipt_pdf) == b"receipt"
     assert (await check(ledger, settled=True)).ok
+
+
+async def test_another_tables_attachment_is_refused(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """An invoice's PDF cannot be named by the receipt with the same key and column name:
+    the owner is its table, key and column together."""
+    staged = await ledger.stage(b"invoice pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=11, number="INV-11", pdf=staged))
+    with sessions() as session:
+        shared = session.get_one(Invoice, 11).pdf
+        session.add(Receipt(id=11, pdf=shared))
+        with pytest.raises(InvalidInput):
+            session.commit()
+        session.rollback()
+        assert session.get(Receipt, 11) is None
+    assert (await states(ledger))[staged.name] == "attached"
+
+
+async def test_another_columns_attachment_is_refused(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """An invoice's PDF cannot also be one of its own scans: a blob is one column's, and
+    replacing the PDF would send the scan's bytes to the deletion path."""
+    staged = await ledger.stage(b"invoice pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=12, number="INV-12", pdf=staged))
+    with sessions() as session:
+        invoice = session.get_one(Invoice, 12)
+        assert invoice.pdf is not None
+        invoice.scans = (invoice.pdf,)
+        with pytest.raises(InvalidInput):
+            session.commit()
+        session.rollback()
+        assert session.get_one(Invoice, 12).scans == ()
+    assert (await states(ledger))[staged.name] == "attached"
 
 
 async def test_deleting_one_owner_leaves_the_other_owners_attachments_alone(

@@ -434,4 +434,21 @@ ARGUED: dict[str, str] = {
         "never reused (a new uuid4 per intent), so the row goes only once its blob is gone, "
         "whoever holds the claim now; a sweeper that claimed it past this one's lease "
         "deletes an absent blob and removes nothing (as _drop_abandoned:blobs.attempt)",
+    # the owner column's check on the application's connection
+    "read:transitions:attached_to:blobs.name": "sync_owner_column only subtracts the "
+        "result from the names it passed (missing = held - attached_to(...)): the owner's "
+        "other attached names never change that difference",
+    # Django's staging inside the application's transaction
+    "rowcount:transitions:confirm_staged_in:won": "begin_stage_in inserted the row in the "
+        "same open transaction (the application's savepoint), which no sweeper sees or waits "
+        "past until it commits: the confirm always matches its own row (staging.py raises "
+        "IntentLost for a case that cannot happen)",
+    # the reconciler's retag of an attached row's pending blob
+    "recheck:reconciler:retag_attached:ignored": "the scan read the row attached; it can "
+        "since only have gone deleting (detach, owner deletion) or been removed (its blob "
+        "deleted first): the retag, conditioned on pending, moves a deleting row's blob to "
+        "committed as the writer's A3 would have (tags only go forward; the deletion path "
+        "deletes a committed blob as a pending one, and a delete conditioned on pending "
+        "that the retag overtook is refused and done by its next run), and a deleted blob "
+        "answers not found, counted as an error; names are never reused",
 }

@@ -7,9 +7,9 @@ Kinds:
   ``transitions`` (a compare-and-set condition, or its ``exists()`` subquery's); a
   ``*_mine``-style tuple is expanded in place, so each statement that uses it loses the term
   on its own; ``read``: the same for a ``select`` (a guard's read, a claim's candidates);
-- ``rowcount``: a compare-and-set's result check (``_count(...) != 1``, ``== 1``; ``if row is
-  None`` / ``if not rows`` on what a statement returned) inverted, or forced to "won" (the
-  statement still runs);
+- ``rowcount``: a compare-and-set's result check (``_count(...) != 1``, ``== 1``; ``len(rows)
+  == 1`` on the rows it returned; ``if row is None`` / ``if not rows`` on what a statement
+  returned) inverted, or forced to "won" (the statement still runs);
 - ``lease``: a comparison with the database's clock (``NOW``, ``CUTOFF``, ...) in
   ``transitions``, or an age comparison in the reconciler, made inclusive or reversed;
 - ``store``: a condition passed to the storage service's delete or tag call dropped, or a
@@ -225,7 +225,8 @@ def _rowcount(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[
         if (isinstance(node, ast.Compare) and len(node.ops) == 1
                 and isinstance(node.ops[0], ast.Eq | ast.NotEq)
                 and isinstance(node.left, ast.Call) and isinstance(node.left.func, ast.Name)
-                and node.left.func.id == "_count"):
+                and (node.left.func.id == "_count" or (
+                    node.left.func.id == "len" and isinstance(node.comparators[0], ast.Constant)))):
             context = contexts.get(id(node), "?")
             start, end = source.span(node)
             text = source.text(node)
