@@ -196,7 +196,8 @@ class Database:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
         ConfigError already, when the engine is made)."""
         try:
-            async with self._reader.connect() as conn:  # SQLite: no write lock
+            # SQLite: no write lock; PostgreSQL: a dead pooled connection is replaced
+            async with self.transaction(readonly=True) as conn:
                 await conn.execute(text("SELECT 1"))
         except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
             if _sqlstate(exc) == MISSING_DATABASE:

@@ -64,19 +64,24 @@ async def insert(db: Database, n: int) -> int:
         return int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
 
 
+async def terminate(url: str, pids: set[int]) -> None:
+    """The server ends these backends (as a restart or an idle timeout would)."""
+    admin = await asyncpg.connect(url)
+    try:
+        for pid in pids:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    await asyncio.sleep(0.2)  # the terminations reach the idle connections' sockets
+
+
 async def test_killed_pooled_connections_are_replaced_by_one_retry(scratch: str) -> None:
     db = Database(scratch)
     try:
         # three connections in the pool, then every one of them terminated by the server
         pids = set(await asyncio.gather(*(insert(db, n) for n in (1, 2, 3))))
         assert len(pids) == 3
-        admin = await asyncpg.connect(scratch)
-        try:
-            for pid in pids:
-                assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
-        finally:
-            await admin.close()
-        await asyncio.sleep(0.2)  # the terminations reach the idle connections' sockets
+        await terminate(scratch, pids)
         # each next transaction succeeds: the first's BEGIN finds its connection gone, and
         # every connection the pool held is replaced (none is found dead a second time)
         after = [await insert(db, n) for n in (4, 5, 6)]
@@ -86,6 +91,15 @@ async def test_killed_pooled_connections_are_replaced_by_one_retry(scratch: str)
     finally:
         await db.dispose()
     assert await rows(scratch) == [1, 2, 3, 4, 5, 6]
+
+
+async def test_the_health_check_replaces_a_killed_pooled_connection(scratch: str) -> None:
+    db = Database(scratch)
+    try:
+        await terminate(scratch, {await insert(db, 1)})
+        await db.ping()  # no DatabaseUnavailable: the dead connection was replaced
+    finally:
+        await db.dispose()
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
