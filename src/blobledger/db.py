@@ -84,7 +84,9 @@ def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
             path.parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": 30}
     else:
-        kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+        # no pre-ping (a round trip per checkout): a pooled connection that died is found by
+        # the transaction's own BEGIN, and replaced once (Database.transaction)
+        kwargs.update(pool_size=10, max_overflow=20)
     engine = create_async_engine(parsed, **kwargs)
     if parsed.drivername.startswith("sqlite"):
         _configure_sqlite(engine)
@@ -152,8 +154,15 @@ class Database:
     async def session(self, *, readonly: bool = False) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on error.
         ``readonly``: it only reads (on SQLite a plain ``BEGIN``, no write lock)."""
-        sessions = self._read_sessions if readonly else self._sessions
-        async with sessions() as session, session.begin():
+        if self.is_sqlite:
+            sessions = self._read_sessions if readonly else self._sessions
+            async with sessions() as session, session.begin():
+                yield session
+            return
+        # the session joins the transaction begun (and committed) by ``transaction``
+        async with self.transaction(readonly=readonly) as conn, AsyncSession(
+                bind=conn, expire_on_commit=False,
+                join_transaction_mode="rollback_only") as session, session.begin():
             yield session
 
     @asynccontextmanager
@@ -161,15 +170,34 @@ class Database:
         """A bare connection in one transaction, for prebuilt Core statements on hot paths.
         ``readonly``: it only reads (on SQLite a plain ``BEGIN``, no write lock); a
         transaction that may write must not say so, or it could fail busy instead of
-        queueing."""
-        async with (self._reader if readonly else self.engine).begin() as conn:
-            yield conn
+        queueing.
+
+        PostgreSQL: the pool does not ping a connection it hands out. The transaction's BEGIN
+        (which the driver sends before the first statement anyway) is sent here, before the
+        caller's statements; if it finds the connection gone, nothing of the transaction
+        reached the server, and it is begun once more on a fresh connection. Nothing else is
+        run again: a statement or a COMMIT that fails raises to the caller."""
+        engine = self._reader if readonly else self.engine
+        if self.is_sqlite:
+            async with engine.begin() as conn:
+                yield conn
+            return
+        conn = await engine.connect()
+        try:
+            if not await _begin_now(conn):  # the pooled connection was gone: once more
+                await conn.close()
+                conn = await engine.connect()
+            async with conn.begin():
+                yield conn
+        finally:
+            await conn.close()
 
     async def ping(self) -> None:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
         ConfigError already, when the engine is made)."""
         try:
-            async with self._reader.connect() as conn:  # SQLite: no write lock
+            # SQLite: no write lock; PostgreSQL: a dead pooled connection is replaced
+            async with self.transaction(readonly=True) as conn:
                 await conn.execute(text("SELECT 1"))
         except (TimeoutError, OSError, DBAPIError, OperationalError) as exc:
             if _sqlstate(exc) == MISSING_DATABASE:
@@ -185,6 +213,33 @@ class Database:
     async def dispose(self) -> None:
         if self._owns_engine:
             await self.engine.dispose()
+
+
+async def _begin_now(conn: AsyncConnection) -> bool:
+    """Send the transaction's BEGIN on a PostgreSQL connection just checked out (asyncpg's
+    adapter otherwise sends it before the first statement): True if begun, False if the
+    connection was found gone (it is invalidated, and so is every connection the pool held
+    before now, as SQLAlchemy does on any disconnect; nothing was run). Another error raises,
+    as a :class:`DBAPIError`. An adapter without this step (another driver) begins as
+    usual, at the first statement."""
+    fairy = await conn.get_raw_connection()
+    adapted = fairy.dbapi_connection
+    start = getattr(adapted, "_start_transaction", None)
+    if start is None or getattr(adapted, "_transaction", None) is not None:
+        return True
+    try:
+        await start()
+    except Exception as exc:
+        dialect = conn.dialect
+        if dialect.is_disconnect(exc, adapted, None):  # type: ignore[arg-type]
+            # what SQLAlchemy does on a disconnect under a statement: the connections the
+            # pool made before now are replaced at their checkout, this one at once
+            conn.sync_engine.pool._invalidate(fairy, exc, _checkin=False)
+            await conn.invalidate(exc)
+            return False
+        await conn.invalidate(exc)
+        raise DBAPIError.instance("BEGIN", None, exc, dialect.loaded_dbapi.Error) from exc
+    return True
 
 
 def connection_lost(exc: BaseException) -> bool:
