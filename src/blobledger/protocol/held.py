@@ -124,6 +124,20 @@ _drop_held = delete(documents).where(
 _drop_mine = delete(processing).where(*_mine)
 
 
+async def _record_verdict(conn: Any, params: dict[str, Any]) -> str | None:
+    """The first step of a verdict, in its transaction: the held document's row locked (so
+    the verdicts of one document are recorded one after the other), then the work row's
+    verdict by compare-and-set on the claim's token. ``gone`` (the document is not held at
+    that version any more: the work row dropped, while still this claim's), ``lost`` (the
+    claim is not this token's any more), or None: recorded, go on."""
+    if (await conn.execute(_lock_held, params)).first() is None:
+        await conn.execute(_drop_mine, params)
+        return "gone"
+    if _count(await conn.execute(_verdict, params)) != 1:
+        return "lost"
+    return None
+
+
 class Held:
     """The processing transitions, on one ledger's database and settings."""
 
@@ -183,11 +197,8 @@ class Held:
         or ``lost`` (the claim is not this token's any more)."""
         params = self._params(token, work, w_state=ACCEPTED, w_reason=None)
         async with self.db.transaction() as conn:
-            if (await conn.execute(_lock_held, params)).first() is None:
-                await conn.execute(_drop_mine, params)
-                return "gone"
-            if _count(await conn.execute(_verdict, params)) != 1:
-                return "lost"
+            if (refused := await _record_verdict(conn, params)) is not None:
+                return refused
             if int((await conn.execute(_undecided, params)).scalar_one()) > 0:
                 return "accepted"
             row = (await conn.execute(_to_ready, params)).one()
@@ -206,11 +217,8 @@ class Held:
         deletion path, the reason kept), ``gone`` or ``lost`` as :meth:`accept`."""
         params = self._params(token, work, w_state=REJECTED, w_reason=reason[:REASON_MAX])
         async with self.db.transaction() as conn:
-            if (await conn.execute(_lock_held, params)).first() is None:
-                await conn.execute(_drop_mine, params)
-                return "gone"
-            if _count(await conn.execute(_verdict, params)) != 1:
-                return "lost"
+            if (refused := await _record_verdict(conn, params)) is not None:
+                return refused
             blob = (await conn.execute(_drop_held, params)).scalar_one()
             await conn.execute(_to_deleting, dict(params, b_name=blob))
             # variants made of it meanwhile (eagerly, by a processor) go with it
