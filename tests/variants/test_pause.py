@@ -1,9 +1,9 @@
 """A variant maker paused at every step while the sweeper, with the clock past its cutoff,
-takes its claim (fenced, then deleted by the deletion path), in process on SQLite + disk and
-PostgreSQL + Azurite (and PostgreSQL + S3 at the storage steps): the maker wakes, loses every
-later step of its claim (its late upload removed by itself or by the deletion path), claims
-afresh and makes the variant; one variant blob is left, attached, and the settled invariants
-hold."""
+takes its claim (fenced, then deleted by the deletion path) and ``reconcile --fix`` runs, in
+process on SQLite + disk and PostgreSQL + Azurite (and PostgreSQL + S3 at the storage
+steps): the maker wakes, loses every later step of its claim (its late upload removed by
+itself or by the deletion path), claims afresh and makes the variant; one variant blob is
+left, attached, and the settled invariants hold."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from blobledger.protocol.ledger import Ledger
 from blobledger.variants import make_variant
 from blobledger.workers.invariants import check
+from blobledger.workers.reconciler import reconcile
 from blobledger.workers.sweeper import Sweeper
 from tests.attachments.test_attach import settle
 from tests.support.holds import Holds
@@ -41,6 +42,9 @@ async def test_paused_while_the_sweeper_takes_the_claim(
     await Sweeper(ledger).run_once()  # fenced (pending -> deleting) and, no grace, deleted
     await Sweeper(ledger).run_once()
     assert fenced not in await variant_rows(ledger)
+    fixed = await reconcile(ledger, fix=True, older_than=ledger.settings.sweep_after,
+                            blocks=False)
+    assert fixed.errors == 0, fixed
     holds.go(step)
     made = await paused  # its claim lost; it claimed afresh
     assert made.blob != fenced
