@@ -135,6 +135,8 @@ class Database:
         #: the same pool, for transactions that only read (no write lock on SQLite)
         self._reader = self.engine.execution_options(**{READ_ONLY: True})
         self._read_sessions = async_sessionmaker(self._reader, expire_on_commit=False)
+        #: the same pool in autocommit, for the steps that are one statement (PostgreSQL)
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def from_engine(cls, engine: AsyncEngine) -> Database:
@@ -191,6 +193,24 @@ class Database:
                 yield conn
         finally:
             await conn.close()
+
+    @property
+    def single_statements(self) -> bool:
+        """Whether a step may run as one autocommit statement (:meth:`statement`): on
+        PostgreSQL. SQLite keeps its transactions (no round trips to save, and its
+        ``BEGIN IMMEDIATE`` is what queues its writers)."""
+        return not self.is_sqlite
+
+    @asynccontextmanager
+    async def statement(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in autocommit (PostgreSQL), for a step that is one statement: it
+        commits as it runs, in one round trip (no BEGIN, no COMMIT). A connection lost under
+        it leaves the step's outcome unknown, as a lost COMMIT does: the caller decides
+        whether it may run again (``blobledger.protocol.single``)."""
+        if not self.single_statements:
+            raise RuntimeError("a single-statement step runs on PostgreSQL only")
+        async with self._autocommit.connect() as conn:
+            yield conn
 
     async def ping(self) -> None:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a

@@ -89,6 +89,7 @@ class Cut:
     nth: int = 1
     stores: tuple[str, ...] = ("local", "azure", "s3")  # where the step runs at all
     meanwhile: str | None = None  # what happens at ``arm_at`` before the cut is armed
+    retag: str = "inline"  # BLOBLEDGER_RETAG of the writer's ledger
 
     @property
     def commit(self) -> bool:
@@ -146,6 +147,12 @@ def step_cuts(op: str, step: str, statements: list[Statement], *,
     for when in ("before", "after"):
         cuts.append(Cut(op, step, "COMMIT", r"^\s*COMMIT", when, arm_at, anchor, **where))
     return cuts
+
+
+def statement_cuts(op: str, step: str, label: str, pattern: str, **where: Any) -> list[Cut]:
+    """A step that is one autocommit statement (no BEGIN, no COMMIT: it commits as it runs):
+    the statement cut before it is sent and after it ran, unanswered."""
+    return [Cut(op, step, label, pattern, when, **where) for when in ("before", "after")]
 
 
 UPDATE_BLOBS = r"^UPDATE blobs\b"
@@ -209,6 +216,14 @@ CUTS = [
         ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="tus.stage.after_tag"),
     # S3: the sweeper fences a dead writer's intent pending -> deleting under its claim
     # before any delete (its pending document, key and upload row go with it)
+    # an unkeyed creation under the deferred retag: C1 and C4 are one statement each
+    # (``protocol/single.py``), in autocommit
+    *statement_cuts("create-one", "C1, one statement",
+                    "WITH c1_document AS (INSERT INTO documents) INSERT INTO blobs",
+                    r"^WITH c1_document\b", retag="deferred"),
+    *statement_cuts("create-one", "C4, one statement",
+                    "WITH c4_blob AS (UPDATE blobs), c4_document, c4_event SELECT",
+                    r"^WITH c4_blob\b", arm_at="create.after_upload", retag="deferred"),
     *step_cuts("sweep", "fence_swept", [
         ("UPDATE blobs", UPDATE_BLOBS),
         ("DELETE FROM documents", r"^DELETE FROM documents\b"),
@@ -221,7 +236,8 @@ GROUPS = {1: "Database faults: one connection cut",
 
 
 #: the steps of the first column (a writer's own operation): their share is the widest
-FIRST = {"C1", "confirm", "C4", "R1", "R4", "(one transaction)", "A1", "confirm_staged"}
+FIRST = {"C1", "confirm", "C4", "R1", "R4", "(one transaction)", "A1", "confirm_staged",
+         "C1, one statement", "C4, one statement"}
 #: of the other steps, the suite runs these cases (ids as the parameters name them): the
 #: applied COMMIT of each step on its first store (not the direct upload's begin and
 #: verify, the same transactions as tus's, nor tus's handle, S3's), every cut that the
@@ -242,6 +258,8 @@ SUITE = {
     "sweep-fence_swept-COMMIT-after-s3",
     "create-C4_on_a_claimed_row-COMMIT-before-local-stays",
     "tus-begin_upload-COMMIT-after-local-stays",
+    "create-one-C1_one_statement-WITH_c1_document_AS-after-local-stays",
+    "create-one-C4_one_statement-WITH_c4_blob_AS-after-local-stays",
 }
 
 
@@ -257,6 +275,8 @@ def in_suite(cut: Cut, store: str, times: int) -> bool:
         return True
     if cut.step not in FIRST:
         return case_id(cut, store, times) in SUITE
+    if case_id(cut, store, times) in SUITE:
+        return True
     if times == 1:
         return store == "local" or (store == "azure" and cut.commit and cut.when == "after")
     return store == "local" and cut.commit and (cut.step in ("C1", "C4", "R4")
@@ -289,7 +309,8 @@ async def test_db_fault(cut: Cut, store: str, times: int, tmp_path: Path,
                         request: pytest.FixtureRequest, proxy: PgProxy,
                         matrix_rows: MatrixRows) -> None:
     direct = await make_target(f"postgresql-{store}", tmp_path, request)
-    target = dataclasses.replace(direct, database_url=proxy.url(direct.database_url))
+    target = dataclasses.replace(direct, database_url=proxy.url(direct.database_url),
+                                 retag=cut.retag)
     async with target.ledger() as ledger:
         setup = await SETUPS[cut.op](ledger)
         outcome = Outcome()
@@ -415,6 +436,39 @@ async def retry_create(ledger: Ledger, _setup: Any, first: Any, stays: bool) -> 
             doc = await create(ledger, None)
             waited = f"`IdempotencyInProgress` (claimed); after the sweep ({swept}): "
     return waited + await _same_or_new(ledger, doc, first)
+
+
+def create_unkeyed(ledger: Ledger, _setup: Any) -> Awaitable[Document]:
+    return ledger.create(NAME, chunks(payload(NEW, SIZE)))
+
+
+async def retry_create_unkeyed(ledger: Ledger, _setup: Any, first: Any, stays: bool) -> str:
+    """Without a key, the client's retry can only find the name taken by what its first
+    attempt left: a ready document holding its bytes (the first applied), or an intent the
+    sweeper resolves past its lease (rolled forward, or removed and the name free again)."""
+    if isinstance(first, Document):
+        return await _same_or_new(ledger, await ledger.get(first.id), first)
+    assert stays, f"the writer answered {first!r}, the database back at once"
+    try:
+        return "(retried) " + await _same_or_new(ledger, await create_unkeyed(ledger, None),
+                                                  first)
+    except NameTaken:
+        pass
+    if (found := await _ready(ledger)) is not None:
+        await _same_or_new(ledger, found, first)  # the client's bytes, at v1
+        return "`NameTaken`: v1 holds the client's bytes (the first applied)"
+    ledger.clock_offset = RESOLVE_AT
+    swept = ", ".join(did(await Sweeper(ledger).run_once()))
+    if (found := await _ready(ledger)) is not None:
+        await _same_or_new(ledger, found, first)
+        return f"`NameTaken`; after the sweep ({swept}): the intent rolled forward to v1"
+    doc = await create_unkeyed(ledger, None)
+    return f"`NameTaken`; after the sweep ({swept}): " + await _same_or_new(ledger, doc, first)
+
+
+async def _ready(ledger: Ledger) -> Document | None:
+    found = [d async for d in ledger.list() if d.name == NAME]
+    return found[0] if found else None
 
 
 async def _same_or_new(ledger: Ledger, doc: Document, first: Any) -> str:
@@ -668,17 +722,21 @@ START: dict[str, Callable[[Ledger, Upload], Awaitable[Document | StagedUpload]]]
     "tus": tus, "direct": direct}
 
 Setup = Callable[[Ledger], Awaitable[Any]]
-SETUPS: dict[str, Setup] = {"create": setup_nothing, "replace": setup_document,
+SETUPS: dict[str, Setup] = {"create": setup_nothing, "create-one": setup_nothing,
+                            "replace": setup_document,
                             "delete": setup_document, "stage": setup_nothing,
                             "tus": setup_tus, "direct": setup_direct,
                             "tus-stage": setup_staged_upload, "sweep": setup_dead_writer}
 RUNS: dict[str, Callable[[Ledger, Any], Awaitable[Any]]] = {
-    "create": create, "replace": replace, "delete": delete, "stage": stage, "tus": tus,
+    "create": create, "create-one": create_unkeyed, "replace": replace, "delete": delete,
+    "stage": stage, "tus": tus,
     "direct": direct, "tus-stage": tus, "sweep": sweep}
 RETRIES: dict[str, Callable[[Ledger, Any, Any, bool], Awaitable[str]]] = {
-    "create": retry_create, "replace": retry_replace, "delete": retry_delete,
+    "create": retry_create, "create-one": retry_create_unkeyed, "replace": retry_replace,
+    "delete": retry_delete,
     "stage": retry_stage, "tus": retry_upload, "direct": retry_upload,
     "tus-stage": retry_upload, "sweep": retry_sweep}
 ENDS: dict[str, Callable[[Ledger, Any], Awaitable[str]]] = {
-    "create": end_create, "replace": end_replace, "delete": end_delete, "stage": end_stage,
+    "create": end_create, "create-one": end_create, "replace": end_replace,
+    "delete": end_delete, "stage": end_stage,
     "tus": end_create, "direct": end_create, "tus-stage": end_stage, "sweep": end_create}

@@ -78,14 +78,23 @@ def _row(kind: EventType, subject: str, data: dict[str, Any], **columns: Any) ->
 def document_row(kind: EventType, doc: Document, md5: str | None = None,
                  previous_blob: str | None = None) -> dict[str, Any]:
     """The values of a document's event (``document.*``)."""
+    return document_values(kind, doc.id, doc.name, doc.version, doc.size, doc.content_type,
+                           doc.sha256, doc.blob, md5, previous_blob)
+
+
+def document_values(kind: EventType, document_id: str, name: str, version: int,
+                    size: int | None, content_type: str, sha256: str | None, blob: str,
+                    md5: str | None, previous_blob: str | None = None) -> dict[str, Any]:
+    """:func:`document_row` from the document's fields (for a step that writes the event
+    in the statement that makes the document: ``protocol/single.py``)."""
     data: dict[str, Any] = {
-        "document_id": doc.id, "name": doc.name, "version": doc.version, "size": doc.size,
-        "content_type": doc.content_type, "sha256": doc.sha256, "md5": md5, "blob": doc.blob}
+        "document_id": document_id, "name": name, "version": version, "size": size,
+        "content_type": content_type, "sha256": sha256, "md5": md5, "blob": blob}
     if previous_blob is not None:
         data["previous_blob"] = previous_blob
-    return _row(kind, doc.id, data, document_id=doc.id, blob_name=doc.blob,
-                version=doc.version, name=doc.name, size=doc.size, sha256=doc.sha256,
-                md5=md5, content_type=doc.content_type)
+    return _row(kind, document_id, data, document_id=document_id, blob_name=blob,
+                version=version, name=name, size=size, sha256=sha256, md5=md5,
+                content_type=content_type)
 
 
 def attachment_row(kind: EventType, blob: Sequence[Any], owner: Owner) -> dict[str, Any]:

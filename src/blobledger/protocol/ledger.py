@@ -59,6 +59,7 @@ from blobledger.errors import (
     IntentLost,
     InvalidInput,
     InvalidName,
+    NameTaken,
     NotFound,
     OffsetMismatch,
     PreconditionFailed,
@@ -379,10 +380,15 @@ class Ledger:
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline), hold=hold, owner=owner,
-            keyed=idempotency_key is not None)
+            keyed=idempotency_key is not None, name=name)
+
+        def c1() -> Awaitable[None]:
+            return self.transitions.begin_create(intent, placeholder or name or "",
+                                                 idempotency_key)
+
         with _step("begin_create", intent):
-            await self.inserted(intent, self.transitions.begin_create(
-                intent, placeholder or name or "", idempotency_key))
+            await self.inserted(intent, c1(), again=c1 if self.transitions.c1_in_one(
+                idempotency_key) else None)
         await failpoints.hit("create.after_insert")
         return intent
 
@@ -845,16 +851,32 @@ class Ledger:
             return
         await self._lost(intent)
 
-    async def inserted(self, intent: Intent, insert: Awaitable[None]) -> None:
+    async def inserted(self, intent: Intent, insert: Awaitable[None],
+                       again: Callable[[], Awaitable[None]] | None = None) -> None:
         """C1/R1/A1 (and an upload's creation, :func:`blobledger.uploads.resumable.begin`):
         the intent's rows inserted. If the connection was lost under the insert
         (its COMMIT may have applied), the rows are looked for: found under this attempt's
-        token, the intent is this attempt's and it goes on; not found, the error stands (an
-        insert is never run twice; rows that land late are the sweeper's)."""
+        token, the intent is this attempt's and it goes on; not found, the error stands
+        (rows that land late are the sweeper's), except for an insert that is one
+        autocommit statement (``again``: C1 on PostgreSQL, which has no BEGIN to find a dead
+        connection with). That one runs once more: the two runs insert the same unique
+        keys (the document's id, the blob's name), so the server lets at most one land and
+        the second waits for the first's outcome; a second run that collides is recognised
+        by this attempt's token, as above."""
         try:
             await insert
+            return
         except DBAPIError as exc:
-            if not connection_lost(exc) or not await self.transitions.owns(intent):
+            if not connection_lost(exc):
+                raise
+            if await self.transitions.owns(intent):
+                return
+            if again is None:
+                raise
+        try:
+            await again()
+        except (NameTaken, DBAPIError):
+            if not await self.transitions.owns(intent):
                 raise
 
     async def _lost(self, intent: Intent) -> NoReturn:

@@ -69,7 +69,7 @@ from sqlalchemy.exc import IntegrityError as DBIntegrityError
 from blobledger.config import Settings, held_by_settings, sweep_margin
 from blobledger.db import Database
 from blobledger.errors import AttachLost, Digests, InvalidInput, NameTaken, QuotaExceeded
-from blobledger.protocol import events
+from blobledger.protocol import events, single
 from blobledger.protocol.clock import at
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import (
@@ -259,6 +259,9 @@ _close_settled_upload = update(uploads).where(
 _insert_work = insert(processing).values(
     state="pending", attempt=None, lease_until=NOW, attempts=0, created_at=NOW,
     changed_at=NOW)
+#: C1 and C4 (deferred, unkeyed, nothing to hold) as one statement each (PostgreSQL)
+_c1_one = single.c1(_insert_document, _insert_blob)
+_c4_one = single.c4_deferred(_commit_blob_owed, _ready_document)
 _drop_abandoned = delete(blobs).where(
     blobs.c.name == bindparam("b_name"), blobs.c.state == DELETING,
     blobs.c.attempt.is_(None))
@@ -391,6 +394,8 @@ class Intent:
     #: whether an idempotency key may hold this intent (C4 then records its first response;
     #: False only where C1 reserved none: C4 skips that statement)
     keyed: bool = True
+    #: the document's name once known (C1's, or the confirm's rename of a placeholder)
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -535,7 +540,17 @@ class Transitions:
         idempotency key's reservation, in one transaction. NameTaken if the name is taken;
         the database's IntegrityError if the key is (the caller looks the key up again)."""
         times = self.times(lease=self.settings.upload_deadline)
+        document = dict(id=intent.document_id, name=name, blob_name=intent.blob_name,
+                        content_type=intent.content_type, **self._holding(intent, name))
+        blob = dict(name=intent.blob_name, document_id=intent.document_id,
+                    kind=intent.kind.value, content_type=intent.content_type,
+                    attempt=intent.attempt)
         try:
+            if self.c1_in_one(key):
+                async with self.db.statement() as conn:
+                    await conn.execute(_c1_one, dict(single.c1_params(document, blob),
+                                                     **times))
+                return
             async with self.db.transaction() as conn:
                 if key is not None:
                     await conn.execute(_drop_expired_key, {"k_key": key, **times})
@@ -543,18 +558,17 @@ class Transitions:
                         key=key, blob_name=intent.blob_name, document_id=intent.document_id,
                         name=None if intent.placeholder else name,
                         content_type=intent.content_type, **times))
-                await conn.execute(_insert_document, dict(
-                    id=intent.document_id, name=name, blob_name=intent.blob_name,
-                    content_type=intent.content_type, **self._holding(intent, name),
-                    **times))
-                await conn.execute(_insert_blob, dict(
-                    name=intent.blob_name, document_id=intent.document_id,
-                    kind=intent.kind.value, content_type=intent.content_type,
-                    attempt=intent.attempt, **times))
+                await conn.execute(_insert_document, dict(document, **times))
+                await conn.execute(_insert_blob, dict(blob, **times))
         except DBIntegrityError as exc:
             if key is not None and _names_key(exc):
                 raise
             raise NameTaken(f"a document named {name!r} already exists") from None
+
+    def c1_in_one(self, key: str | None) -> bool:
+        """Whether C1 runs as one autocommit statement (:mod:`blobledger.protocol.single`):
+        an unkeyed creation on PostgreSQL."""
+        return key is None and self.db.single_statements
 
     async def take_over(self, record: KeyRecord) -> Intent | None:
         """A retry displaces the attempt that holds ``record``'s intent, if that attempt's
@@ -772,7 +786,7 @@ class Transitions:
         except DBIntegrityError:
             raise NameTaken(f"a document named {rename!r} already exists") from None
         if rename is not None:
-            intent.placeholder = None
+            intent.placeholder, intent.name = None, rename
         return True
 
     async def owns(self, intent: Intent) -> bool:
@@ -797,6 +811,9 @@ class Transitions:
                       u_id=upload_id, **self._settle(),
                       **self.times(expires=self.settings.idempotency_retention))
         deferred = self.deferred
+        if (deferred and not intent.keyed and upload_id is None and intent.name is not None
+                and not self.settings.processors and self.db.single_statements):
+            return await self._commit_create_in_one(intent, digests, params)
         async with self.db.transaction() as conn:
             if _count(await conn.execute(_commit_blob_owed if deferred else _commit_blob,
                                          params)) != 1 and (
@@ -815,6 +832,20 @@ class Transitions:
             if upload_id is not None:
                 await conn.execute(_finish_upload, params)
         return doc
+
+    async def _commit_create_in_one(self, intent: Intent, digests: Digests,
+                                    params: dict[str, Any]) -> Document | None:
+        """C4 as one statement (:func:`blobledger.protocol.single.c4_deferred`): the event's
+        values are those :meth:`commit_create`'s transaction would write for the document
+        this C4 makes ready (it cannot be held: no processor is configured)."""
+        assert intent.name is not None
+        event = events.document_values(
+            EventType.READY, intent.document_id, intent.name, 1, digests.size,
+            intent.content_type, digests.sha256, intent.blob_name, digests.md5)
+        async with self.db.statement() as conn:
+            row = (await conn.execute(_c4_one, dict(
+                params, **single.c4_event_params(event)))).one_or_none()
+        return None if row is None else Document.from_row(row)
 
     async def settled_create(self, intent: Intent) -> Document | None:
         """After a lost C4: the document if the sweeper rolled this creation forward (ready,
