@@ -6,9 +6,10 @@ and without the pool's pre-ping. The same UPDATE, the same rows, interleaved; se
 
 Then a whole create (C1, the local-disk upload, C4) with PostgreSQL 2 ms away (a TCP proxy
 holding each of the server's answers 2 ms), one at a time: with the pool's pre-ping (as the
-ledger was) and without it (the ledger now: the transaction's BEGIN finds a dead
-connection), the two interleaved; ms per create and the server's answers per create (the
-round trips)."""
+ledger was), without it (the ledger now: the transaction's BEGIN finds a dead connection;
+an unkeyed C1 is one statement), and without it under the deferred retag (C1 and C4 one
+statement each, no confirm), the three interleaved; ms per create and the server's answers
+per create (the round trips)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ class DelayingProxy(ThreadedServer):
 
 
 async def create_round_trips(ctx: Context) -> list[Result]:
-    """Creates one at a time at :data:`CREATE_RTT_MS`: pre-ping (before) against none."""
+    """Creates one at a time at :data:`CREATE_RTT_MS`: pre-ping (before) against none, inline
+    and deferred."""
     n = 20 if ctx.quick else 60
     with DelayingProxy(make_url(ctx.postgres_url).port or 5432, CREATE_RTT_MS / 1000) as proxy:
         url = make_url(ctx.postgres_url).set(host="127.0.0.1", port=proxy.port
@@ -101,7 +103,9 @@ async def create_round_trips(ctx: Context) -> list[Result]:
             pinged = Database(url, engine=pinging)
             pinged.version_table = "alembic_version"  # the ledger's own database
             ledgers = {"pre-ping (before)": Ledger(pinged, disk, settings),
-                       "no pre-ping (now)": Ledger(Database(url), disk, settings)}
+                       "no pre-ping (now)": Ledger(Database(url), disk, settings),
+                       "no pre-ping, retag deferred (now)": Ledger(
+                           Database(url), disk, settings.with_(retag="deferred"))}
             ms: dict[str, list[float]] = {k: [] for k in ledgers}
             answers: dict[str, list[float]] = {k: [] for k in ledgers}
             try:

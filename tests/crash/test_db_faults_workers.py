@@ -1,7 +1,8 @@
 """Database faults in the workers' steps: the connection to PostgreSQL cut
 (:mod:`tests.support.pgproxy`) at each statement of the event delivery worker's claim and
 mark, of the processing worker's claim and verdicts (accept, the last accept, reject,
-failed), of a variant maker's claim, confirm and attach, and of R4 and the delete after
+failed), of a variant maker's claim, confirm and attach, of the retag worker's claim and record, and
+of R4 and the delete after
 they detached a version's variants; at COMMIT both before it is sent (it never applied) and
 after (it applied; the writer never hears).
 
@@ -51,9 +52,10 @@ from blobledger.workers.delivery import Delivery
 from blobledger.workers.invariants import check
 from blobledger.workers.processing import ProcessingWorker
 from blobledger.workers.processors.base import ACCEPT, ProcessorFailed, Reader, Verdict
+from blobledger.workers.retagger import RETAG_LEASE, Retagger
 from tests.crash.child import Target
 from tests.crash.conftest import make_target
-from tests.crash.harness import PAST_CUTOFFS, RESOLVE_AT, settle
+from tests.crash.harness import PAST_CUTOFFS, RESOLVE_AT, read_all, settle
 from tests.events.receiver import Receiver, receiving
 from tests.held.conftest import PNG
 from tests.support.pgproxy import PgProxy, When
@@ -112,6 +114,8 @@ TO_READY = r"^UPDATE documents SET status="
 READ_HELD = r"^SELECT documents\.id, documents\.name"
 LOCK_VERSION = r"^SELECT documents\.id\s+FROM documents\b"
 UPDATE_BLOBS = r"^UPDATE blobs SET state="
+CLAIM_RETAGS = r"(?s)^UPDATE blobs SET attempt=(?!.*retag_due=)"
+RECORD_RETAGS = r"(?s)^UPDATE blobs SET attempt=.*retag_due="
 
 CUTS = [
     *step("delivery", "claim", [
@@ -158,6 +162,12 @@ CUTS = [
     *step("variants", "attach", [
         ("SELECT documents FOR UPDATE", LOCK_VERSION, 2),
         ("UPDATE blobs", UPDATE_BLOBS, 1)], UPDATE_BLOBS),
+    # the retag worker (deferred retag): its claim of owed rows, and its record of the
+    # retags done (the same UPDATE's SET, told apart by ``retag_due``)
+    *step("retag", "claim", [
+        ("SELECT blobs (owed)", r"^SELECT blobs\.name\s+FROM blobs", 1),
+        ("UPDATE blobs (claim)", CLAIM_RETAGS, 1)], CLAIM_RETAGS),
+    *step("retag", "record", [("UPDATE blobs (record)", RECORD_RETAGS, 1)], RECORD_RETAGS),
     # R4 and the delete after detach_variants: the detach itself, the event after it, COMMIT
     *step("detach", "R4", [
         ("UPDATE blobs (detach)", UPDATE_BLOBS, 3),
@@ -178,6 +188,8 @@ SUITE = {
     "variants-attach-COMMIT-after",
     "detach-R4-COMMIT-after",
     "detach-delete-COMMIT-before",
+    "retag-claim-COMMIT-after",
+    "retag-record-COMMIT-after",
 }
 MATRIX = [cut for cut in CUTS if FULL or cut.id in SUITE]
 assert {cut.id for cut in CUTS} >= SUITE, "a suite case names no cut"
@@ -379,6 +391,28 @@ async def variant_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
         assert (await make_variant(ledger, doc.id, "thumb")).blob == made.blob
 
 
+async def retag_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
+    """Three documents whose retags are owed; the worker cut at its claim or its record; the
+    next run, past the claim's lease, retags and records whatever is left: every blob
+    tagged committed, nothing owed, every document readable, the settled invariants held."""
+    target = dataclasses.replace(target, retag="deferred")
+    async with target.ledger() as ledger:
+        docs = [await ledger.create(f"owed-{n}.txt", b"owed %d" % n) for n in range(3)]
+        first = await cut_run(cut, proxy, Retagger(ledger).run_once())
+        assert isinstance(first, Exception), first
+        recorded = cut.step == "record" and cut.commit and cut.when == "after"
+        assert (await ledger.transitions.retag_lag() == 0.0) == recorded
+    async with target.ledger(clock_offset=RETAG_LEASE + 1) as later:
+        again = await Retagger(later).run_once()
+        assert again.retagged == (0 if recorded else 3), again
+        assert await later.transitions.retag_lag() == 0.0
+        assert {info.name: (info.tags or {}).get("state") async for info in
+                later.store.list()} == {d.blob: "committed" for d in docs}
+        for n, doc in enumerate(docs):
+            assert await read_all(later, doc.id) == b"owed %d" % n
+    await settled_and_checked(target)
+
+
 async def detach_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
     """An image with its variant made; R4 or the delete cut after detaching it: either the
     whole transaction applied (the version ended, its variant ``deleting``, its event
@@ -417,4 +451,4 @@ async def detach_case(cut: Cut, target: Target, proxy: PgProxy) -> None:
 
 CASES: dict[str, Callable[[Cut, Target, PgProxy], Awaitable[None]]] = {
     "delivery": delivery_case, "processing": processing_case, "variants": variant_case,
-    "detach": detach_case}
+    "detach": detach_case, "retag": retag_case}

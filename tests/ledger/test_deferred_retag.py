@@ -249,6 +249,37 @@ async def test_serve_s_worker_is_woken_by_c4(deferred: Ledger) -> None:
         await asyncio.wait_for(worker, STEP)
 
 
+async def test_a_burst_of_creates_is_claimed_together(deferred: Ledger) -> None:
+    """The worker woken by a C4 lingers before it claims: the retags a burst of creates
+    owes are claimed (and recorded) in a batch or two, not one claim per create."""
+    from blobledger.workers.retagger import retag_forever
+
+    ledger = deferred
+    claims: list[int] = []
+    claim = ledger.transitions.claim_retags
+
+    async def counted(limit: int, lease: float) -> tuple[str, list[str]]:
+        token, names = await claim(limit, lease)
+        if names:
+            claims.append(len(names))
+        return token, names
+
+    ledger.transitions.claim_retags = counted  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop, linger=1.0))
+    try:
+        docs = await asyncio.gather(*(ledger.create(f"burst-{n}.txt", b"b") for n in range(8)))
+        for _ in range(int(4 * STEP / 0.05)):
+            if await ledger.transitions.retag_lag() == 0.0:
+                break
+            await asyncio.sleep(0.05)
+        assert await stored(ledger) == {d.blob: "committed" for d in docs}
+        assert sum(claims) == 8 and len(claims) <= 3, claims
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, STEP)
+
+
 def test_the_lifecycle_rule_must_be_far_beyond_the_warned_lag() -> None:
     check_days(1, sweep_after=7200, retag_warn_after=300)
     with pytest.raises(ConfigError, match="RETAG_WARN_AFTER"):

@@ -53,6 +53,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":stores/s3/", ["tests/stores/test_s3.py", *GUARDS, "tests/ledger/test_fencing.py",
                       "tests/sweeper/test_sweeper.py"]),
     (r":reconciler:", [*GUARDS, "tests/sweeper/test_reconciler.py"]),
+    (r":single:", [*RETAG, "tests/crash/test_single_statements.py", *GUARDS]),
     (r"retag", [*RETAG, *GUARDS]),
     (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
     (r"upload|record_|handle|verified|_finish", [*GUARDS, *UPLOADS, *SWEEP]),

@@ -19,6 +19,11 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # C4 in one statement writes its event only from a document made ready
+    "read:single:c4_deferred:term": "the one-statement C4 runs only with no processor "
+        "configured (Transitions.commit_create), where C4 makes every document ready "
+        "(d_processing is ready): the term never filters a row; a held creation's C4 is a "
+        "transaction, which writes no event for it",
     # the retag worker's claim: its update runs in the transaction whose read chose the
     # names (with the same terms), as the sweeper's claim does
     "where:transitions:claim_retags:blobs.state": "the names were read in this "

@@ -4,7 +4,8 @@ picked up without a list to keep): each is one byte range of one file and its re
 Kinds:
 
 - ``where``: one term dropped from a ``.where(...)`` of an ``update``/``delete`` in
-  ``transitions`` (a compare-and-set condition, or its ``exists()`` subquery's); a
+  ``transitions`` (a compare-and-set condition, or its ``exists()`` subquery's), or of a
+  one-statement step's join in ``single`` (C4's document conditioned on its blob's); a
   ``*_mine``-style tuple is expanded in place, so each statement that uses it loses the term
   on its own; ``read``: the same for a ``select`` (a guard's read, a claim's candidates);
 - ``rowcount``: a compare-and-set's result check (``_count(...) != 1``, ``== 1``; ``len(rows)
@@ -30,6 +31,8 @@ from pathlib import Path
 
 #: the files whose fences are mutated, relative to ``src/``
 TRANSITIONS = "blobledger/protocol/transitions.py"
+#: C1 and C4 as one statement each (their own joins of the transitions' statements)
+SINGLE = "blobledger/protocol/single.py"
 RECONCILER = "blobledger/workers/reconciler.py"
 RETAGGER = "blobledger/workers/retagger.py"
 STORES = ("blobledger/stores/local.py", "blobledger/stores/azure/store.py",
@@ -402,6 +405,8 @@ def enumerate_mutants(src: Path) -> list[Mutant]:
     found += _rowcount(transitions, contexts, ids)
     found += _compares(transitions, contexts, ids, clock=True)
     found += _retag(transitions, contexts, ids)
+    single = _load(src, SINGLE)
+    found += _where(single, _contexts(single.tree), ids)
     retagger = _load(src, RETAGGER)
     found += _retag(retagger, _contexts(retagger.tree), ids)
     reconciler = _load(src, RECONCILER)

@@ -39,7 +39,10 @@ Held documents (``protocol/held.py``): C4 and the roll-forward make a held creat
 and insert its work rows; the moves out of ``held`` (ready, or rejected to the deletion
 path) are :class:`blobledger.protocol.held.Held`'s, built on these statements.
 
-Statements are built once (building one per call cost more CPU than the round trip).
+Statements are built once (building one per call cost more CPU than the round trip). On
+PostgreSQL an unkeyed creation's C1, and its C4 under the deferred retag with nothing to
+hold, are those same statements joined into one each and run in autocommit
+(:mod:`blobledger.protocol.single`: one round trip per step).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ path retags and deletes) and its record loses once another worker claimed the ro
 lag (the oldest owed retag) is the gauge ``blobledger_retag_lag_seconds``.
 
 It runs inside ``blobledger sweep`` (first in every run) and, deferred, in ``serve`` (every
-``BLOBLEDGER_RETAG_INTERVAL``, and at once when a C4 or R4 of the same process left a retag
-owed). Failpoints: ``retag.after_claim``, ``retag.after_tag``.
+``BLOBLEDGER_RETAG_INTERVAL``, and :data:`RETAG_LINGER` after a C4 or R4 of the same process
+left a retag owed). Failpoints: ``retag.after_claim``, ``retag.after_tag``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ log = logging.getLogger("blobledger.retag")
 RETAG_LEASE = 60.0
 #: tag writes in flight at once
 CONCURRENCY = 16
+#: how long a worker woken by a C4/R4 waits before it claims, so that the retags a burst of
+#: creates owes are claimed and recorded together (two transactions a batch, not a create);
+#: it adds at most this much to the lag, which is warned about only past minutes
+RETAG_LINGER = 0.1
 
 
 @dataclass
@@ -130,9 +134,10 @@ class Retagger:
 
 
 async def retag_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
-                        batch: int = 256) -> None:
-    """Run the retag worker every ``interval`` seconds, or at once when a C4/R4 of this
-    process left a retag owed, until ``stop`` is set. Failures are logged and retried."""
+                        batch: int = 256, linger: float = RETAG_LINGER) -> None:
+    """Run the retag worker every ``interval`` seconds, or ``linger`` seconds after a C4/R4
+    of this process left a retag owed, until ``stop`` is set. Failures are logged and
+    retried."""
     retagger = Retagger(ledger, batch=batch)
     while not stop.is_set():
         ledger.retag_owed.clear()
@@ -148,6 +153,8 @@ async def retag_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
         finally:
             for waiter in waits:
                 waiter.cancel()
+        if ledger.retag_owed.is_set() and not stop.is_set():
+            await asyncio.sleep(linger)  # the rest of the burst joins this claim
 
 
 def background_retagger(deferred: bool, interval: float
