@@ -144,14 +144,3 @@ def holds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Holds]:
     yield held
     held.release_all()
 
-
-
-#: the suite's longest tests (30-75 s each, `--durations`), started first so that none of
-#: them is handed to a worker last and runs alone at the end of a parallel run
-LONG_FIRST = ("tests/soak/", "examples/django_invoices/test_example.py", "tests/explore/",
-              "tests/docs/test_samples.py::test_blocks_against_a_running_service",
-              "tests/cli/test_client.py", "tests/stores/test_s3_end_to_end.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable
