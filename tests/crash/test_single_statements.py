@@ -19,12 +19,15 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
+from blobledger.errors import IntentLost
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import EventRow
 from blobledger.workers.invariants import check
 from tests.crash.child import Target
 from tests.crash.conftest import make_target
-from tests.crash.harness import read_all
+from tests.crash.harness import RESOLVE_AT, read_all, settle
+from tests.ledger.test_fencing import outcome, started
+from tests.support.holds import Holds
 from tests.support.pgproxy import PgProxy
 
 
@@ -121,4 +124,28 @@ async def test_pooled_connections_ended_by_the_server_cost_no_request(
         for n, doc in enumerate(after):
             assert await read_all(ledger, doc.id) == b"a%d" % n
         report = await check(ledger)
+        assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("point", ["create.after_insert", "create.after_upload"])
+async def test_a_writer_paused_past_its_deadline_around_the_statements_loses(
+        tmp_path: Path, request: pytest.FixtureRequest, holds: Holds, point: str) -> None:
+    """The writer stalls after its one-statement C1 (or after its upload, before its
+    one-statement C4) while the sweeper, the deletion path and ``reconcile --fix`` run far
+    past every cutoff; when it wakes, C4 loses: nothing acknowledged, nothing left."""
+    target = await deferred_target(tmp_path, request)
+    async with target.ledger() as ledger:
+        holds.at(point)
+        writer = started(lambda: ledger.create("paused.txt", b"paused around one statement"))
+        await holds.wait(point)
+        async with target.ledger(clock_offset=RESOLVE_AT) as other:
+            await settle(other)
+        holds.go(point)
+        result = await outcome(writer)
+        assert isinstance(result, IntentLost), result
+    async with target.ledger(clock_offset=RESOLVE_AT) as later:
+        await settle(later)
+        assert [d async for d in later.list()] == []
+        assert [b async for b in later.store.list()] == []
+        report = await check(later, settled=True)
         assert report.ok, report.render()
