@@ -99,6 +99,7 @@ class Totals:
     operations: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     kills: int = 0
+    refused: Counter[str] = field(default_factory=Counter)  # 408s: the deadline passed
     faults: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     documents: int = 0
@@ -112,6 +113,9 @@ class Totals:
             f"failed or unanswered requests: {sum(self.failures.values())} "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.failures.items())) or 'none'})",
             f"service processes killed: {self.kills}",
+            f"writes refused past their deadline (408, nothing written): "
+            f"{sum(self.refused.values())} "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(self.refused.items())) or 'none'})",
             f"storage faults injected: {sum(self.faults.values())} "
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items())) or 'none'})",
             f"documents at the end: {self.documents} (verified byte for byte: {self.verified})",
@@ -196,6 +200,7 @@ class Client:
         self.random = random.Random(seed)
         self.docs: list[Doc] = []
         self.unacknowledged_creates: dict[str, str] = {}  # name -> sha of the attempt
+        self.refused_creates: set[str] = set()  # names answered 408: never to appear
         self.http = httpx.AsyncClient(timeout=30)
 
     def _server(self) -> str:
@@ -207,6 +212,16 @@ class Client:
 
     def _violation(self, text: str) -> None:
         self.totals.violations.append(text)
+
+    def _refused(self, kind: str, response: httpx.Response) -> bool:
+        """A 408 upload-aborted: the write ran past its deadline (a slow or starved
+        process); an answer that promises nothing was written, which verify holds it to."""
+        if response.status_code != 408:
+            return False
+        if response.json().get("type") != "urn:blobledger:problem:upload-aborted":
+            return False
+        self.totals.refused[kind] += 1
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -247,6 +262,9 @@ class Client:
         response = await self._request("create", "POST", "/documents", params={"name": name},
                                        content=body,
                                        headers={"Content-Type": "application/octet-stream"})
+        if response is not None and self._refused("create", response):
+            self.refused_creates.add(name)
+            return
         if response is None or response.status_code != 201:
             if response is not None:
                 self._violation(f"create {name}: unexpected {response.status_code} "
@@ -273,7 +291,7 @@ class Client:
             doc.version, doc.sha, doc.possible = data["version"], sha(body), set()
         elif response.status_code in (404, 412):
             await self.refresh(doc)
-        else:
+        elif not self._refused("replace", response):  # refused: its bytes are not possible
             self._violation(f"replace {doc.id}: unexpected {response.status_code}")
 
     async def delete(self, doc: Doc) -> None:
@@ -332,6 +350,8 @@ class Client:
 
 async def killer(services: Services, totals: Totals, stop: asyncio.Event, seed: int,
                  interval: tuple[float, float]) -> None:
+    """Every ``interval`` (counted from the last restart's readiness), SIGKILL a random
+    serve process and start a new one on its port."""
     chooser = random.Random(seed)
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
@@ -356,7 +376,10 @@ async def verify(client: Client, ledger: Ledger, totals: Totals) -> None:
         if digest != found.sha256:
             client._violation(f"document {found.id}: bytes differ from its row")
         doc = known.get(found.id)
-        if doc is None:
+        if found.name in client.refused_creates:
+            client._violation(f"document {found.id} ({found.name}): its create was refused "
+                              "(408), yet it is ready")
+        elif doc is None:
             if client.unacknowledged_creates.get(found.name) != digest:
                 client._violation(f"document {found.id} ({found.name}) was never written")
         elif doc.deleted:
@@ -380,8 +403,10 @@ async def verify(client: Client, ledger: Ledger, totals: Totals) -> None:
 
 async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: float,
                servers: int = 3, workers: int = 6, fault_rate: float = 0.03, seed: int = 1,
-               kill_every: tuple[float, float] = (3.0, 7.0)) -> Totals:
-    """Run the soak for ``seconds`` and verify; the totals (violations inside)."""
+               kill_every: tuple[float, float] = (3.0, 7.0), min_kills: int = 0) -> Totals:
+    """Run the soak for ``seconds`` (longer, up to three times that, until ``min_kills``
+    serve processes were killed: a starved machine restarts them slowly) and verify; the
+    totals (violations inside)."""
     totals = Totals()
     proxy = FaultProxy(storage.port, random_actions=FAULTS, rate=0.0, seed=seed).start()
     services = Services(folder, database_url, storage, proxy.port, servers)
@@ -395,7 +420,8 @@ async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: fl
         tasks = [asyncio.create_task(client.run(stop)) for _ in range(workers)]
         tasks.append(asyncio.create_task(killer(services, totals, stop, seed, kill_every)))
         started = time.monotonic()
-        while time.monotonic() - started < seconds:
+        while (elapsed := time.monotonic() - started) < seconds or (
+                totals.kills < min_kills and elapsed < 3 * seconds):
             await asyncio.sleep(0.5)
             for task in tasks:
                 if task.done():
