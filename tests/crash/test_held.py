@@ -1,7 +1,8 @@
 """Held documents under kills and pauses: a processing worker SIGKILLed, or stopped
 (SIGSTOP) past its lease, at each processing step. Another worker resumes the work; the
 document is never readable before its acceptance, is made ready (or rejected) exactly once,
-and a paused worker woken afterwards decides nothing."""
+and a paused worker woken afterwards (after the sweeper, the deletion path and
+``reconcile --fix`` ran far past every cutoff) decides nothing."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ PAUSES = ([(backend, step) for backend in ("sqlite-local", "postgresql-local")
 CHECK = {"processors": ("content-type",)}
 #: past the processing lease of the killed or paused worker
 LEASE_PAST = 700.0
+#: while the paused worker sleeps, after the other worker: the resolvers, past every cutoff
+MEANWHILE = LEASE_PAST + PAST_CUTOFFS
+#: the paused worker wakes later still, and the final resolution after it
+WAKE_AT = MEANWHILE + LEASE_PAST
 
 
 @pytest.fixture
@@ -61,8 +66,8 @@ async def readable(ledger: Ledger, doc_id: str) -> bool:
     return True
 
 
-async def settled_and_checked(target: Target) -> None:
-    async with target.ledger(clock_offset=LEASE_PAST + PAST_CUTOFFS) as ledger:
+async def settled_and_checked(target: Target, at: float = LEASE_PAST + PAST_CUTOFFS) -> None:
+    async with target.ledger(clock_offset=at) as ledger:
         await settle(ledger)
         report = await check(ledger, settled=True)
         assert report.ok, report.violations
@@ -103,13 +108,16 @@ async def test_paused_worker_decides_nothing(target: Target, step: str,
     accepting = {"processors": ("scan",), "scan_command": "true"}
     doc_id = await held(target, PNG, rejecting)
     job = Job(target, f"{step}=stop", "process", args={"settings": rejecting},
-              report=str(tmp_path / "report.json"), wake_offset=2 * LEASE_PAST)
+              report=str(tmp_path / "report.json"), wake_offset=WAKE_AT)
     async with paused(job) as child:
         decided = step == "processing.after_verdict"
         async with target.ledger() as ledger:
             assert not await readable(ledger, doc_id)
         report = await resume(target, accepting)
         assert report.claimed == (0 if decided else 1)
+        async with target.ledger(clock_offset=MEANWHILE) as ledger:
+            await settle(ledger)
+            assert await readable(ledger, doc_id) is not decided
         outcome = await child.resume()
     processed = outcome.answer["processing"]
     async with target.ledger() as ledger:
@@ -121,4 +129,4 @@ async def test_paused_worker_decides_nothing(target: Target, step: str,
             assert processed["lost"] + processed["gone"] == 1, processed
             assert (await ledger.get(doc_id)).version == 1
             assert await ledger.hold_state(doc_id) is None
-    await settled_and_checked(target)
+    await settled_and_checked(target, at=WAKE_AT + PAST_CUTOFFS)

@@ -2,7 +2,8 @@
 claim lapsed, at each step of delivery (after the claim, after sending before the mark,
 after the mark); another worker then delivers. Every event ends delivered, none lost, every
 delivery verified by the receiver; a duplicate carries the same ``webhook-id``; a stopped
-worker that wakes marks nothing. The suite runs every point on SQLite and, in turn, one
+worker that wakes (after the sweeper, the deletion path and ``reconcile --fix`` ran far past
+every cutoff) marks nothing. The suite runs every point on SQLite and, in turn, one
 kind per point on PostgreSQL (``BLOBLEDGER_CRASH_MATRIX=all``: every case on both).
 
 And the events themselves across a crash of their writer: killed before its commit, no
@@ -28,6 +29,7 @@ from blobledger.db import Database
 from blobledger.stores.local import LocalStore
 from blobledger.workers.delivery import Delivery
 from tests.conftest import database_url
+from tests.crash.harness import settle
 from tests.crash.pause import process_state
 from tests.events import child
 from tests.events.conftest import all_events, event_rows
@@ -43,6 +45,8 @@ CASES = [(point, action, db) for db in ("sqlite", "postgresql")
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["tests.events.child"])
 TIMEOUT = 60.0
+#: the resolvers' clock while a stopped worker sleeps: past every lease, deadline and grace
+PAST_EVERY_CUTOFF = 3600.0
 
 
 def start(target: Callable[[dict[str, str]], None],
@@ -103,6 +107,9 @@ async def test_delivery_survives_a_kill_or_a_pause(point: str, action: str, db: 
                 for _ in range(3):  # one event per document per claim: the replacement next
                     marked += (await Delivery(later).run_once()).delivered
             if action == "stop":
+                async with ledger_on(url, tmp_path / "store", receiver,
+                                     offset=PAST_EVERY_CUTOFF) as resolver:
+                    await settle(resolver)
                 assert process.pid is not None
                 os.kill(process.pid, signal.SIGCONT)
                 assert await finished(process) == 0
