@@ -163,7 +163,7 @@ class Held:
         times = self.transitions.times(lease=lease)
         query = (select(processing.c.document_id, processing.c.version,
                         processing.c.processor)
-                 .where(processing.c.state == PENDING, processing.c.lease_until < NOW,
+                 .where(processing.c.state == PENDING, processing.c.lease_until <= NOW,
                         processing.c.processor.in_(list(processors)))
                  .order_by(processing.c.created_at).limit(limit)
                  .with_for_update(skip_locked=True))
@@ -174,7 +174,7 @@ class Held:
                     update(processing).where(
                         processing.c.document_id == doc_id, processing.c.version == version,
                         processing.c.processor == processor,
-                        processing.c.state == PENDING, processing.c.lease_until < NOW)
+                        processing.c.state == PENDING, processing.c.lease_until <= NOW)
                     .values(attempt=token, lease_until=LEASE,
                             attempts=processing.c.attempts + 1)
                     .returning(processing.c.attempts), times)).one_or_none()
