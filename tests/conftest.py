@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,17 @@ DATABASES = ["sqlite", "postgresql"]
 STORES = ["local", "azure"]
 #: every database with every store, and S3 (moto's server) on PostgreSQL
 BACKENDS = [f"{d}-{s}" for d in DATABASES for s in STORES] + ["postgresql-s3"]
+
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers() -> Iterator[None]:
+    """The root logger's handlers as they were: a command run in this process
+    (``CliRunner``) installs one on the stream it captured, closed once it returns."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
