@@ -6,6 +6,7 @@
 """
 
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
 
 from blobledger.errors import (
     BlobAlreadyExists,
@@ -30,8 +31,10 @@ from blobledger.errors import (
     UploadGone,
     UploadTooLarge,
 )
-from blobledger.protocol.documents import Document
-from blobledger.protocol.ledger import Ledger
+
+if TYPE_CHECKING:
+    from blobledger.protocol.documents import Document
+    from blobledger.protocol.ledger import Ledger
 
 __all__ = [
     "BlobAlreadyExists",
@@ -61,3 +64,22 @@ __all__ = [
 #: the installed distribution's version: written once, in pyproject.toml; the OpenAPI
 #: document, ``blobledger --version`` and the CLI's User-Agent all read it from here
 __version__ = _version("blobledger")
+
+
+#: names loaded on first use (PEP 562): the database and storage layers weigh most of an
+#: import, and the client and the CLI's client commands need neither
+_LAZY = {"Document": "blobledger.protocol.documents", "Ledger": "blobledger.protocol.ledger"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'blobledger' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
