@@ -28,7 +28,9 @@ this list and the points the sources hit are the same):
 - any upload to a store: ``put.mid_stream`` (after the store took a chunk),
   ``put.before_commit`` (every byte staged, before the create-only publication: the local
   ``link``, Azure's Put Block List) and ``put.after_commit`` (published, before the store's
-  put returns: on S3 right after CompleteMultipartUpload); ``staged.after_commit`` (a staged
+  put returns: on S3 right after CompleteMultipartUpload); ``staged.before_commit`` (a
+  staged upload's parts about to be published: before Put Block List,
+  CompleteMultipartUpload or the local concatenation) and ``staged.after_commit`` (a staged
   upload published, its checksums not yet read back);
 - the stores' conditional calls: ``delete.after_check`` (S3: the tags compared, before the
   DeleteObject conditioned on the ETag seen); ``store.set_tags.after_read`` (S3, and Azure

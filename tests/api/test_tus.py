@@ -3,6 +3,7 @@ checksums, termination, expiry, and the statuses for bad input."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import os
@@ -18,6 +19,7 @@ from blobledger.stores.s3.store import MIN_PART_SIZE
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
+from tests.support.holds import Holds
 
 TUS = {"Tus-Resumable": "1.0.0"}
 PATCH = {**TUS, "Content-Type": "application/offset+octet-stream"}
@@ -171,6 +173,25 @@ async def test_terminate_drops_intent_and_parts(ledger: Ledger, tus: httpx.Async
                                headers={**PATCH, "Upload-Offset": "0"})
     assert int(response.headers["Upload-Offset"]) > 0
     assert (await tus.delete(url, headers=TUS)).status_code == 204
+    assert (await head(tus, url)).status_code == 410
+    assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
+    assert [u async for u in ledger.store.list_uncommitted()] == []
+
+
+async def test_terminated_while_its_completion_publishes(
+        ledger: Ledger, tus: httpx.AsyncClient, holds: Holds) -> None:
+    """The last PATCH's completion held just before the store publishes the parts; the
+    upload terminated meanwhile (its parts dropped): the completion answers 410, not a
+    storage failure, and nothing is left."""
+    _, chunk = sizes(ledger)
+    url = await create(tus, chunk, name="raced.bin")
+    holds.at("staged.before_commit")
+    last = asyncio.create_task(tus.patch(url, content=os.urandom(chunk),
+                                         headers={**PATCH, "Upload-Offset": "0"}))
+    await holds.wait("staged.before_commit")
+    assert (await tus.delete(url, headers=TUS)).status_code == 204
+    holds.go("staged.before_commit")
+    problem(await last, 410, "upload-gone")
     assert (await head(tus, url)).status_code == 410
     assert await leftovers(ledger) == {"documents": [], "blobs": [], "stored": []}
     assert [u async for u in ledger.store.list_uncommitted()] == []

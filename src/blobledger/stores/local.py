@@ -456,6 +456,7 @@ class LocalStore(Store):
                 finally:
                     await _in_thread(f.close)
 
+        await failpoints.hit("staged.before_commit")
         try:
             digests = await self.put(name, chunks(), tags=tags, content_type=content_type)
         except FileNotFoundError as exc:

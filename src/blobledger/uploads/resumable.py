@@ -53,6 +53,8 @@ from blobledger.errors import (
     IntentLost,
     InvalidInput,
     OffsetMismatch,
+    StoreError,
+    StoreUnavailable,
     UploadAborted,
     UploadGone,
     UploadTooLarge,
@@ -299,7 +301,23 @@ class Resumable:
         except IntegrityError:
             await asyncio.shield(self.give_up(upload, intent))
             raise
-        return await finish(self, upload, intent, digests, "tus")
+        except (StoreError, StoreUnavailable) as exc:
+            # Terminated (or swept) while its parts were being published: the parts went
+            # with it, so the store refuses the publication. The client is told the upload
+            # is gone, not that the store failed.
+            await self._gone_if_ended(upload, exc)
+            raise
+        try:
+            return await finish(self, upload, intent, digests, "tus")
+        except IntentLost as exc:  # published all the same (Azurite commits cleared blocks)
+            await self._gone_if_ended(upload, exc)
+            raise
+
+    async def _gone_if_ended(self, upload: UploadRecord, exc: BaseException) -> None:
+        """UploadGone if the upload's row is gone (terminated or swept) since it was read."""
+        if await self.ledger.transitions.find_upload(upload.id) is None:
+            raise UploadGone(f"upload {upload.id!r} was terminated or swept while it was "
+                             "being completed") from exc
 
     async def _publish(self, upload: UploadRecord, intent: Intent) -> Digests:
         store = self.store

@@ -472,6 +472,7 @@ class AzureStore(Store):
         (the service cannot hash a block list) and the checksums set as metadata."""
         check_blob_name(name)
         blob = self._client().get_blob_client(name)
+        await failpoints.hit("staged.before_commit")
         with map_errors(name, put=True):
             await blob.commit_block_list(
                 [BlobBlock(block_id=b) for b in parts],

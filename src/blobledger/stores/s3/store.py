@@ -380,6 +380,7 @@ class S3Store(Store):
         multipart object for us). With no part (an empty file: S3 refuses to complete a
         multipart upload without one), the multipart upload is aborted and the empty object
         created by the create-only single put instead, with the same tags."""
+        await failpoints.hit("staged.before_commit")
         if not parts:
             await self._abort(self._key(name), handle)
             return await self.put(name, _empty(), tags=tags, content_type=content_type)
