@@ -11,7 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
+#: a row's key: its group first
+K = TypeVar("K", bound=tuple[str, ...])
 
 @dataclass(frozen=True)
 class Row:
@@ -81,6 +84,15 @@ def _merge(values: dict[str, str]) -> str:
     return "<br>".join(f"*{b}*: {v}" for b, v in sorted(values.items()))
 
 
+def _by_group(order: list[K]) -> list[K]:
+    """The keys with each group's together (a run interleaves the groups' cases), the
+    groups and each group's keys in the order first seen."""
+    rank: dict[str, int] = {}
+    for key in order:
+        rank.setdefault(key[0], len(rank))
+    return sorted(order, key=lambda key: rank[key[0]])
+
+
 def render(rows: MatrixRows) -> str:
     order: list[tuple[str, str, str]] = []
     cells: dict[tuple[str, str, str], dict[str, Row]] = defaultdict(dict)
@@ -95,6 +107,7 @@ def render(rows: MatrixRows) -> str:
         if key not in cells and key not in pauses:
             order.append(key)
         pauses[key][pause.backend] = pause.text
+    order = _by_group(order)
     backends = sorted({row.backend for row in rows.rows}
                       | {pause.backend for pause in rows.pauses})
     lines = [
@@ -187,6 +200,7 @@ def render_db_faults(rows: list[DbFaultRow]) -> str:
         if key not in cells:
             order.append(key)
         cells[key][row.backend] = row
+    order = _by_group(order)
     backends = sorted({row.backend for row in rows})
     lines = [
         DB_FAULTS,
