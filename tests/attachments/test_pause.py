@@ -215,9 +215,10 @@ UPLOAD_PAUSES: dict[str, dict[str, tuple[type[Exception], ...] | None]] = {
     "tus": {
         "tus.after_create": (UploadGone,),
         "tus.after_part": (OffsetMismatch,),  # the offset is no longer this upload's
-        "tus.after_publish": (IntentLost,),
-        "tus.stage.after_verify": (IntentLost,),
-        "tus.stage.after_confirm": (IntentLost, BlobNotFound),
+        # swept under its completion: the upload is gone (410), not "retry" (IntentLost)
+        "tus.after_publish": (UploadGone,),
+        "tus.stage.after_verify": (UploadGone,),
+        "tus.stage.after_confirm": (UploadGone,),
         "tus.stage.after_tag": None,
         "tus.stage.after_finish": None,
     },
