@@ -5,6 +5,7 @@
         doc = await ledger.create("report.pdf", data, content_type="application/pdf")
 """
 
+import importlib as _importlib
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
@@ -73,9 +74,7 @@ _LAZY = {"Document": "blobledger.protocol.documents", "Ledger": "blobledger.prot
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'blobledger' has no attribute {name!r}")

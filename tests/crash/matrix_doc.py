@@ -16,6 +16,7 @@ from typing import TypeVar
 #: a row's key: its group first
 K = TypeVar("K", bound=tuple[str, ...])
 
+
 @dataclass(frozen=True)
 class Row:
     group: str

@@ -110,18 +110,21 @@ class Totals:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.operations.items()))
         return "\n".join([
             f"operations: {ops} ({kinds})",
-            f"failed or unanswered requests: {sum(self.failures.values())} "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.failures.items())) or 'none'})",
+            f"failed or unanswered requests: {_counts(self.failures)}",
             f"service processes killed: {self.kills}",
             f"writes refused past their deadline (408, nothing written): "
-            f"{sum(self.refused.values())} "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.refused.items())) or 'none'})",
-            f"storage faults injected: {sum(self.faults.values())} "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items())) or 'none'})",
+            f"{_counts(self.refused)}",
+            f"storage faults injected: {_counts(self.faults)}",
             f"documents at the end: {self.documents} (verified byte for byte: {self.verified})",
             f"violations: {len(self.violations)}",
             *[f"  {v}" for v in self.violations[:50]],
         ])
+
+
+def _counts(counter: Counter[str]) -> str:
+    """``7 (a 3, b 4)``: the total, then each kind's count."""
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(counter.items())) or "none"
+    return f"{sum(counter.values())} ({kinds})"
 
 
 class Services:
