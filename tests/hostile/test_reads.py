@@ -177,6 +177,35 @@ async def test_a_read_url_is_signed_with_no_token_a_caller_holds(read_ledger: Le
         problem(await client.get(url), 401, "unauthorized")
 
 
+async def test_a_held_name_tells_others_only_what_any_taken_name_does(
+        read_ledger: Ledger) -> None:
+    """Names are unique, so a writer creating a taken name learns that it is taken: for a
+    held document exactly what it learns for a ready one or an upload in flight (the name
+    it sent, nothing of the document: no id, no status, no owner). A reader learns nothing:
+    every answer it gets about a held document's name is the one about a name nobody
+    holds."""
+    writer, other, reader = ({"Authorization": f"Bearer {t}"} for t in ("rw", "other", "ro"))
+    async with client_for(read_ledger) as client:
+        held = (await client.post("/documents?name=plans/one.txt&hold=true", content=b"h",
+                                  headers={**writer, "Content-Type": "text/plain"})).json()
+        await read_ledger.create("plans/two.txt", b"r", content_type="text/plain")
+        answers = {}
+        for name in ("plans/one.txt", "plans/two.txt"):
+            again = await client.post(f"/documents?name={name}", content=b"x",
+                                      headers={**other, "Content-Type": "text/plain"})
+            body = problem(again, 409, "name-taken")
+            assert held["id"] not in again.text and "held" not in again.text
+            answers[name] = {k: str(v).replace(name, "NAME") for k, v in body.items()
+                             if k != "instance"}
+        assert answers["plans/one.txt"] == answers["plans/two.txt"]
+        for prefix in ("plans/one", "plans/nobody"):
+            listed = await client.get(f"/documents?prefix={prefix}", headers=reader)
+            assert listed.status_code == 200 and listed.json()["items"] == [], prefix
+        overview = await client.get("/ops/overview", headers=reader)
+        assert overview.status_code == 200 and "plans/one" not in overview.text
+        assert held["id"] not in overview.text
+
+
 # -- real serve processes -------------------------------------------------------------------
 SERVE_ENV = {"BLOBLEDGER_API_TOKENS": "rw:read+write,ro:read",
              "BLOBLEDGER_PROCESSORS": "scan", "BLOBLEDGER_SCAN_COMMAND": SCANNER,
