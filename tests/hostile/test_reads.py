@@ -7,6 +7,7 @@ serve`` processes (SQLite with a local folder, PostgreSQL with Azurite)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import subprocess
@@ -24,6 +25,7 @@ from blobledger.api.auth import owner_of
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import NotFound
+from blobledger.protocol.keys import service_key
 from blobledger.workers.processing import ProcessingWorker
 from tests.api.conftest import client_for, problem
 from tests.conftest import database_url, make_store
@@ -162,6 +164,9 @@ async def test_a_read_url_is_signed_with_no_token_a_caller_holds(read_ledger: Le
     any configured token; ``BLOBLEDGER_SIGNING_KEY`` replaces it."""
     key = await read_ledger.signing_key()
     assert len(key) == 32 and all(token.encode() not in key for token in TOKENS)
+    # processes asking for a key at once all read the one that was stored
+    raced = await asyncio.gather(*(service_key(read_ledger.db, "raced") for _ in range(8)))
+    assert len(set(raced)) == 1 and raced[0] != key
     again = Ledger(read_ledger.db, read_ledger.store, read_ledger.settings)
     assert await again.signing_key() == key
     doc = await read_ledger.create("k.txt", b"keyed", content_type="text/plain")
