@@ -989,17 +989,16 @@ class Transitions:
     async def pointed_blob(self, doc_id: str, blob_name: str) -> tuple[Row[Any] | None,
                                                                          str | None]:
         """The row of ``blob_name`` if it holds bytes ``doc_id`` showed its readers, and the
-        document's name if it is still there. Its bytes (``committed``) while the document
-        is ready (:func:`readable`) and points at it; bytes it left (``deleting``: replaced,
-        deleted) that the deletion path has not removed, unless the document is there and
-        not ready or was rejected. So a held document's blob, and a rejected one's, is
-        never one (an attachment's row names no document)."""
+        document's name if it is still there: its bytes (``committed``) or bytes it left
+        (``deleting``: replaced, deleted) that the deletion path has not removed, while the
+        document is ready (:func:`readable`) or gone, and was never rejected. So a held
+        document's blob, and a rejected one's, is never one (an attachment's row names no
+        document)."""
         async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.document_id == doc_id,
                 blobs.c.state.in_((COMMITTED, DELETING))))).one_or_none()
-            doc = (await conn.execute(select(
-                documents.c.name, documents.c.status, documents.c.blob_name).where(
+            doc = (await conn.execute(select(documents.c.name, documents.c.status).where(
                 documents.c.id == doc_id))).one_or_none()
             rejected = (await conn.execute(select(processing.c.document_id).where(
                 processing.c.document_id == doc_id,
@@ -1007,8 +1006,6 @@ class Transitions:
         name = doc.name if doc is not None else None
         if row is None or rejected is not None or (doc is not None
                                                    and not readable(doc.status)):
-            return None, name
-        if row.state == COMMITTED and (doc is None or doc.blob_name != blob_name):
             return None, name
         return row, name
 
