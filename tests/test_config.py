@@ -210,6 +210,16 @@ def test_masked_hides_secrets() -> None:
     assert shown["azure"]["connection_string"] == "AccountName=a;AccountKey=****"
 
 
+def test_the_signing_key_is_read_checked_and_masked() -> None:
+    key = "k" * 31 + "-signing-key-value"
+    settings = load_settings({"BLOBLEDGER_SIGNING_KEY": key}, env_file=None)
+    assert settings.signing_key == key
+    assert key not in repr(settings.masked()) and settings.masked()["signing_key"] == "****"
+    assert load_settings({"BLOBLEDGER_SIGNING_KEY": " "}, env_file=None).signing_key is None
+    with pytest.raises(ConfigError, match="BLOBLEDGER_SIGNING_KEY must be at least 32 characters"):
+        load_settings({"BLOBLEDGER_SIGNING_KEY": "short"}, env_file=None)
+
+
 def test_settings_are_frozen_and_with_checks_again() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):

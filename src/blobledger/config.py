@@ -39,6 +39,7 @@ BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 127.0.0.1, ::1
 BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
 BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
+BLOBLEDGER_SIGNING_KEY             signs the service's read URLs   generated, kept in the db
 BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
 BLOBLEDGER_WEBHOOK_URLS            events are POSTed to these      unset (no webhooks)
 BLOBLEDGER_WEBHOOK_SECRET          ``whsec_…``: signs them         unset
@@ -142,7 +143,9 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 ENV_PREFIX = "BLOBLEDGER_"
 #: fields whose values are secrets: shown masked by ``blobledger config``
 SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string",
-                           "webhook_secret"})
+                           "webhook_secret", "signing_key"})
+#: the shortest ``BLOBLEDGER_SIGNING_KEY`` accepted (characters)
+SIGNING_KEY_MIN = 32
 #: how a Standard Webhooks secret begins (the rest is base64)
 WEBHOOK_SECRET_PREFIX = "whsec_"
 #: the longest wait between two delivery attempts of one event
@@ -267,6 +270,20 @@ Origins = Annotated[tuple[str, ...], BeforeValidator(_origins)]
 PublicUrl = Annotated[str | None, BeforeValidator(_public_url)]
 WebhookUrls = Annotated[tuple[str, ...], BeforeValidator(_webhook_urls)]
 WebhookSecret = Annotated[str | None, BeforeValidator(_webhook_secret)]
+
+
+def _signing_key(value: object) -> object:
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            return None
+        if len(value) < SIGNING_KEY_MIN:
+            raise ValueError(f"must be at least {SIGNING_KEY_MIN} characters "
+                             "(e.g. `openssl rand -hex 32`)")
+    return value
+
+
+SigningKey = Annotated[str | None, BeforeValidator(_signing_key)]
 Processors = Annotated[tuple[str, ...], BeforeValidator(_processors)]
 Prefixes = Annotated[tuple[str, ...], BeforeValidator(_prefixes)]
 Variants = Annotated[dict[str, VariantSpec], BeforeValidator(_variants), PlainSerializer(
@@ -315,6 +332,9 @@ class Settings(BaseModel):
     cors_origins: Origins = ()
     #: the base of the URLs the service hands out; None: the address a connection came in on
     public_url: PublicUrl = None
+    #: the key of the service's own read URLs and download links; None: one generated at
+    #: first use and kept in the database (``service_keys``), shared by every instance
+    signing_key: SigningKey = None
     sweep_interval: Duration | None = None
     #: events are POSTed to these, signed per Standard Webhooks with ``webhook_secret``
     webhook_urls: WebhookUrls = ()
@@ -495,6 +515,8 @@ class Settings(BaseModel):
         data["database_url"] = _mask_url(self.database_url)
         if self.webhook_secret:
             data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
+        if self.signing_key:
+            data["signing_key"] = "****"
         return data
 
 

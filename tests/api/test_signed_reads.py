@@ -225,15 +225,22 @@ async def test_the_services_own_url_reads_its_version_until_it_expires(
 
 
 @pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
-async def test_without_tokens_the_url_names_its_blob_unsigned(ledger: Ledger) -> None:
-    """No tokens: no key to sign with; the URL still names its blob and expires, and reads
-    its version after a replace until then."""
+async def test_without_tokens_the_url_names_its_blob_signed_all_the_same(
+        ledger: Ledger) -> None:
+    """No tokens: the URL names its blob and expires, signed with the service's own key (no
+    ``by``), and reads its version after a replace until then; changing its expiry or its
+    blob breaks the signature."""
     open_ = Ledger(ledger.db, ledger.store, ledger.settings.with_(delete_grace=300))
     doc = await ledger.create("signed/open.txt", b"first")
+    other = await ledger.create("signed/other.txt", b"other")
     async with client_for(open_, open_.settings) as client:
         answer = (await client.post(f"/documents/{doc.id}/url")).json()
-        assert answer["expires_at"] is not None and "sig=" not in answer["url"]
+        assert answer["expires_at"] is not None
+        assert "sig=" in answer["url"] and "by=" not in answer["url"]
         await open_.replace(doc.id, b"second", expected_version=1)
         assert (await fetch(client, answer["url"])).content == b"first"
         expired = answer["url"].replace("expires=", "expires=1")  # a later expiry is refused
-        problem(await fetch(client, expired), 410, "version-gone")
+        problem(await fetch(client, expired), 401, "unauthorized")
+        swapped = answer["url"].replace(doc.blob.replace("/", "%2F"),
+                                        other.blob.replace("/", "%2F"))
+        problem(await fetch(client, swapped), 401, "unauthorized")

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, String, create_engine, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from blobledger import Ledger
+from blobledger.protocol.migrate import alembic_config
 from blobledger.sqlalchemy import Attachment, has_many_attached, has_one_attached
 
 
@@ -33,6 +35,13 @@ class Receipt(AppBase):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     pdf: Mapped[Attachment | None] = has_one_attached()
+
+
+def ledger_head() -> str:
+    """The revision the ledger's migrations end at."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
 
 
 def app_url(ledger_url: str) -> str:

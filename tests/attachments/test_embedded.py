@@ -18,7 +18,7 @@ from blobledger.config import Settings
 from blobledger.db import EMBEDDED_VERSION_TABLE, Database, configure_sqlite, normalise_url
 from blobledger.protocol.migrate import migrate_database, upgrade
 from blobledger.protocol.models import BlobState
-from tests.attachments.conftest import Invoice
+from tests.attachments.conftest import Invoice, ledger_head
 from tests.attachments.test_attach import states
 from tests.support.services import create_database, drop_database
 
@@ -47,7 +47,7 @@ store_url=store)
             app = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
             ours = (await conn.execute(text(
                 f"SELECT version_num FROM {EMBEDDED_VERSION_TABLE}"))).scalar_one()
-        assert app == [("app_0007",)] and ours == "0009"
+        assert app == [("app_0007",)] and ours == ledger_head()
     finally:
         await engine.dispose()
         if kind == "postgresql":

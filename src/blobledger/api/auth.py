@@ -68,6 +68,17 @@ def _refusal(tokens: Mapping[str, frozenset[str]], presented: str | None,
     return None
 
 
+async def signing_key(request: Request) -> bytes:
+    """The service's signing key (:meth:`~blobledger.protocol.ledger.Ledger.signing_key`),
+    which signs and checks every link and read URL it makes."""
+    ledger = request.app.state.ledger
+    if ledger is None:
+        raise Problem(503, "unavailable", "the service is starting or stopping",
+                      headers={"Retry-After": "1"})
+    key: bytes = await ledger.signing_key()
+    return key
+
+
 def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
     """A dependency that admits the request only with a token holding ``scope`` (or, with
     ``links``, a valid download link to the route's ``doc_id``)."""
@@ -80,7 +91,8 @@ def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
         if not tokens:
             return
         if links and carries_link(request.query_params):
-            if not link_admits(tokens, owner_of, request.path_params.get("doc_id", ""),
+            if not link_admits(await signing_key(request), tokens, owner_of,
+                               request.path_params.get("doc_id", ""),
                                request.query_params, time.time(),
                                request.path_params.get("version"),
                                read_url_lifetime(request.app.state.settings)):

@@ -23,6 +23,7 @@ sweeper is the correctness argument. This module never deletes a blob that is no
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -71,6 +72,7 @@ from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.protocol.documents import Data, Document, as_stream, limit_size
 from blobledger.protocol.events import Event
 from blobledger.protocol.held import Held, HoldState
+from blobledger.protocol.keys import SIGNING, service_key
 from blobledger.protocol.migrate import migrate_database
 from blobledger.protocol.models import (
     COMMITTED_TAG as COMMITTED,
@@ -95,7 +97,13 @@ from blobledger.protocol.models import (
     as_utc,
     utcnow,
 )
-from blobledger.protocol.transitions import PLACEHOLDER, Intent, Transitions, new_token
+from blobledger.protocol.transitions import (
+    PLACEHOLDER,
+    Intent,
+    Transitions,
+    new_token,
+    readable,
+)
 from blobledger.stores import Store, check_store_url, open_store
 from blobledger.stores.base import BlobReader, Hasher, verify
 
@@ -155,6 +163,7 @@ class Ledger:
         #: set by every C4/R4 that left its retag owed (the deferred form): wakes this
         #: process's retag worker (``blobledger.workers.retagger``) at once
         self.retag_owed = asyncio.Event()
+        self._signing_key: bytes | None = None
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -736,12 +745,26 @@ class Ledger:
                 raise StoreError(f"blob of ready document {doc_id} is missing") from None
             return again, await self.store.open(again.blob, start, length)
 
+    async def signing_key(self) -> bytes:
+        """The key of the service's own read URLs and download links: from
+        ``BLOBLEDGER_SIGNING_KEY``, else generated once and kept in the database (every
+        process of the deployment reads the same one). No client ever holds it."""
+        if self._signing_key is None:
+            configured = self.settings.signing_key
+            self._signing_key = (hashlib.sha256(b"blobledger-signing\x00"
+                                                + configured.encode()).digest()
+                                 if configured else await service_key(self.db, SIGNING))
+        return self._signing_key
+
     async def former(self, doc_id: str, version: int, blob_name: str) -> Document:
         """The document as it read at ``version``, whose bytes are ``blob_name``: a blob it
         points at, or one it left (replaced, deleted) that the deletion path has not taken
         yet, described by the blob's own row (its name the document's, if it is still there,
         else the blob's file name or the id). NotFound otherwise. The caller vouches that
-        the document pointed at that blob at that version (a signed read URL does)."""
+        the document pointed at that blob at that version (a signed read URL does: the
+        service signs only a ready document's current blob and version). A held document's
+        blob, or a rejected one's, is NotFound (:func:`~blobledger.protocol.transitions.
+        readable` decides, as for :meth:`get`)."""
         row, name = await self.transitions.pointed_blob(doc_id, blob_name)
         if row is None:
             raise NotFound(f"document {doc_id} no longer holds that blob")
@@ -962,7 +985,7 @@ class Ledger:
     @staticmethod
     async def _ready_row(session: AsyncSession, doc_id: str) -> DocumentRow:
         doc = await session.get(DocumentRow, doc_id) if isinstance(doc_id, str) else None
-        if doc is None or doc.status != DocumentStatus.READY:
+        if doc is None or not readable(doc.status):
             raise NotFound(f"no document {doc_id!r}")
         return doc
 

@@ -346,3 +346,16 @@ def utcnow() -> datetime:
 def as_utc(value: datetime) -> datetime:
     """An aware UTC datetime from a stored naive one."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class ServiceKeyRow(Base):
+    """A secret the service keeps for itself, generated once (``protocol/keys.py``) and
+    shared by every process of the deployment through the database: the key that signs the
+    service's own read URLs unless ``BLOBLEDGER_SIGNING_KEY`` sets one. Never sent to a
+    client."""
+
+    __tablename__ = table_name("service_keys")
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)

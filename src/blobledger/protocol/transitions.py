@@ -88,6 +88,7 @@ from blobledger.protocol.models import (
     UploadMode,
     UploadRow,
     UploadState,
+    WorkState,
 )
 from blobledger.protocol.owners import Owner, owner_holds
 from blobledger.protocol.variant_owner import detach_variants
@@ -125,6 +126,13 @@ def claim_token() -> str:
     """A worker's owner token (a sweeper's or the deletion path's claim): unique per claim,
     told from a writer's by :data:`CLAIM_PREFIX`. No writer takes over a claimed intent."""
     return CLAIM_PREFIX + secrets.token_hex(15)
+
+
+def readable(status: str) -> bool:
+    """Whether a document in ``status`` shows its bytes to readers: ``ready`` alone (never
+    ``pending``, nor ``held`` until every processor accepted it). The one decision every read
+    of a document's bytes goes through (:meth:`Ledger.get` and :meth:`Ledger.former`)."""
+    return status == DocumentStatus.READY.value
 
 
 def claimed(attempt: str | None) -> bool:
@@ -980,15 +988,25 @@ class Transitions:
 
     async def pointed_blob(self, doc_id: str, blob_name: str) -> tuple[Row[Any] | None,
                                                                          str | None]:
-        """The row of ``blob_name`` if it is ``doc_id``'s (an attachment's row names no
-        document) and the deletion path has not removed it (``committed``: the document's
-        bytes; ``deleting``: bytes it left), and the document's name if it is still there."""
+        """The row of ``blob_name`` if it holds bytes ``doc_id`` showed its readers, and the
+        document's name if it is still there: its bytes (``committed``) or bytes it left
+        (``deleting``: replaced, deleted) that the deletion path has not removed, while the
+        document is ready (:func:`readable`) or gone, and was never rejected. So a held
+        document's blob, and a rejected one's, is never one (an attachment's row names no
+        document)."""
         async with self.db.transaction(readonly=True) as conn:
             row = (await conn.execute(select(blobs).where(
                 blobs.c.name == blob_name, blobs.c.document_id == doc_id,
                 blobs.c.state.in_((COMMITTED, DELETING))))).one_or_none()
-            name = (await conn.execute(select(documents.c.name).where(
-                documents.c.id == doc_id))).scalar_one_or_none()
+            doc = (await conn.execute(select(documents.c.name, documents.c.status).where(
+                documents.c.id == doc_id))).one_or_none()
+            rejected = (await conn.execute(select(processing.c.document_id).where(
+                processing.c.document_id == doc_id,
+                processing.c.state == WorkState.REJECTED.value).limit(1))).first()
+        name = doc.name if doc is not None else None
+        if row is None or rejected is not None or (doc is not None
+                                                   and not readable(doc.status)):
+            return None, name
         return row, name
 
     # -- workers --------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
 from blobledger._base.disposition import content_disposition
-from blobledger.api.auth import owner_of, presented_token, require
+from blobledger.api.auth import CHALLENGE, owner_of, presented_token, require, signing_key
 from blobledger.api.headers import (
     ByteRange,
     Unsatisfiable,
@@ -26,7 +26,7 @@ from blobledger.api.headers import (
     parse_range,
     repr_digest,
 )
-from blobledger.api.links import LIFETIME, blob_named, link_query
+from blobledger.api.links import LIFETIME, link_query, signed_blob
 from blobledger.api.openapi import empty, headers, json_body, problems, raw_request, raw_response
 from blobledger.api.problems import Problem
 from blobledger.api.routes import (
@@ -186,21 +186,27 @@ async def download_version(
     doc_id: str,
     version: int,
     blob: Annotated[str | None, Query(
-        description="the blob a signed read URL was made for (with `expires`, and `by` and "
-                    "`sig` where tokens are configured): read until the URL expires, even "
-                    "once the version was replaced or the document deleted")] = None,
+        description="the blob a signed read URL was made for (with `expires`, `sig`, and "
+                    "`by` where tokens are configured): read until the URL expires, even "
+                    "once the version was replaced or the document deleted; served only "
+                    "with the signature the service made for it (else 401)")] = None,
     range_: Annotated[str | None, Header(alias="Range")] = None,
     if_range: Annotated[str | None, Header(alias="If-Range")] = None,
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
     """The bytes of one version, which never change (``Cache-Control: immutable``, a year):
     the current version's; an older one is 410 (its blob is gone, or about to be), one not
-    yet written 404; with a signed read URL's ``blob``, unexpired, that blob's bytes as long
-    as the deletion path has not taken them (it waits for the URL: docs/protocol.md)."""
+    yet written 404; with a signed read URL's ``blob``, its signature (the service's, for this
+    blob, version and expiry: else 401) unexpired, that blob's bytes as long as the deletion
+    path has not taken them (it waits for the URL: docs/protocol.md)."""
     settings = settings_of(request)
     private = "private" if settings.api_tokens else "public"
-    named = blob_named(request.query_params, time.time(), read_url_lifetime(settings))
-    if blob is not None and named is not None:
+    if blob is not None:
+        named = signed_blob(await signing_key(request), doc_id, version,
+                            request.query_params, time.time(), read_url_lifetime(settings))
+        if named is None:
+            raise Problem(401, "unauthorized", "the read URL is not valid or has expired: "
+                          "ask for a new one", headers=CHALLENGE)
         return await _serve_former(request, doc_id, version, named,
                                    f"{private}, {IMMUTABLE}", range_, if_range, if_none_match)
     return await _serve(request, doc_id, version, f"{private}, {IMMUTABLE}",
@@ -324,8 +330,8 @@ async def download_link(request: Request, doc_id: str) -> dict[str, Any]:
     token = presented_token(request.scope)
     if not settings_of(request).api_tokens or token is None:
         return {"url": path, "expires_in": None}
-    return {"url": f"{path}?{link_query(token, owner_of(token), doc_id, time.time())}",
-            "expires_in": LIFETIME}
+    query = link_query(await signing_key(request), owner_of(token), doc_id, time.time())
+    return {"url": f"{path}?{query}", "expires_in": LIFETIME}
 
 
 @router.put(

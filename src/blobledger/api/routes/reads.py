@@ -5,8 +5,9 @@ The store signs it where it can (an Azure read-only SAS, an S3 presigned GET) fo
 the deletion grace less the clock skew: the blob a URL opens outlives the URL, even when
 the document is replaced or deleted the moment after (docs/protocol.md). On local disk the
 service signs its own URL to the version's route (``/documents/{id}/versions/{v}/content``),
-naming the blob it was made for, for as long (:func:`~blobledger.api.links.version_query`):
-it too reads those bytes until it expires, replaced or deleted. With a grace too short for
+naming the blob it was made for, for as long (:func:`~blobledger.api.links.version_query`,
+signed with the service's own key, tokens or not): it too reads those bytes until it
+expires, replaced or deleted. With a grace too short for
 the skew (no lifetime) the service's URL names no blob and opens the bytes only while the
 version is the document's (a :mod:`~blobledger.api.links` link where tokens are configured).
 None where no URL can be made for this request (tokens configured, and the request came by
@@ -21,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import Request
 
-from blobledger.api.auth import owner_of, presented_token
+from blobledger.api.auth import owner_of, presented_token, signing_key
 from blobledger.api.links import LIFETIME, link_query, version_query
 from blobledger.api.routes import ledger_of, location_for, safe_content_type, settings_of
 from blobledger.config import read_url_lifetime
@@ -53,10 +54,11 @@ async def read_url(request: Request, doc: Document) -> ReadUrl | None:
     now = time.time()
     if lifetime > 0:
         expires = int(now + lifetime)
-        query = version_query(token, owner_of(token) if token else None, doc.id, doc.version,
-                              doc.blob, expires)
+        query = version_query(await signing_key(request), owner_of(token) if token else None,
+                              doc.id, doc.version, doc.blob, expires)
         return ReadUrl(f"{url}?{query}", datetime.fromtimestamp(expires, UTC))
     if token is None:
         return ReadUrl(url, None)
-    return ReadUrl(f"{url}?{link_query(token, owner_of(token), doc.id, now)}",
+    query = link_query(await signing_key(request), owner_of(token), doc.id, now)
+    return ReadUrl(f"{url}?{query}",
                    datetime.fromtimestamp(int(now), UTC) + timedelta(seconds=LIFETIME))
