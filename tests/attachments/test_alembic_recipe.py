@@ -64,7 +64,7 @@ async def test_from_the_applications_env_py(kind: str, tmp_path: Path) -> None:
                 f"SELECT version_num FROM {EMBEDDED_VERSION_TABLE}")).scalar_one()
         engine.dispose()
         assert {"invoices", "blobs", "documents", "idempotency_keys"} <= tables
-        assert (app, ours) == ("app_0001", "0009")
+        assert (app, ours) == ("app_0001", "0010")
     finally:
         if kind == "postgresql":
             await drop_database(url)

@@ -47,7 +47,7 @@ store_url=store)
             app = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
             ours = (await conn.execute(text(
                 f"SELECT version_num FROM {EMBEDDED_VERSION_TABLE}"))).scalar_one()
-        assert app == [("app_0007",)] and ours == "0009"
+        assert app == [("app_0007",)] and ours == "0010"
     finally:
         await engine.dispose()
         if kind == "postgresql":
