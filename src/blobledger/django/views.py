@@ -42,6 +42,7 @@ def _aware(value: datetime | str | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class _Found:
+    blob: str
     size: int
     sha256: str | None
     content_type: str
@@ -55,9 +56,9 @@ def serve(request: HttpRequest, name: str,
     store = storage or default_storage
     if not isinstance(store, LedgerStorage):
         raise Http404("not a ledger storage")
-    if not check(name, request.GET.get("s", ""), store.url_lifetime()):
-        raise Http404("no such file")
     found, chunks = _find(store, name)
+    if not check(name, found.blob, request.GET.get("s", ""), store.url_lifetime()):
+        raise Http404("no such file")  # as for a missing file: a forged or older link
     etag = f'"{found.sha256}"' if found.sha256 else None
     since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
     match = request.headers.get("If-None-Match")
@@ -130,9 +131,11 @@ def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
             raise Http404("no such file") from None
 
         def document(start: int, length: int) -> Iterator[bytes]:
-            return ledger.stream(ledger.ledger.read(doc.id, start, length))
+            # the blob found (and signed for), never a version written since
+            reader = ledger.run(ledger.ledger.store.open(doc.blob, start, length))
+            return ledger.stream(reader.chunks)
 
-        return _Found(doc.size or 0, doc.sha256, doc.content_type,
+        return _Found(doc.blob, doc.size or 0, doc.sha256, doc.content_type,
                       name.rsplit("/", 1)[-1], _aware(doc.updated_at)), document
     row = ledger.run(ledger.ledger.transitions.attachment(name))
     changed = _aware(row.changed_at) if row is not None else None
@@ -140,5 +143,5 @@ def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
     def attached(start: int, length: int) -> Iterator[bytes]:
         return ledger.read_attachment(name, start, length)
 
-    return _Found(attachment.size, attachment.sha256, attachment.content_type,
+    return _Found(name, attachment.size, attachment.sha256, attachment.content_type,
                   attachment.filename or name.rsplit("/", 1)[-1], changed), attached
