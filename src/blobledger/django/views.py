@@ -1,10 +1,11 @@
 """Reading a file through the ledger (local disk, or any store that signs no URL): a signed
-link from ``LedgerStorage.url``, one byte range (``Range``) and conditional GET
-(``If-None-Match``, ``If-Modified-Since``), streamed."""
+link from ``LedgerStorage.url``, one byte range (``Range``, read by the service's own parser:
+:mod:`blobledger._base.ranges`) and conditional GET (Django's
+``get_conditional_response``: ``If-None-Match``, ``If-Modified-Since``, ``If-Match``,
+``If-Unmodified-Since``), streamed."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,18 +16,18 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    HttpResponseNotModified,
     StreamingHttpResponse,
 )
-from django.utils.http import http_date, parse_http_date_safe
+from django.utils.cache import get_conditional_response
+from django.utils.http import http_date
 from django.views.decorators.http import require_safe
 
 from blobledger._base.disposition import content_disposition
+from blobledger._base.ranges import Unsatisfiable, parse_range
 from blobledger.django.links import check
 from blobledger.django.storage import LedgerStorage
 from blobledger.errors import NotFound
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 #: the bytes of a file from ``start``, ``length`` of them
 Reader = Callable[[int, int], Iterator[bytes]]
 
@@ -60,23 +61,23 @@ def serve(request: HttpRequest, name: str,
     if not check(name, found.blob, request.GET.get("s", ""), store.url_lifetime()):
         raise Http404("no such file")  # as for a missing file: a forged or older link
     etag = f'"{found.sha256}"' if found.sha256 else None
-    since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
-    match = request.headers.get("If-None-Match")
-    if (match is not None and etag is not None and etag in match.split(", ")) or (
-            match is None and since is not None and found.changed is not None
-            and int(found.changed.timestamp()) <= since):
-        response: HttpResponseBase = HttpResponseNotModified()
-        _headers(response, found, etag)
-        return response
+    changed = int(found.changed.timestamp()) if found.changed is not None else None
+    conditional = get_conditional_response(request, etag=etag, last_modified=changed)
+    if conditional is not None:  # Django's reading of the conditional headers: 304, 412
+        if conditional.status_code == 304:
+            _headers(conditional, found, etag)
+        return conditional
     start, length, status = 0, found.size, 200
     wanted = request.headers.get("Range")
     if wanted is not None and _if_range(request, etag):
-        parsed = _range(wanted, found.size)
-        if parsed is None:
+        try:
+            parsed = parse_range(wanted, found.size)
+        except Unsatisfiable:
             response = HttpResponse(status=416)
             response["Content-Range"] = f"bytes */{found.size}"
             return response
-        start, length, status = parsed[0], parsed[1], 206
+        if parsed is not None:
+            start, length, status = parsed.start, parsed.length, 206
     response = StreamingHttpResponse(chunks(start, length), status=status,
                                      content_type=found.content_type)
     response["Content-Length"] = str(length)
@@ -101,24 +102,6 @@ def _headers(response: HttpResponseBase, found: _Found, etag: str | None) -> Non
 def _if_range(request: HttpRequest, etag: str | None) -> bool:
     wanted = request.headers.get("If-Range")
     return wanted is None or (etag is not None and wanted == etag)
-
-
-def _range(header: str, size: int) -> tuple[int, int] | None:
-    """(start, length) of a single satisfiable byte range, else None."""
-    matched = _RANGE.match(header.strip())
-    if matched is None or size == 0:
-        return None
-    first, last = matched.groups()
-    if not first:
-        if not last or int(last) == 0:
-            return None
-        length = min(int(last), size)
-        return size - length, length
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if start >= size or end < start:
-        return None
-    return start, end - start + 1
 
 
 def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
