@@ -22,7 +22,7 @@ def _clock() -> datetime:
     with connections[backend_alias()].cursor() as cursor:
         cursor.execute("SELECT clock_timestamp() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC'")
         now, started = cursor.fetchone()
-    assert now > started  # the transaction has run for a while
+    assert isinstance(now, datetime) and now > started  # the transaction has run a while
     return now
 
 
@@ -30,7 +30,9 @@ def _deleting_since(name: str) -> datetime:
     with connections[backend_alias()].cursor() as cursor:
         cursor.execute("SELECT changed_at FROM blobs WHERE name = %s AND state = 'deleting'",
                        [name])
-        return cursor.fetchone()[0]
+        since = cursor.fetchone()[0]
+    assert isinstance(since, datetime)
+    return since
 
 
 def _replace(invoice: Invoice) -> None:

@@ -73,9 +73,9 @@ def serve(request: HttpRequest, name: str,
         try:
             parsed = parse_range(wanted, found.size)
         except Unsatisfiable:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{found.size}"
-            return response
+            refused = HttpResponse(status=416)
+            refused["Content-Range"] = f"bytes */{found.size}"
+            return refused
         if parsed is not None:
             start, length, status = parsed.start, parsed.length, 206
     response = StreamingHttpResponse(chunks(start, length), status=status,
