@@ -71,3 +71,21 @@ def test_a_failing_subcommand_is_a_command_error(backend: str) -> None:
     with pytest.raises(CommandError) as raised:
         call_command("blobledger_sweep", "--once", "--interval", "5m")
     assert "exclude each other" in str(raised.value)
+
+
+@pytest.mark.parametrize(("command", "options"), [
+    ("blobledger_sweep", ["--once", "--interval", "--batch"]),
+    ("blobledger_check", ["--settled", "--json"]),
+    ("blobledger_reconcile", ["--fix", "--older-than"]),
+])
+def test_help_shows_the_subcommands_own_options(command: str, options: list[str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``manage.py <command> --help``: Django's options, then the subcommand's own (the
+    docs use them), each once."""
+    with pytest.raises(SystemExit) as done:
+        call_command(command, "--help")
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    assert "options of blobledger" in shown and "--database" in shown
+    for option in options:
+        assert shown.count(f"  {option}") == 1, (option, shown)

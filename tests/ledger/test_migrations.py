@@ -303,3 +303,32 @@ async def test_upgrade_holds_nothing_and_owes_no_retag(kind: str, tmp_path: Path
     finally:
         if kind == "postgresql":
             await drop_database(url)
+
+
+async def test_upgrade_counts_the_grace_from_the_commit(tmp_path: Path) -> None:
+    """0011 on a previous release's PostgreSQL database (0009): a row moved to ``deleting``
+    in a transaction that ran for a while is ``deleting`` from its commit, not from the
+    statement's ``now()`` (the transaction's start)."""
+    url = await create_database()
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade, "0009")
+        await db.dispose()
+        blob = await seed_previous_release_rows(url, store)
+        async with Ledger(Database(url), store) as ledger:
+            async with ledger.db.engine.begin() as conn:
+                await conn.execute(text(
+                    "UPDATE blobs SET state = 'deleting', changed_at = now() AT TIME ZONE "
+                    "'UTC' WHERE name = :n"), {"n": blob})
+                before_commit, started = (await conn.execute(text(
+                    "SELECT clock_timestamp() AT TIME ZONE 'UTC', now() AT TIME ZONE "
+                    "'UTC'"))).one()
+            async with ledger.db.engine.connect() as conn:
+                since = (await conn.execute(text(
+                    "SELECT changed_at FROM blobs WHERE name = :n"), {"n": blob})).scalar_one()
+            assert started < before_commit <= since
+    finally:
+        await drop_database(url)

@@ -9,22 +9,24 @@ The grammars are werkzeug's (``werkzeug.http``: entity-tag lists, Range, header 
 and http-sfv's (RFC 9651 structured fields, for ``Repr-Digest``); what stays here is where
 their semantics are not the service's, each said at its place: werkzeug reads unquoted and
 ``w/`` tags and skips junk between commas (we match nothing on a malformed list), drops the
-weak marker of an If-Range tag, and gives up on positions of more than 4300 digits
-(Python's ``int`` limit) where a range past the end must be a 416.
+weak marker of an If-Range tag. Range is :mod:`blobledger._base.ranges` (the Django view
+reads it too), re-exported here.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime
 
 from http_sfv.dictionary import Dictionary
 from werkzeug.datastructures import ETags
-from werkzeug.http import parse_etags, parse_range_header
+from werkzeug.http import parse_etags
 
+from blobledger._base.ranges import ByteRange as ByteRange  # re-exported: the routes and
+from blobledger._base.ranges import Unsatisfiable as Unsatisfiable  # tests read Range here
+from blobledger._base.ranges import parse_range as parse_range
 from blobledger.api.problems import Problem
 
 # RFC 9110 section 8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E /
@@ -37,10 +39,6 @@ _ENTITY_TAG_LIST = re.compile(
     f"[ \t]*(?:{_TAG}[ \t]*)?(?:,[ \t]*(?:{_TAG}[ \t]*)?)*")
 #: a version as this service writes it in an ETag: a decimal number without leading zeros
 _VERSION = re.compile(r"[1-9][0-9]{0,17}", re.ASCII)
-#: more digits than any byte position can have: such a number is treated as "very large"
-MAX_DIGITS = 18
-_LONG_POSITION = re.compile(f"[0-9]{{{MAX_DIGITS + 1},}}", re.ASCII)
-_ZERO_SUFFIX = re.compile(r"[ \t]*bytes[ \t]*=[ \t]*-[ \t]*0+[ \t]*", re.ASCII | re.IGNORECASE)
 
 
 #: the Repr-Digest algorithms read (RFC 9530 keys), and the digest size of each
@@ -116,58 +114,6 @@ def if_range_matches(value: str, version: int | str) -> bool:
 
 def http_date(moment: datetime) -> str:
     return format_datetime(moment, usegmt=True)
-
-
-@dataclass(frozen=True)
-class ByteRange:
-    start: int
-    length: int
-
-    def content_range(self, size: int) -> str:
-        return f"bytes {self.start}-{self.start + self.length - 1}/{size}"
-
-
-class Unsatisfiable(Exception):
-    """The Range names no byte of the representation (416)."""
-
-
-def _clamp_position(match: re.Match[str]) -> str:
-    """A position of more than MAX_DIGITS digits, as one larger than any size: werkzeug
-    ``int()``s positions, and Python refuses to past 4300 digits (the range would then be
-    ignored, where the documented answer to a start past the end is a 416)."""
-    digits = match.group().lstrip("0") or "0"
-    return digits if len(digits) <= MAX_DIGITS else str(10**MAX_DIGITS)
-
-
-def parse_range(value: str | None, size: int) -> ByteRange | None:
-    """The single byte range asked for, or None to send the whole representation.
-
-    Invalid syntax, other units and multiple ranges are ignored (RFC 9110 allows a server
-    to ignore Range); a syntactically valid range past the end raises Unsatisfiable, and so
-    does a zero suffix (``bytes=-0``, which werkzeug returns as malformed). Positions are
-    ASCII digits of any length (a huge one is simply past the end).
-    """
-    if value is None:
-        return None
-    if _LONG_POSITION.search(value):
-        value = _LONG_POSITION.sub(_clamp_position, value)
-    parsed = parse_range_header(value)
-    if parsed is None:
-        if _ZERO_SUFFIX.fullmatch(value):
-            raise Unsatisfiable
-        return None
-    if parsed.units != "bytes" or len(parsed.ranges) != 1:
-        return None
-    start, stop = parsed.ranges[0]
-    if start < 0:  # a suffix: the last -start bytes
-        if size == 0:
-            raise Unsatisfiable
-        length = min(-start, size)
-        return ByteRange(size - length, length)
-    if start >= size:
-        raise Unsatisfiable
-    end = size if stop is None else min(stop, size)
-    return ByteRange(start, end - start)
 
 
 def expected_digests(repr_digest: str | None, content_md5: str | None) -> tuple[str | None,

@@ -1,6 +1,9 @@
 """Signed links to files: the store's own signed read URL (an Azure SAS, an S3 presigned
 GET) where it can sign one, else the app's view (:mod:`blobledger.django.views`), signed
-with Django's ``SECRET_KEY`` for the storage's URL lifetime (:meth:`url_lifetime`)."""
+with Django's ``SECRET_KEY`` for the storage's URL lifetime (:meth:`url_lifetime`). Like a
+store's signed URL, the view's link opens the bytes it was signed for or nothing: it signs
+the file's name with the blob that held it (a later file under that name is another
+blob)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 
 from django.core import signing
 from django.urls import reverse
+from django.utils.crypto import constant_time_compare
 from django.utils.http import urlencode
 
 from blobledger.errors import NotFound
@@ -16,17 +20,28 @@ from blobledger.errors import NotFound
 SALT = "blobledger.django.file"
 
 
-def sign(name: str) -> str:
-    """The signature (time and MAC) of a file name, for the view's ``s`` parameter."""
-    return signing.TimestampSigner(salt=SALT).sign(name)[len(name) + 1:]
+def _value(name: str, blob: str) -> str:
+    """What a link signs: the file's name and the blob that holds its bytes when signed
+    (write-once: a replace, or a delete then a save under the name, makes another)."""
+    return f"{name}\n{blob}"
 
 
-def check(name: str, signature: str, max_age: int) -> bool:
+def sign(name: str, blob: str) -> str:
+    """The signature (time and MAC) of a file name and its blob, for the view's ``s``."""
+    value = _value(name, blob)
+    return signing.TimestampSigner(salt=SALT).sign(value)[len(value) + 1:]
+
+
+def check(name: str, blob: str, signature: str, max_age: int) -> bool:
+    """Whether ``signature`` was made by :func:`sign` for exactly this name and blob, within
+    ``max_age`` seconds (a tail of the signed value that moved into ``signature`` fails)."""
+    value = _value(name, blob)
     try:
-        signing.TimestampSigner(salt=SALT).unsign(f"{name}:{signature}", max_age=max_age)
+        signed = signing.TimestampSigner(salt=SALT).unsign(f"{value}:{signature}",
+                                                           max_age=max_age)
     except signing.BadSignature:
         return False
-    return True
+    return constant_time_compare(signed, value)
 
 
 def file_url(storage: Any, name: str) -> str:
@@ -46,4 +61,4 @@ def file_url(storage: Any, name: str) -> str:
     if signed is not None:
         return str(signed.url)
     return reverse("blobledger:file", kwargs={"name": name}) + "?" + urlencode(
-        {"s": sign(name)})
+        {"s": sign(name, blob)})

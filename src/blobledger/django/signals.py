@@ -12,7 +12,9 @@ For every model with a ``FileField`` (or ``ImageField``) on a :class:`LedgerStor
   below share one transaction even in autocommit mode;
 - ``post_save``: for each changed field, A4 for the blob it now holds and the detach
   (``attached -> deleting``) of the one it held before, on the save's connection, after the
-  row's write (which locks the row);
+  row's write (which locks the row); a field written back unchanged is checked against the
+  column's attached blob, and a stale instance's save (another save changed the file since
+  it was loaded) is refused;
 - ``post_delete`` (sent for ``Model.delete``, cascades and ``QuerySet.delete``: a receiver
   turns Django's fast delete off for the model): the owner's blobs go ``attached ->
   deleting``, inside the delete's transaction.
@@ -39,9 +41,15 @@ from blobledger.django.conf import failpoint
 from blobledger.django.sql import DjangoConnection
 from blobledger.django.staging import tag_after_commit
 from blobledger.django.storage import LedgerStorage, using
+from blobledger.errors import InvalidInput
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.owners import Owner, owner_key
-from blobledger.protocol.transitions import detach_owner, sync_owner_column
+from blobledger.protocol.transitions import (
+    ATTACHED,
+    column_blobs,
+    detach_owner,
+    sync_owner_column,
+)
 
 #: instance attributes: the blobs its fields staged, the names its fields held when loaded
 STAGED = "_blobledger_staged"
@@ -208,15 +216,35 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
         name = _name(values[field.attname])
         mine = staged.get(field.attname)
         attempt = mine.attempt if mine is not None and mine.name == name else None
-        if attempt is None and (not name if created else loaded.get(field.attname) == name):
+        if attempt is None and created and not name:
             continue
         conn = conn or DjangoConnection(using)
+        if attempt is None and not created and loaded.get(field.attname) == name:
+            _refuse_stale(conn, field, instance, name)  # unchanged here: unchanged there?
+            continue
         sync_owner_column(conn, _owner(field, instance), [(name, attempt)] if name else [],
                           _offset(field, using), new=created)
         done[field.attname] = name
     if done:
         transaction.on_commit(lambda: _committed(values, done), using=using)
         failpoint("django.after_attach")
+
+
+def _refuse_stale(conn: DjangoConnection, field: FileField, instance: models.Model,
+                  name: str) -> None:
+    """The field writes back the name it held when loaded: InvalidInput (a ValueError) if
+    another save has changed the column's file since (the instance is stale). Read after the
+    row's UPDATE, which holds the row's lock until the commit: a save or delete of this row
+    in flight has committed before it (read committed: this statement sees it), or waits for
+    this transaction."""
+    found = column_blobs(conn, _owner(field, instance), name)
+    attached = sorted(blob for blob, state in found.items() if state == ATTACHED)
+    if (attached and attached != [name]) or (name and not attached and name in found):
+        raise InvalidInput(
+            f"{instance._meta.label} {instance.pk!r}: another save changed its "
+            f"{field.name} since this instance was loaded (the row's file is now "
+            f"{attached[0] if attached else 'none'}); saving it would write back "
+            f"{name or 'no file'}: reload it (refresh_from_db()) and save again")
 
 
 def _committed(values: dict[str, Any], done: dict[str, str]) -> None:

@@ -1,10 +1,11 @@
 """Reading a file through the ledger (local disk, or any store that signs no URL): a signed
-link from ``LedgerStorage.url``, one byte range (``Range``) and conditional GET
-(``If-None-Match``, ``If-Modified-Since``), streamed."""
+link from ``LedgerStorage.url``, one byte range (``Range``, read by the service's own parser:
+:mod:`blobledger._base.ranges`) and conditional GET (Django's
+``get_conditional_response``: ``If-None-Match``, ``If-Modified-Since``, ``If-Match``,
+``If-Unmodified-Since``), streamed."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,18 +16,18 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    HttpResponseNotModified,
     StreamingHttpResponse,
 )
-from django.utils.http import http_date, parse_http_date_safe
+from django.utils.cache import get_conditional_response
+from django.utils.http import http_date
 from django.views.decorators.http import require_safe
 
 from blobledger._base.disposition import content_disposition
+from blobledger._base.ranges import Unsatisfiable, parse_range
 from blobledger.django.links import check
 from blobledger.django.storage import LedgerStorage
 from blobledger.errors import NotFound
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 #: the bytes of a file from ``start``, ``length`` of them
 Reader = Callable[[int, int], Iterator[bytes]]
 
@@ -42,6 +43,7 @@ def _aware(value: datetime | str | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class _Found:
+    blob: str
     size: int
     sha256: str | None
     content_type: str
@@ -55,27 +57,27 @@ def serve(request: HttpRequest, name: str,
     store = storage or default_storage
     if not isinstance(store, LedgerStorage):
         raise Http404("not a ledger storage")
-    if not check(name, request.GET.get("s", ""), store.url_lifetime()):
-        raise Http404("no such file")
     found, chunks = _find(store, name)
+    if not check(name, found.blob, request.GET.get("s", ""), store.url_lifetime()):
+        raise Http404("no such file")  # as for a missing file: a forged or older link
     etag = f'"{found.sha256}"' if found.sha256 else None
-    since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
-    match = request.headers.get("If-None-Match")
-    if (match is not None and etag is not None and etag in match.split(", ")) or (
-            match is None and since is not None and found.changed is not None
-            and int(found.changed.timestamp()) <= since):
-        response: HttpResponseBase = HttpResponseNotModified()
-        _headers(response, found, etag)
-        return response
+    changed = int(found.changed.timestamp()) if found.changed is not None else None
+    conditional = get_conditional_response(request, etag=etag, last_modified=changed)
+    if conditional is not None:  # Django's reading of the conditional headers: 304, 412
+        if conditional.status_code == 304:
+            _headers(conditional, found, etag)
+        return conditional
     start, length, status = 0, found.size, 200
     wanted = request.headers.get("Range")
     if wanted is not None and _if_range(request, etag):
-        parsed = _range(wanted, found.size)
-        if parsed is None:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{found.size}"
-            return response
-        start, length, status = parsed[0], parsed[1], 206
+        try:
+            parsed = parse_range(wanted, found.size)
+        except Unsatisfiable:
+            refused = HttpResponse(status=416)
+            refused["Content-Range"] = f"bytes */{found.size}"
+            return refused
+        if parsed is not None:
+            start, length, status = parsed.start, parsed.length, 206
     response = StreamingHttpResponse(chunks(start, length), status=status,
                                      content_type=found.content_type)
     response["Content-Length"] = str(length)
@@ -102,24 +104,6 @@ def _if_range(request: HttpRequest, etag: str | None) -> bool:
     return wanted is None or (etag is not None and wanted == etag)
 
 
-def _range(header: str, size: int) -> tuple[int, int] | None:
-    """(start, length) of a single satisfiable byte range, else None."""
-    matched = _RANGE.match(header.strip())
-    if matched is None or size == 0:
-        return None
-    first, last = matched.groups()
-    if not first:
-        if not last or int(last) == 0:
-            return None
-        length = min(int(last), size)
-        return size - length, length
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if start >= size or end < start:
-        return None
-    return start, end - start + 1
-
-
 def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
     ledger = storage.ledger()
     try:
@@ -130,9 +114,11 @@ def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
             raise Http404("no such file") from None
 
         def document(start: int, length: int) -> Iterator[bytes]:
-            return ledger.stream(ledger.ledger.read(doc.id, start, length))
+            # the blob found (and signed for), never a version written since
+            reader = ledger.run(ledger.ledger.store.open(doc.blob, start, length))
+            return ledger.stream(reader.chunks)
 
-        return _Found(doc.size or 0, doc.sha256, doc.content_type,
+        return _Found(doc.blob, doc.size or 0, doc.sha256, doc.content_type,
                       name.rsplit("/", 1)[-1], _aware(doc.updated_at)), document
     row = ledger.run(ledger.ledger.transitions.attachment(name))
     changed = _aware(row.changed_at) if row is not None else None
@@ -140,5 +126,5 @@ def _find(storage: LedgerStorage, name: str) -> tuple[_Found, Reader]:
     def attached(start: int, length: int) -> Iterator[bytes]:
         return ledger.read_attachment(name, start, length)
 
-    return _Found(attachment.size, attachment.sha256, attachment.content_type,
+    return _Found(name, attachment.size, attachment.sha256, attachment.content_type,
                   attachment.filename or name.rsplit("/", 1)[-1], changed), attached

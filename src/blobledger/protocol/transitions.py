@@ -360,6 +360,19 @@ def attached_to(conn: Any, owner: Owner, names: Sequence[str]) -> set[str]:
         blobs.c.owner_column == owner.column)).scalars())
 
 
+def column_blobs(conn: Any, owner: Owner, name: str) -> dict[str, str]:
+    """The blobs attached to the owner's column, and ``name`` if its row was ever this
+    column's (``deleting``: detached), each with its state, on the application's
+    connection: what an integration compares with the value it is about to write back
+    unchanged (a stale instance's), inside the same transaction, after its UPDATE of the
+    owner row (whose lock fences every other save and delete of that row)."""
+    rows = conn.execute(select(blobs.c.name, blobs.c.state).where(
+        blobs.c.owner_table == owner.table, blobs.c.owner_key == owner.key,
+        blobs.c.owner_column == owner.column,
+        or_(blobs.c.state == ATTACHED, blobs.c.name == name))).all()
+    return {str(row[0]): str(row[1]) for row in rows}
+
+
 def sync_owner_column(conn: Any, owner: Owner, items: Sequence[tuple[str, str | None]],
                       offset: float = 0.0, *, new: bool = False) -> None:
     """Make the blob rows agree with one owner column's new value, on ``conn`` (inside the

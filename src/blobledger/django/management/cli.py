@@ -14,7 +14,12 @@ from typing import Any
 
 import click
 from django.core.files.storage import storages
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import (
+    BaseCommand,
+    CommandError,
+    CommandParser,
+    DjangoHelpFormatter,
+)
 from django.db import DEFAULT_DB_ALIAS
 
 from blobledger.cli import State
@@ -31,13 +36,24 @@ def django_settings(alias: str) -> Settings:
     return ledger_settings(alias)
 
 
+class _Formatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Django's help layout, with the subcommand's options (the epilog) kept as formatted."""
+
+
 class CliCommand(BaseCommand):
     """One ``blobledger`` subcommand (``subcommand``: its module in ``blobledger.cli``)."""
 
     subcommand = ""
 
+    def command(self) -> click.Command:
+        command: click.Command = importlib.import_module(
+            f"blobledger.cli.{self.subcommand}").command
+        return command
+
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        kwargs.setdefault("formatter_class", _Formatter)
         parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = self._subcommand_help(prog_name)
         parse_known = parser.parse_known_args
 
         def parse_args(args: Any = None, namespace: Any = None) -> argparse.Namespace:
@@ -53,8 +69,20 @@ class CliCommand(BaseCommand):
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS,
                             help="the Django database whose ledger to work on")
 
+    def _subcommand_help(self, prog_name: str) -> str:
+        """The subcommand's own options (``--once``, ``--settled``, ``--fix``...), as its
+        ``--help`` gives them: ``--help`` shows them after Django's."""
+        command = self.command()
+        with click.Context(command, info_name=f"{prog_name} blobledger_{self.subcommand}") \
+                as context:
+            formatter = context.make_formatter()
+            command.format_options(context, formatter)
+        lines = formatter.getvalue().splitlines()[1:]  # after click's "Options:"
+        return "\n".join([f"options of blobledger {self.subcommand}, passed through as given:",
+                          *(line for line in lines if not line.lstrip().startswith("--help"))])
+
     def handle(self, *args: Any, **options: Any) -> None:
-        command = importlib.import_module(f"blobledger.cli.{self.subcommand}").command
+        command = self.command()
         try:
             code = command.main(args=[*args, *options["cli_args"]],
                                 prog_name=f"manage.py blobledger_{self.subcommand}",

@@ -1,0 +1,68 @@
+"""On PostgreSQL a file replaced or deleted inside a long transaction is ``deleting`` from the
+commit, not from the transaction's start (PostgreSQL's ``now()``): its grace, which every read
+URL signed before the commit must fit in, is never cut short by the transaction's length."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import pytest
+from django.core.files.base import ContentFile
+from django.db import connections
+
+from tests.dj.conftest import atomic, backend_alias, state
+from tests.dj.invoices.models import Customer, Invoice
+
+POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql-azure"], indirect=True)
+
+
+def _clock() -> datetime:
+    """The database's clock now (not the transaction's start), naive UTC."""
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC'")
+        now, started = cursor.fetchone()
+    assert isinstance(now, datetime) and now > started  # the transaction has run a while
+    return now
+
+
+def _deleting_since(name: str) -> datetime:
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT changed_at FROM blobs WHERE name = %s AND state = 'deleting'",
+                       [name])
+        since = cursor.fetchone()[0]
+    assert isinstance(since, datetime)
+    return since
+
+
+def _replace(invoice: Invoice) -> None:
+    invoice.pdf = ContentFile(b"v2", name="v2.pdf")
+    invoice.save()
+
+
+def _delete(invoice: Invoice) -> None:
+    invoice.delete()
+
+
+def _delete_by_query(invoice: Invoice) -> None:
+    Invoice.objects.filter(pk=invoice.pk).delete()
+
+
+def _cascade(invoice: Invoice) -> None:
+    assert invoice.customer is not None
+    invoice.customer.delete()
+
+
+@POSTGRESQL
+@pytest.mark.parametrize("change", [_replace, _delete, _delete_by_query, _cascade])
+def test_a_file_left_in_a_long_transaction_is_deleting_from_its_commit(
+        backend: str, change: Callable[[Invoice], None]) -> None:
+    customer = Customer.objects.create(name="c")
+    invoice = Invoice.objects.create(number="INV-G", customer=customer,
+                                     pdf=ContentFile(b"v1", name="v1.pdf"))
+    old = str(invoice.pdf.name)
+    with atomic():
+        change(invoice)
+        assert state(old) == "deleting"
+        before_commit = _clock()
+    assert _deleting_since(old) >= before_commit
