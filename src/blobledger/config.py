@@ -39,7 +39,7 @@ BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 127.0.0.1, ::1
 BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
 BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
-BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
+BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     1m (0: no sweeper)
 BLOBLEDGER_WORKER_GRACE            a worker silent 2 intervals     1m
                                    plus this: ``/readyz`` 503
 BLOBLEDGER_WEBHOOK_URLS            events are POSTed to these      unset (no webhooks)
@@ -317,7 +317,9 @@ class Settings(BaseModel):
     cors_origins: Origins = ()
     #: the base of the URLs the service hands out; None: the address a connection came in on
     public_url: PublicUrl = None
-    sweep_interval: Duration | None = None
+    #: ``serve`` sweeps (and runs the deletion path) this often; 0 or None: no sweeper in
+    #: ``serve`` (another process runs ``blobledger sweep``)
+    sweep_interval: Duration | None = 60.0
     #: a background worker of ``serve`` that has been down, or completed no run, for twice
     #: its interval plus this makes ``/readyz`` answer 503 naming it
     worker_grace: Duration = 60.0

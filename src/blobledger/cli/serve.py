@@ -34,7 +34,7 @@ from blobledger.workers.supervisor import Worker
 
 def background_workers(settings: Settings) -> list[Worker]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
-    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), the event delivery worker
+    ``BLOBLEDGER_SWEEP_INTERVAL`` (default 1m; ``0``: none), the event delivery worker
     while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), the
     processing of held documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors
     are configured), and with the deferred retag, the retag worker (every
