@@ -80,7 +80,7 @@ async def service(case: str, backend: str, tmp_path: Path,
     url = await database_url(db_kind, tmp_path, pg)
     settings = Settings(database_url=url, store_url=f"file://{tmp_path / 'store'}",
                         upload_deadline=60, sweep_after=180, delete_grace=0,
-                        worker_grace=0.3, **turned_on)  # type: ignore[arg-type]
+                        worker_grace=0.3, **turned_on)
     writer = Ledger(Database(url), open_store(settings.store_url, settings), settings)
     await writer.connect()
     try:

@@ -663,7 +663,7 @@ async function loadOps() {
     ["refused", "guard refusals"], ["errors", "errors"], ["seconds", "seconds"], ["aborted", "aborted"]]);
   summary("reconcile-summary", ops.reconcile, [
     ["blobs", "blobs"], ["rows", "rows"], ["orphan", "orphans"], ["missing", "missing"],
-    ["missing_ready", "missing (ready)"], ["mismatch", "mismatches"],
+    ["missing_ready", "missing (ready)"], ["mismatch", "mismatches"], ["awaiting_deletion", "awaiting deletion"],
     ["uncommitted", "uncommitted"], ["errors", "errors"], ["seconds", "seconds"]]);
   $("charts").replaceChildren(...history.series.map((key) => lineChart(TITLES[key] || key, history.points, key)));
 }
