@@ -17,10 +17,10 @@ Anything younger than its cutoff (an upload in flight) is counted as ``in_flight
 reported. A row in ``deleting`` whose blob is still there, tagged ``committed`` or
 ``deleting``, is counted as ``awaiting_deletion``, not reported: the deletion path removes
 it after ``BLOBLEDGER_DELETE_GRACE``, at the sweeper's next run (``serve`` sweeps every
-``BLOBLEDGER_SWEEP_INTERVAL``; ``blobledger sweep`` does it now). Before an orphan or a missing ready blob is reported, the row
-is read again: the listing and the pages are not one snapshot. ``fix`` deletes only orphans
-older than ``older_than`` that are tagged ``pending`` or ``deleting`` (conditioned on that
-tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
+``BLOBLEDGER_SWEEP_INTERVAL``; ``blobledger sweep`` does it now). Before an orphan or a
+missing ready blob is reported, the row is read again: the listing and the pages are not
+one snapshot. ``fix`` deletes only orphans older than ``older_than`` that are tagged
+``pending`` or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
 upload's client put after its intent was swept, which the create-only URL cannot tag on
 Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
 without touching a committed blob. On SQLite an orphan's re-read and delete hold the
