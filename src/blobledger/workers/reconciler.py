@@ -20,8 +20,8 @@ it after ``BLOBLEDGER_DELETE_GRACE``, at the sweeper's next run (``serve`` sweep
 ``BLOBLEDGER_SWEEP_INTERVAL``; ``blobledger sweep`` does it now). Before an orphan or a
 missing ready blob is reported, the row is read again: the listing and the pages are not
 one snapshot. ``fix`` deletes only orphans older than ``older_than`` that are tagged
-``pending`` or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
-upload's client put after its intent was swept, which the create-only URL cannot tag on
+``pending`` or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all
+(conditioned on the ETag listed: bytes a direct upload's client put after its intent was swept, which the create-only URL cannot tag on
 Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
 without touching a committed blob. On SQLite an orphan's re-read and delete hold the
 database's write lock (a row inserted by a transaction still open is seen once it commits).
