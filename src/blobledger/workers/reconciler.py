@@ -18,17 +18,18 @@ reported. A row in ``deleting`` whose blob is still there, tagged ``committed`` 
 ``deleting``, is counted as ``awaiting_deletion``, not reported: the deletion path removes
 it after ``BLOBLEDGER_DELETE_GRACE``, at the sweeper's next run (``serve`` sweeps every
 ``BLOBLEDGER_SWEEP_INTERVAL``; ``blobledger sweep`` does it now). Before an orphan or a
-missing ready blob is reported, the row is read again: the listing and the pages are not
-one snapshot. ``fix`` deletes only orphans older than ``older_than`` that are tagged
-``pending`` or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all
-(conditioned on the ETag listed: bytes a direct upload's client put after its intent was swept, which the create-only URL cannot tag on
-Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
-without touching a committed blob. On SQLite an orphan's re-read and delete hold the
-database's write lock (a row inserted by a transaction still open is seen once it commits).
-``fix`` also retags ``committed`` (conditioned on ``pending``) the blob of an ``attached``
-row still tagged ``pending`` (Django on SQLite tags after its commit, docs/django.md) and
-the blob of a ready document still tagged ``pending`` (the deferred retag's C3/R3 owed),
-each only after the row is read again and still says so (:meth:`_Merge.retag_if_still`).
+missing ready blob is reported, the row is read again: the listing and the pages are not one
+snapshot. ``fix`` deletes only orphans older than ``older_than`` that are tagged ``pending``
+or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all (conditioned on
+the ETag listed: bytes a direct upload's client put after its intent was swept, which the
+create-only URL cannot tag on Azure), never one tagged ``committed``, and clears uncommitted
+bytes the store can clear without touching a committed blob. On SQLite an orphan's re-read
+and delete hold the database's write lock (a row inserted by a transaction still open is
+seen once it commits). ``fix`` also retags ``committed`` (conditioned on ``pending``) the
+blob of an ``attached`` row still tagged ``pending`` (Django on SQLite tags after its
+commit, docs/django.md) and the blob of a ready document still tagged ``pending`` (the
+deferred retag's C3/R3 owed), each only after the row is read again and still says so
+(:meth:`_Merge.retag_if_still`).
 
 A name that a row still refers to is never cleaned as garbage: right before each delete or
 discard, the row is read again, and a name that has one (now) is left alone (``kept``).
