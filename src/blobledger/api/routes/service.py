@@ -31,9 +31,11 @@ async def healthz() -> dict[str, str]:
 @router.head("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> dict[str, str]:
     """The database and the store are both reachable. The answer says which is not, never
-    where it is: the reason (which may name hosts, users or folders) goes to the log."""
+    where it is: the reason (which may name hosts, users or folders) goes to the log. The
+    store gets its ``probe_timeout`` to answer, without retries beyond it; a store whose
+    circuit breaker is open is not asked."""
     ledger = ledger_of(request)
-    for what, ping in (("database", ledger.db.ping), ("store", ledger.store.ping)):
+    for what, ping in (("database", ledger.db.ping), ("store", ledger.store.probe)):
         try:
             await ping()
         except (BlobLedgerError, OSError, TimeoutError) as exc:
