@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def azure(azurite: Azurite, key: str = KEY) -> dict[str, str]:
                 azurite.connection_string.replace(KEY, key)}
 
 
-CASES = {
+Environment = Callable[[Azurite], dict[str, str]]
+CASES: dict[str, tuple[list[str], Environment, int]] = {
     "a bad setting": (["check"], lambda a: {"BLOBLEDGER_SWEEP_AFTER": "1m"}, EXIT_USAGE),
     "a bad store URL": (["sweep", "--once"], lambda a: {"BLOBLEDGER_STORE_URL": "ftp://x"},
                         EXIT_USAGE),

@@ -28,9 +28,9 @@ class StoreLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    connect_timeout: float = Field(3.0, gt=0)
-    read_timeout: float = Field(30.0, gt=0)
-    retries: int = Field(2, ge=0)
-    probe_timeout: float = Field(2.0, gt=0)
-    breaker_failures: int = Field(3, ge=0)
-    breaker_cooldown: float = Field(5.0, gt=0)
+    connect_timeout: float = Field(default=3.0, gt=0)
+    read_timeout: float = Field(default=30.0, gt=0)
+    retries: int = Field(default=2, ge=0)
+    probe_timeout: float = Field(default=2.0, gt=0)
+    breaker_failures: int = Field(default=3, ge=0)
+    breaker_cooldown: float = Field(default=5.0, gt=0)
