@@ -59,6 +59,25 @@ def test_a_bad_size_is_one_line_naming_the_setting() -> None:
                                  "(use e.g. 1048576, 64MiB, 5GiB)")
 
 
+def test_a_mistake_across_settings_is_named_where_it_was_written(tmp_path: Path) -> None:
+    """A TOML file's values are named ``file: key``; durations are told in the unit they
+    were written in (else a natural one: ``26.4h``, not ``1584m``)."""
+    toml = tmp_path / "blobledger.toml"
+    toml.write_text('upload_deadline = "24h"\nsweep_after = "25h"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings({}, env_file=None, config_file=toml)
+    assert str(caught.value) == (f"{toml}: sweep_after (25h) must exceed upload_deadline "
+                                 "(24h) by a margin: at least 26.4h")
+    with pytest.raises(ConfigError) as caught:
+        from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "1440m", "BLOBLEDGER_SWEEP_AFTER": "1500m"})
+    assert str(caught.value) == ("BLOBLEDGER_SWEEP_AFTER (1500m) must exceed "
+                                 "BLOBLEDGER_UPLOAD_DEADLINE (1440m) by a margin: at least "
+                                 "1584m")
+    with pytest.raises(ConfigError) as caught:
+        Settings(upload_deadline=86400, sweep_after=90000)
+    assert str(caught.value).endswith("(1d) by a margin: at least 26.4h")
+
+
 def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
     with pytest.raises(ConfigError, match=r"BLOBLEDGER_SWEEP_AFTER \(2h\) must exceed"):
         from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "2h", "BLOBLEDGER_SWEEP_AFTER": "2h"})

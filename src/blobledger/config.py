@@ -91,6 +91,7 @@ import base64
 import binascii
 import functools
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -121,7 +122,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from blobledger._base.durations import format_duration, parse_duration, parse_size
+from blobledger._base.durations import format_duration, parse_duration, parse_size, unit_of
 from blobledger._base.hosts import (
     parse_allowed_host,
     parse_origin,
@@ -467,10 +468,12 @@ class Settings(BaseModel):
     def _sweep_after_past_the_deadline(self) -> Settings:
         required = minimum_sweep_after(self.upload_deadline)
         if self.sweep_after < required:
+            unit = _written_unit("sweep_after") or _written_unit("upload_deadline")
             raise ValueError(
-                f"BLOBLEDGER_SWEEP_AFTER ({format_duration(self.sweep_after)}) must exceed "
-                f"BLOBLEDGER_UPLOAD_DEADLINE ({format_duration(self.upload_deadline)}) by a "
-                f"margin: at least {format_duration(required)}")
+                f"BLOBLEDGER_SWEEP_AFTER ({_shown('sweep_after', self.sweep_after)}) must "
+                f"exceed BLOBLEDGER_UPLOAD_DEADLINE "
+                f"({_shown('upload_deadline', self.upload_deadline)}) by a margin: at least "
+                f"{format_duration(required, unit)}")
         return self
 
     @model_validator(mode="after")
@@ -560,7 +563,7 @@ def describe_errors(exc: ValidationError, layers: Sequence[_Layer] = ()) -> list
         message = str(error["msg"]).removeprefix("Value error, ")
         location = tuple(str(part) for part in error["loc"])
         if not location or message.startswith(ENV_PREFIX):
-            lines.append(message)
+            lines.append(_named_as_given(message, layers))
             continue
         if error["type"] == "extra_forbidden":
             message = "is not a setting"
@@ -570,6 +573,34 @@ def describe_errors(exc: ValidationError, layers: Sequence[_Layer] = ()) -> list
         layer = next((layer for layer in layers if layer.holds(key)), _Layer({}))
         lines.append(layer.describe(key, message))
     return lines
+
+
+_VARIABLE = re.compile(ENV_PREFIX + r"([A-Z0-9_]+)")
+
+
+def _named_as_given(message: str, layers: Sequence[_Layer]) -> str:
+    """A message about several settings (a model check's, naming their variables), told
+    as ``file: key ...`` with the keys' names when the first setting it names came from a
+    TOML file."""
+    first = _VARIABLE.search(message)
+    field = first.group(1).lower() if first else ""
+    layer = next((layer for layer in layers if layer.holds((field,))), None)
+    if layer is None or layer.file is None:
+        return message
+    named = _VARIABLE.sub(lambda m: m.group(1).lower() if m.group(1).lower()
+                          in Settings.model_fields else m.group(0), message)
+    return f"{layer.file}: {named}"
+
+
+def _written_unit(field: str) -> str | None:
+    """The unit the value of ``field`` being checked was written in (``90m``: ``m``)."""
+    return next((unit_of(layer.values[field]) for layer in _ORIGINS.get()
+                 if layer.holds((field,))), None)
+
+
+def _shown(field: str, seconds: float) -> str:
+    """A duration being checked, in the unit its value was written in (else a natural one)."""
+    return format_duration(seconds, _written_unit(field))
 
 
 def held_by_settings(settings: Settings, name: str) -> bool:

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from blobledger.errors import ConfigError, DatabaseMissing, DatabaseUnavailable
+from blobledger.errors import AccessRefused, ConfigError, DatabaseMissing, DatabaseUnavailable
 
 #: the version table of a ledger whose tables live in an application's database
 EMBEDDED_VERSION_TABLE = "blobledger_version"
@@ -36,6 +36,8 @@ EMBEDDED_VERSION_TABLE = "blobledger_version"
 READ_ONLY = "blobledger_read_only"
 #: SQLSTATE invalid_catalog_name: the server answers, the database does not exist
 MISSING_DATABASE = "3D000"
+#: SQLSTATE class 28: invalid authorization (no such role, a wrong password)
+REFUSED_AUTHORIZATION = "28"
 T = TypeVar("T")
 
 _DRIVERS = {
@@ -214,7 +216,8 @@ class Database:
 
     async def ping(self) -> None:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
-        ConfigError already, when the engine is made)."""
+        ConfigError already, when the engine is made); DatabaseMissing or AccessRefused (both
+        ConfigErrors) if it answers that the database or the role does not exist."""
         try:
             # SQLite: no write lock; PostgreSQL: a dead pooled connection is replaced
             async with self.transaction(readonly=True) as conn:
@@ -227,6 +230,10 @@ class Database:
                     f"{redacted(self.url)}: create it (createdb {name}, or CREATE DATABASE "
                     f"\"{name}\") or set BLOBLEDGER_DATABASE_URL to an existing one") from exc
             reason = _first_line(exc)
+            if (_sqlstate(exc) or "").startswith(REFUSED_AUTHORIZATION):
+                raise AccessRefused(
+                    f"database {redacted(self.url)} refused the credentials: {reason}; set "
+                    "BLOBLEDGER_DATABASE_URL to a role and password it accepts") from exc
             raise DatabaseUnavailable(
                 f"database unreachable ({redacted(self.url)}): {reason}") from exc
 

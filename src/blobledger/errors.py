@@ -3,7 +3,8 @@
     BlobLedgerError
     ├── ConfigError            configuration is missing, malformed or unsafe
     │   ├── DatabaseMissing    the database named does not exist (also DatabaseUnavailable)
-    │   └── StoreMissing       the store named does not exist (also StoreUnavailable)
+    │   ├── StoreMissing       the store named does not exist (also StoreUnavailable)
+    │   └── AccessRefused      the database or the store refused the configured credentials
     ├── DatabaseUnavailable    the database could not be reached or timed out (retry later)
     ├── InvalidInput           an argument is not acceptable (a ValueError)
     │   └── InvalidName        a document name (or blob name) is not acceptable
@@ -44,6 +45,13 @@ class BlobLedgerError(Exception):
 
 class ConfigError(BlobLedgerError):
     """Raised when configuration is missing, malformed, unreachable or unsafe."""
+
+
+class AccessRefused(ConfigError):
+    """Raised when the database or the store answers but refuses the configured credentials:
+    a PostgreSQL role that does not exist or a wrong password, a wrong Azure account key or
+    SAS, S3 keys that are refused or lack a permission. A configuration mistake, not an
+    outage: waiting does not help."""
 
 
 class DatabaseUnavailable(BlobLedgerError):

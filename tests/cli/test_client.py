@@ -78,11 +78,26 @@ def test_put_get_ls_rm(live_service: Server, tmp_path: Path) -> None:
     cli("rm", doc["id"], "--if-match", "1", url=live_service.url)
     gone = cli("get", doc["id"], "-o", str(tmp_path / "gone"), url=live_service.url,
                check=False)
-    assert "(HTTP 404)" in one_error_line(gone)
+    assert "no document is named" in one_error_line(gone)
     assert not (tmp_path / "gone").exists()
     taken = cli("put", str(tmp_path / "n0"), "--name", "cli/n0", url=live_service.url,
                 check=False)
     assert "already exists (HTTP 409)" in one_error_line(taken)
+
+
+def test_get_and_rm_take_a_name_as_show_does(live_service: Server, tmp_path: Path) -> None:
+    source = tmp_path / "named.txt"
+    source.write_bytes(b"found by name")
+    doc = json.loads(cli("put", str(source), "--name", "byname/a.txt",
+                         url=live_service.url).stdout)
+    assert cli("get", "byname/a.txt", url=live_service.url).stdout == b"found by name"
+    stale = cli("rm", "byname/a.txt", "--if-match", "2", url=live_service.url, check=False)
+    assert "version 1, not 2" in one_error_line(stale)
+    cli("rm", "byname/a.txt", url=live_service.url)
+    assert httpx.get(f"{live_service.url}/documents/{doc['id']}").status_code == 404
+    missing = cli("rm", "byname/a.txt", url=live_service.url, check=False)
+    assert missing.returncode == 1
+    assert "no document is named 'byname/a.txt' or has that id" in one_error_line(missing)
 
 
 def test_errors_are_one_line(live_service: Server, tmp_path: Path) -> None:

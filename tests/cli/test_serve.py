@@ -77,4 +77,5 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         line = refused("--port", str(port), cwd=tmp_path)
-    assert f"cannot listen on 127.0.0.1:{port}" in line
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in line
+    assert "--port" in line  # what to do about it

@@ -109,3 +109,30 @@ async def test_the_async_client_does_the_same(server: Server) -> None:
         await client.delete(doc.id, if_match=replaced.version)
         with pytest.raises(NotFound):
             await client.get(doc.id)
+
+
+def test_a_read_url_and_what_kind_of_link(server: Server) -> None:
+    """``read_url``: ``POST /documents/{id}/url``, a URL that reads the current bytes with
+    no credential (the store's own on Azure: a SAS; the service's on local disk), Range
+    honoured. ``link`` on a service without tokens is the plain content URL, and says so."""
+    with Client(server.url) as client:
+        doc = client.create(unique("signed.txt"), b"signed bytes")
+        signed = client.read_url(doc.id)
+        assert httpx.get(signed.url).content == b"signed bytes"
+        assert httpx.get(signed.url, headers={"Range": "bytes=7-"}).content == b"bytes"
+        if server.env["BLOBLEDGER_STORE_URL"].startswith("azure:"):
+            assert signed.url.startswith(server.env["BLOBLEDGER_AZURE_CONNECTION_STRING"]
+                                         .split("BlobEndpoint=", 1)[1].rstrip(";"))
+            assert signed.expires_at is not None and signed.expires_at.tzinfo is not None
+        link = client.link(doc.id)
+        assert (link.signed, link.expires_in) == (False, None)
+        with pytest.raises(NotFound):
+            client.read_url("0" * 26)
+
+
+async def test_the_async_client_reads_a_signed_url(server: Server) -> None:
+    async with AsyncClient(server.url) as client:
+        doc = await client.create(unique("async-signed.txt"), b"async signed")
+        signed = await client.read_url(doc.id)
+        async with httpx.AsyncClient() as plain:
+            assert (await plain.get(signed.url)).content == b"async signed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.docs.blocks import read_blocks
+from tests.docs.blocks import ROOT, SERVICE_URLS, all_blocks, read_blocks
 
 DOCUMENT = """\
 # A document
@@ -65,3 +65,13 @@ def test_blocks_their_markers_and_their_problems(tmp_path: Path) -> None:
         f"{path}:29: a pytest block starts with `# test_<name>.py`"]
     assert python_served.needs == {"server", "azure"}
     assert python_served.problems() == [f"{path}:34: `server` is for sh blocks"]
+
+
+def test_blocks_after_the_first_reach_the_service_by_blobledger_url() -> None:
+    """The README's first served block exports ``BLOBLEDGER_URL`` (what ``scripts/serve``
+    printed, ``--port`` included); every later block uses it, never the default port."""
+    served = [b for b in all_blocks() if b.document == "README.md" and b.service == "server"]
+    first, *later = served
+    assert f"export BLOBLEDGER_URL={SERVICE_URLS['server']}" in first.text
+    assert later and (ROOT / "README.md").is_file()
+    assert [b.where for b in later if SERVICE_URLS["server"].split("//")[1] in b.text] == []

@@ -292,7 +292,13 @@ async def test_the_events_command(evledger: Ledger, receiver: Receiver, tmp_path
     assert code == 0 and out.count("\n") == 1 and doc.id in out
     event_id = out.split("\t")[1]
     code, out, _ = await asyncio.to_thread(run, "events", "show", event_id)
-    assert code == 0 and "state:           dead" in out and "answered 500" in out
+    assert code == 0 and "answered 500" in out
+    shown = dict(line.split(":", 1) for line in out.splitlines() if not line.startswith(" "))
+    assert shown["state"].strip() == "dead" and "log" in shown and "data.document_id" in shown
+    # every value starts in one column, one space at least after the longest name
+    assert len({len(value) - len(value.lstrip(" ")) + len(key)
+                for key, value in shown.items()}) == 1
+    assert min(len(value) - len(value.lstrip(" ")) for value in shown.values()) >= 1
     receiver.refuse_all = False
     code, out, _ = await asyncio.to_thread(run, "events", "replay", event_id)
     assert (code, out) == (0, f"{event_id}\tpending\n")
@@ -309,3 +315,6 @@ async def test_the_events_command(evledger: Ledger, receiver: Receiver, tmp_path
     async with ledger.db.transaction(readonly=True) as conn:
         assert (await conn.execute(text("SELECT count(*) FROM event_deliveries"))) \
             .scalar_one() == 2
+        # the attempt log keeps what the receiver answered: 500, then 204 (not a made-up 200)
+        assert list((await conn.execute(text(
+            "SELECT status_code FROM event_deliveries ORDER BY id"))).scalars()) == [500, 204]

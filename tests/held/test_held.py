@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from blobledger import Ledger
 from blobledger.errors import InvalidInput, NotFound
+from blobledger.protocol import events
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import BlobRow, BlobState, ProcessingRow
 from blobledger.workers.processing import ProcessingWorker
@@ -67,6 +68,14 @@ async def test_rejected_goes_through_the_deletion_path(open_ledger: LedgerFactor
         state = await ledger.hold_state(doc.id)
         assert state is not None and state.status == "rejected"
         assert state.reason is not None and "application/pdf" in state.reason
+        # the writer's systems hear of it: document.rejected, written with the rejection
+        async with ledger.db.transaction(readonly=True) as conn:
+            written = await events.listing(conn, subject=doc.id, limit=10)
+        assert [e.type for e in written] == ["document.rejected"]
+        assert written[0].payload == {
+            "document_id": doc.id, "name": "fake.png", "version": 1, "size": len(PDF),
+            "content_type": "image/png", "sha256": doc.sha256, "md5": written[0].payload["md5"],
+            "blob": doc.blob, "processor": "content-type", "reason": state.reason}
         async with ledger.db.session() as session:
             row = await session.get(BlobRow, doc.blob)
         assert row is not None and row.state == BlobState.DELETING

@@ -442,11 +442,23 @@ def test_a_direct_upload_falls_back_without_uploads_and_gives_up_on_a_failing_st
     assert hostile.seen() == [("POST", "/uploads"), ("PUT", "/store/b"), ("PUT", "/store/b")]
 
 
+def found_as_d1(content: Callable[[Request], Reply]) -> Callable[[Request], Reply]:
+    """A service on which ``get d1`` finds its document as ``show`` would (no document is
+    named d1; the id d1 is :data:`DOC`), and whose content answers are ``content``'s."""
+    def respond(request: Request) -> Reply:
+        if request.path.startswith("/documents?"):
+            return json_reply(200, {"items": [], "next_cursor": None})
+        if request.path == "/documents/d1":
+            return json_reply(200, DOC)
+        return content(request)
+    return respond
+
+
 def test_get_refuses_bytes_that_do_not_match_their_digest(
         hostile: Hostile, against: Callable[..., Ran], tmp_path: Path) -> None:
     genuine = base64.b64encode(hashlib.sha256(b"the genuine bytes").digest()).decode()
-    hostile.respond = lambda request: Reply(200, b"forged bytes", {
-        "Content-Type": "text/plain", "ETag": '"1"', "Repr-Digest": f"sha-256=:{genuine}:"})
+    hostile.respond = found_as_d1(lambda request: Reply(200, b"forged bytes", {
+        "Content-Type": "text/plain", "ETag": '"1"', "Repr-Digest": f"sha-256=:{genuine}:"}))
     target = tmp_path / "kept.txt"
     target.write_bytes(b"keep me")
     line = error_line(against(hostile, "get", "d1", "-o", str(target)))
@@ -470,11 +482,12 @@ def test_get_asks_the_service_to_stream_even_where_it_redirects(
                                             "Repr-Digest": f"sha-256=:{digest}:"})
         return Reply(307, b"", {"Location": f"{hostile.url}/store/blob"})
 
-    hostile.respond = respond
+    hostile.respond = found_as_d1(respond)
     target = tmp_path / "got.txt"
     done = against(hostile, "get", "d1", "-o", str(target))
     assert done.returncode == 0, done.stderr
     assert target.read_bytes() == b"streamed"
-    hostile.respond = lambda request: Reply(307, b"", {"Location": f"{hostile.url}/x"})
+    hostile.respond = found_as_d1(
+        lambda request: Reply(307, b"", {"Location": f"{hostile.url}/x"}))
     assert "307" in error_line(against(hostile, "get", "d1", "-o", str(tmp_path / "no")))
     assert not (tmp_path / "no").exists()

@@ -39,9 +39,26 @@ def parse_size(text: str, *, what: str = "size") -> int:
             from None
 
 
-def format_duration(seconds: float) -> str:
-    """A short human form: ``90s``, ``15m``, ``2h``."""
-    for unit, factor in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= factor and seconds % factor == 0:
-            return f"{int(seconds // factor)}{unit}"
-    return f"{seconds:g}s"
+def format_duration(seconds: float, unit: str | None = None) -> str:
+    """A short human form: ``90s``, ``15m``, ``2h``, ``26.4h`` (not ``1584m``: a whole
+    number of a unit under 1000 of it, else hours or minutes with one decimal); in ``unit``
+    (``s``, ``m``, ``h``, ``d``: the one a user wrote a value in) when given."""
+    if unit in _DURATION_UNITS and unit not in (None, "ms"):
+        return f"{round(seconds / _DURATION_UNITS[unit], 2):g}{unit}"
+    whole = next((f"{int(seconds // factor)}{name}" for name, factor in _NATURAL
+                  if seconds >= factor and seconds % factor == 0), None)
+    if whole is None or seconds // _DURATION_UNITS[whole[-1]] < 1000:
+        return whole or f"{seconds:g}s"
+    for name, factor in _NATURAL[1:]:
+        if seconds >= factor and (seconds * 10) % factor == 0:
+            return f"{seconds / factor:g}{name}"
+    return whole
+
+
+def unit_of(text: object) -> str | None:
+    """The unit a duration was written in (``"90m"``: ``m``); None for a bare number."""
+    match = _DURATION.match(str(text)) if isinstance(text, str) else None
+    return match.group(2) if match else None
+
+
+_NATURAL = (("d", 86400), ("h", 3600), ("m", 60))

@@ -11,13 +11,16 @@ code  meaning
 ====  ======================================================================================
 0     done; nothing found
 1     findings, or a failure (a refused request, a failed must-have, an invariant broken)
-2     usage or configuration: a bad option or setting; ``reconcile``: a ready document's
-      blob is missing (data loss, look now)
-3     the database or the store is unreachable (an outage, not a mistake: retry later)
+2     usage or configuration: a bad option or setting, a database or store that does not
+      exist, credentials refused; ``reconcile``: a ready document's blob is missing (data
+      loss, look now)
+3     the database, the store or the service is unreachable (an outage, not a mistake:
+      retry later)
 130   interrupted
 ====  ======================================================================================
 
-Errors a user can act on end as one line on stderr, ``blobledger: error: ...`` (a
+The status of an error is :data:`EXIT_STATUS`'s, and nowhere else's. Errors a user can act
+on end as one line on stderr, ``blobledger: error: ...`` (a
 configuration with several mistakes: one such line per mistake), its control and
 direction-changing characters escaped (:func:`fail`).
 """
@@ -52,6 +55,31 @@ EXIT_USAGE = 2
 #: the database or the store is unreachable (an outage, not a mistake: retry later)
 EXIT_UNAVAILABLE = 3
 EXIT_INTERRUPTED = 130
+
+
+class ClientError(BlobLedgerError):
+    """A request the service refused or that could not be made (one line, exit 1)."""
+
+
+class Unreachable(ClientError):
+    """The service could not be reached (one line, exit 3: an outage, or the wrong URL)."""
+
+
+#: The one mapping from the kind of an error to the exit status (most specific kind first):
+#: a mistake in the settings (a value, a database or store that does not exist, credentials
+#: refused) is 2, an outage 3, any other failure 1.
+EXIT_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (ConfigError, EXIT_USAGE),
+    (DatabaseUnavailable, EXIT_UNAVAILABLE),
+    (StoreUnavailable, EXIT_UNAVAILABLE),
+    (Unreachable, EXIT_UNAVAILABLE),
+    (BlobLedgerError, EXIT_ERROR),
+)
+
+
+def exit_status(exc: BaseException) -> int:
+    """The exit status of a command ended by ``exc`` (:data:`EXIT_STATUS`)."""
+    return next((code for kind, code in EXIT_STATUS if isinstance(exc, kind)), EXIT_ERROR)
 
 #: the command table: name → (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -242,14 +270,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.exit_code)
     except click.Abort:
         return fail("interrupted", EXIT_INTERRUPTED)
-    except ConfigError as exc:
+    except ConfigError as exc:  # one line per mistake
         for line in str(exc).splitlines()[:-1]:
             fail(line)
-        return fail((str(exc).splitlines() or ["configuration error"])[-1], EXIT_USAGE)
-    except (DatabaseUnavailable, StoreUnavailable) as exc:
-        return fail(_one_line(str(exc)), EXIT_UNAVAILABLE)
+        return fail((str(exc).splitlines() or ["configuration error"])[-1], exit_status(exc))
     except BlobLedgerError as exc:
-        return fail(str(exc), getattr(exc, "exit_code", EXIT_ERROR))
+        code = exit_status(exc)
+        return fail(_one_line(str(exc)) if code == EXIT_UNAVAILABLE else str(exc), code)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
@@ -259,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _one_line(text: str) -> str:
     lines = text.strip().splitlines()
-    return lines[0] if lines else "unreachable"
+    return lines[0] if lines else "failed"
 
 
 def run() -> None:

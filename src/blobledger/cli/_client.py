@@ -31,6 +31,7 @@ import click
 import httpx
 
 from blobledger import __version__
+from blobledger.cli import ClientError, Unreachable
 from blobledger.cli._output import Progress, one_line
 from blobledger.client import Client, Retried
 from blobledger.client._retry import retry_after
@@ -44,18 +45,6 @@ TOTAL_TIME = 300.0
 #: retries of a connection that cannot be made, unless ``--retries`` is given: a service
 #: that is not there (the wrong port) is told within a second, not waited for
 CONNECT_RETRIES = 2
-
-
-class ClientError(BlobLedgerError):
-    """A request the service refused or that could not be made (one line, exit 1)."""
-
-    exit_code = 1
-
-
-class Unreachable(ClientError):
-    """The service could not be reached (one line, exit 3: an outage, or the wrong URL)."""
-
-    exit_code = 3
 
 
 def tell_connect_retry(url: str, exc: httpx.ConnectError, wait: float, retry: int,

@@ -5,7 +5,6 @@ is a configuration error that says where to point them (:func:`nothing_created`)
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
@@ -14,9 +13,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from blobledger.cli import settings
 from blobledger.errors import ConfigError, DatabaseMissing, StoreMissing, StoreUnavailable
 from blobledger.protocol.ledger import Ledger
-
-#: how long the store may take to answer before a worker gives up (its SDK retries inside)
-PING_TIMEOUT = 10.0
 
 
 @asynccontextmanager
@@ -29,12 +25,7 @@ async def worker_ledger() -> AsyncIterator[Ledger]:
         ledger = Ledger.from_settings(settings(), migrate=False, create=False)
     try:
         await ledger.db.ping()
-        try:
-            async with asyncio.timeout(PING_TIMEOUT):
-                await ledger.store.ping()
-        except TimeoutError:
-            raise StoreUnavailable(f"store {ledger.store.url} unreachable: no answer within "
-                                   f"{PING_TIMEOUT:g}s") from None
+        await ledger.store.probe()
         yield ledger
     except (DatabaseMissing, StoreMissing) as exc:
         raise ConfigError(f"{exc} (a worker or a query creates nothing; the settings come "

@@ -38,6 +38,7 @@ async def command(as_json: bool, settled: bool) -> int:
         with nothing_created("check"):
             async with Ledger.from_settings(settings(), migrate=False,
                                             create=False) as ledger:
+                await ledger.store.probe()
                 progress = Progress("check", None, unit="rows")
                 if progress.enabled:  # a bar on a terminal: rows scanned of the total
                     progress.total = await count_rows(ledger,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 
 import click
 
 from blobledger._base.durations import parse_duration
 from blobledger.cli import fail, run_async
-from blobledger.cli._output import display_name, fields, print_json
+from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
 from blobledger.errors import ConfigError
 from blobledger.protocol import events
 from blobledger.protocol.models import EventState, EventType
@@ -31,8 +32,8 @@ Examples:
 @click.group(epilog=EXAMPLES)
 def command() -> None:
     """Events: one per change (document.ready, document.replaced, document.deleted,
-    attachment.attached, attachment.detached), written with the change and delivered at
-    least once to the webhooks (BLOBLEDGER_WEBHOOK_URLS)."""
+    document.rejected, attachment.attached, attachment.detached), written with the change
+    and delivered at least once to the webhooks (BLOBLEDGER_WEBHOOK_URLS)."""
 
 
 @command.command("list", epilog="\b\nExamples:\n  blobledger events list --state pending\n"
@@ -76,17 +77,22 @@ async def show(event_id: str, as_json: bool) -> int:
     if as_json:
         print_json({**event.to_json(), "log": [a.to_json() for a in attempts]})
         return 0
-    for key, value in event.to_json().items():
-        if key != "data":
-            print(f"{key + ':':<17}{display_name(str(value))}")
-    for key, value in sorted(event.payload.items()):
-        print(f"{'data.' + key + ':':<17}{display_name(str(value))}")
-    print(f"log:             {len(attempts)} attempt(s)")
-    for attempt in attempts:
-        line = attempt.to_json()
-        print("  " + fields([line["attempt"], line["target"], line["outcome"],
-                             line["status_code"] or "-", line["started_at"],
-                             line["error"] or ""]))
+    rows = [(key, str(value)) for key, value in event.to_json().items() if key != "data"]
+    rows += [(f"data.{key}", str(value)) for key, value in sorted(event.payload.items())]
+    log = [[str(line["attempt"]), str(line["target"]), str(line["outcome"]),
+            str(line["status_code"] or "-"), str(line["started_at"]), str(line["error"] or "")]
+           for line in (attempt.to_json() for attempt in attempts)]
+    if is_terminal(sys.stdout):
+        table(None, ["field", "value"], [list(row) for row in rows], multiline=False)
+        table(f"log: {len(attempts)} attempt(s)",
+              ["attempt", "target", "outcome", "status", "started", "error"], log,
+              multiline=False)
+        return 0
+    width = max(len(key) for key, _ in rows) + 2  # every value in one column
+    for key, value in [*rows, ("log", f"{len(attempts)} attempt(s)")]:
+        print(f"{key + ':':<{width}}{display_name(value)}")
+    for line in log:
+        print("  " + fields(line))
     return 0
 
 

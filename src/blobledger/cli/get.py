@@ -1,4 +1,5 @@
-"""``blobledger get ID [-o FILE]``: download a document's bytes (to stdout by default).
+"""``blobledger get NAME|ID [-o FILE]``: download a document's bytes (to stdout by default),
+found by its name or its id as ``show`` finds it (:mod:`._lookup`).
 
 With ``-o`` the bytes go to a temporary file beside FILE that replaces it only once they are
 complete and match the SHA-256 the service announced: never a half-written FILE. A FILE that
@@ -39,6 +40,7 @@ from blobledger.cli._client import (
     open_client,
     unreachable,
 )
+from blobledger.cli._lookup import find
 from blobledger.errors import IntegrityError
 
 
@@ -48,20 +50,22 @@ def copy(chunks: Iterator[bytes], out: IO[bytes], progress: Progress) -> None:
         progress.add(len(chunk))
 
 
-@click.command(epilog="\b\nExamples:\n  blobledger get 0f3c... -o report.pdf\n"
+@click.command(epilog="\b\nExamples:\n  blobledger get reports/2026/q1.pdf -o report.pdf\n"
                "  blobledger get 0f3c... | less")
-@click.argument("doc_id", metavar="ID")
+@click.argument("key", metavar="NAME|ID")
 @click.option("-o", "--output", type=click.Path(path_type=Path), metavar="FILE",
               help="write here (atomically) instead of stdout")
 @connection_options
-def command(doc_id: str, output: Path | None, url: str | None, token: str | None) -> int:
-    """Write the bytes of document ID to stdout or to FILE."""
-    return download(doc_id, output, Connection.resolve(url, token))
+def command(key: str, output: Path | None, url: str | None, token: str | None) -> int:
+    """Write the bytes of the document named NAME (or whose id is ID) to stdout or to
+    FILE."""
+    return download(key, output, Connection.resolve(url, token))
 
 
-def download(doc_id: str, target: Path | None, connection: Connection) -> int:
+def download(key: str, target: Path | None, connection: Connection) -> int:
     with open_client(connection) as client:
         try:
+            doc_id = find(client, key)[0].id
             with client.stream(doc_id) as reading:
                 first = next(reading, None)  # the answer, checked before anything is written
                 chunks = itertools.chain(() if first is None else (first,), reading)

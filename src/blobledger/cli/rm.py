@@ -1,4 +1,5 @@
-"""``blobledger rm ID [--if-match VERSION]``: delete a document (only at that version)."""
+"""``blobledger rm NAME|ID [--if-match VERSION]``: delete a document, found by its name or
+its id as ``show`` finds it (:mod:`._lookup`), only at that version if given."""
 
 from __future__ import annotations
 
@@ -6,21 +7,23 @@ import click
 import httpx
 
 from blobledger.cli._client import Connection, connection_options, open_client, unreachable
+from blobledger.cli._lookup import find
 
 
-@click.command(epilog="\b\nExamples:\n  blobledger rm 0f3c...\n"
+@click.command(epilog="\b\nExamples:\n  blobledger rm reports/2026/q1.pdf\n"
                "  blobledger rm 0f3c... --if-match 3")
-@click.argument("doc_id", metavar="ID")
+@click.argument("key", metavar="NAME|ID")
 @click.option("--if-match", metavar="VERSION",
               help="delete only if the document is still at this version (ETag)")
 @connection_options
-def command(doc_id: str, if_match: str | None, url: str | None, token: str | None) -> int:
-    """Delete document ID."""
+def command(key: str, if_match: str | None, url: str | None, token: str | None) -> int:
+    """Delete the document named NAME (or whose id is ID)."""
     connection = Connection.resolve(url, token)
     version = if_match.strip().strip('"') if if_match else None
     with open_client(connection) as client:
         try:
-            client.delete(doc_id, if_match=version)
+            doc, _ = find(client, key)
+            client.delete(doc.id, if_match=version)
         except httpx.HTTPError as exc:
             raise unreachable(connection.url, exc) from None
     return 0

@@ -15,6 +15,7 @@ last, only the loopback names and the address connected to are answered (said at
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import os
 import shutil
@@ -152,7 +153,10 @@ async def command(host: str, port: int, body_timeout: float | None,
     try:
         sock = bind(host, port)
     except OSError as exc:
-        return fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        hint = (" (another process listens there: stop it, or serve on another port with "
+                "--port N, or --port 0 for any free one)" if exc.errno == errno.EADDRINUSE
+                else "")
+        return fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}")
     with sock:
         async with Ledger.from_settings(settings) as ledger:
             app = create_app(ledger, settings, workers=background_workers(settings),

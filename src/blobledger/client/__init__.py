@@ -14,7 +14,7 @@ was asked for as :class:`BadAnswer`. Retries: what says retry (a connection fail
 a 429/503/409 with ``Retry-After``), and nothing else (:mod:`._core`).
 """
 
-from blobledger.client._answers import BadAnswer, Link, Page
+from blobledger.client._answers import BadAnswer, Link, Page, ReadURL
 from blobledger.client._answers import DocumentAnswer as DocumentInfo
 from blobledger.client._async import AsyncClient, AsyncReading
 from blobledger.client._direct import NoDirectUploads, Refused, StoreFailed
@@ -22,4 +22,5 @@ from blobledger.client._retry import Retried
 from blobledger.client._sync import Client, Reading
 
 __all__ = ["AsyncClient", "AsyncReading", "BadAnswer", "Client", "DocumentInfo", "Link",
-           "NoDirectUploads", "Page", "Reading", "Refused", "Retried", "StoreFailed"]
+           "NoDirectUploads", "Page", "ReadURL", "Reading", "Refused", "Retried",
+           "StoreFailed"]

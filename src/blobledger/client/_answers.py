@@ -15,6 +15,7 @@ line (:class:`BadAnswer`), never a traceback nor a guess.
 
 from __future__ import annotations
 
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any, TypeVar
 
@@ -169,8 +170,27 @@ def _json(body: bytes) -> Any:
 
 
 class Link(_Strict):
-    """``GET /documents/{id}/link``: a URL that opens the content without the token, for
-    ``expires_in`` seconds (None: as long as the document is there)."""
+    """``GET /documents/{id}/link``: a URL that opens the content without the token. Either
+    a signed link (``signed``), which opens it for ``expires_in`` seconds, or, from a
+    service with no tokens configured, the content's plain URL (``expires_in`` None): it
+    needs no token because the service asks for none, and opens the content for as long
+    as the document is there."""
 
     url: str = Field(min_length=1, max_length=8192)
     expires_in: int | None = Field(default=None, ge=0)
+
+    @property
+    def signed(self) -> bool:
+        """The URL carries its own authorization, for ``expires_in`` seconds (False: the
+        plain content URL of a service that asks for no token)."""
+        return self.expires_in is not None
+
+
+class ReadURL(_Strict):
+    """``POST /documents/{id}/url``: a URL that reads the document's current bytes with no
+    credential (Range honoured), signed by the store where it signs one (an Azure SAS, an S3
+    presigned GET), else by the service; it stops at ``expires_at`` (None: it does not, from
+    a service with no tokens configured on a store that signs nothing)."""
+
+    url: str = Field(min_length=1, max_length=16384)
+    expires_at: datetime | None = Field(default=None, strict=False)

@@ -10,7 +10,7 @@ from typing import Any, Self
 import httpx
 
 from blobledger.client import _core
-from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
+from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page, ReadURL
 from blobledger.client._core import Call, Data, Operation, Progress, Sleep
 from blobledger.client._retry import Policy, Retried, backoff
 from blobledger.client._setup import Setup, bounded
@@ -64,6 +64,9 @@ class AsyncClient:
 
     async def link(self, doc_id: str) -> Link:
         return await self._run(_core.link(doc_id, self._setup.base, self._setup.policy))
+
+    async def read_url(self, doc_id: str) -> ReadURL:
+        return await self._run(_core.read_url(doc_id, self._setup.base, self._setup.policy))
 
     async def pages(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[Page]:
         cursor = _core.Cursor(prefix, page_size)

@@ -35,6 +35,7 @@ from blobledger.client._answers import (
     DocumentAnswer,
     Link,
     Page,
+    ReadURL,
     describe,
     read,
 )
@@ -277,6 +278,18 @@ def link(doc_id: str, base: httpx.URL, policy: Policy) -> Operation[Link]:
     url = base.join(found.url)
     if url.scheme not in ("http", "https") or not url.host or url.userinfo:
         raise BadAnswer(f"the server answered a link that is not a plain http(s) URL: "
+                        f"{found.url[:200]!r}")
+    return found.model_copy(update={"url": str(url)})
+
+
+def read_url(doc_id: str, base: httpx.URL, policy: Policy) -> Operation[ReadURL]:
+    """A signed URL that reads the document's current bytes (resolved against the service's
+    URL where the service signs it itself)."""
+    call = Call("POST", document_path(doc_id, "/url"))  # reads nothing, changes nothing
+    found, _ = read(ReadURL, checked((yield from send(call, policy)), 200), "a read URL")
+    url = base.join(found.url)
+    if url.scheme not in ("http", "https") or not url.host or url.userinfo:
+        raise BadAnswer(f"the server answered a read URL that is not a plain http(s) URL: "
                         f"{found.url[:200]!r}")
     return found.model_copy(update={"url": str(url)})
 

@@ -10,7 +10,7 @@ from typing import Any, Self
 import httpx
 
 from blobledger.client import _core
-from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page
+from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page, ReadURL
 from blobledger.client._core import Call, Data, Operation, Progress, Sleep
 from blobledger.client._retry import Policy, Retried, backoff
 from blobledger.client._setup import Setup, bounded
@@ -81,8 +81,15 @@ class Client:
         self._run(_core.delete(doc_id, if_match, self._setup.policy))
 
     def link(self, doc_id: str) -> Link:
-        """A URL that opens the document's content without the token."""
+        """A URL that opens the document's content without the token: signed for
+        ``expires_in`` seconds, or the plain URL of a service with no tokens
+        (``Link.signed`` says which)."""
         return self._run(_core.link(doc_id, self._setup.base, self._setup.policy))
+
+    def read_url(self, doc_id: str) -> ReadURL:
+        """A URL reading the document's current bytes with no credential, signed by the
+        store where it can sign one (else by the service), until ``expires_at``."""
+        return self._run(_core.read_url(doc_id, self._setup.base, self._setup.policy))
 
     def pages(self, prefix: str = "", *, page_size: int = 100) -> Iterator[Page]:
         """The pages of the ready documents whose names start with ``prefix``."""

@@ -2,8 +2,9 @@
 
 The writers call these (and nobody else does): C4 (``commit_create``, and the sweeper's
 roll-forward, which is C4 on a dead writer's behalf) writes ``document.ready``; R4
-``document.replaced``; delete ``document.deleted``; A4 ``attachment.attached``; the detach
-steps ``attachment.detached``. Each insert runs on the caller's connection, inside its
+``document.replaced``; delete ``document.deleted``; a held document's rejection
+``document.rejected``; A4 ``attachment.attached``; the detach steps
+``attachment.detached``. Each insert runs on the caller's connection, inside its
 transaction: a rolled-back change leaves no event, a committed one exactly one. An event's
 ``event_id`` is the ``webhook-id`` a receiver deduplicates on; ``id`` (increasing) orders
 them; ``subject`` (a document's id, an attachment's blob name) is what the delivery worker
@@ -130,6 +131,16 @@ def write_sync(conn: Any, rows: Sequence[dict[str, Any]], offset: float = 0.0) -
     the Django integration's), inside the caller's transaction."""
     for row in rows:
         conn.execute(_insert_event, dict(row, now_s=offset))
+
+
+async def document_rejected(conn: AsyncConnection, doc: Document, *, md5: str | None,
+                            processor: str, reason: str, offset: float = 0.0) -> None:
+    """``document.rejected`` for a held ``doc`` a processor rejected, in the transaction
+    that rejects it (:meth:`blobledger.protocol.held.Held.reject`): its writer's systems
+    learn what became of the upload it was never told was ready."""
+    row = document_row(EventType.REJECTED, doc, md5)
+    data = dict(json.loads(row["payload"]), processor=processor, reason=reason)
+    await write(conn, [dict(row, payload=json.dumps(data, sort_keys=True))], offset)
 
 
 async def document_ready(conn: AsyncConnection, doc: Document, *, md5: str | None = None,

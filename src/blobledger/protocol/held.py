@@ -19,8 +19,9 @@ work row:
 The verdict that leaves no processor pending and none rejected moves the document
 ``held -> ready`` in the same transaction (compare-and-set on its status and version):
 :func:`_became_ready` is called there, the one place a held document becomes ready. A
-rejection deletes the document's row and hands its blob to the deletion path (``committed
--> deleting``; the sweeper deletes it after the grace), in one transaction, and keeps the
+rejection deletes the document's row, hands its blob to the deletion path (``committed
+-> deleting``; the sweeper deletes it after the grace) and writes ``document.rejected``
+(:func:`blobledger.protocol.events.document_rejected`), in one transaction, and keeps the
 rejected work row (its owner, name and reason) for the writer to read until the idempotency
 retention has passed (:meth:`Held.purge`).
 """
@@ -120,7 +121,7 @@ _to_ready = update(documents).where(
 ).values(status=DocumentStatus.READY.value, updated_at=NOW).returning(*documents.c)
 _drop_held = delete(documents).where(
     documents.c.id == bindparam("w_doc"), documents.c.status == HELD,
-    documents.c.version == bindparam("w_version")).returning(documents.c.blob_name)
+    documents.c.version == bindparam("w_version")).returning(*documents.c)
 _drop_mine = delete(processing).where(*_mine)
 
 
@@ -219,8 +220,13 @@ class Held:
         async with self.db.transaction() as conn:
             if (refused := await _record_verdict(conn, params)) is not None:
                 return refused
-            blob = (await conn.execute(_drop_held, params)).scalar_one()
+            row = (await conn.execute(_drop_held, params)).one()
+            blob = row.blob_name
             await conn.execute(_to_deleting, dict(params, b_name=blob))
+            await events.document_rejected(conn, Document.from_row(row), md5=row.md5,
+                                           processor=work.processor,
+                                           reason=reason[:REASON_MAX],
+                                           offset=self.transitions.offset)
             # variants made of it meanwhile (eagerly, by a processor) go with it
             await detach_variants(conn, work.document_id, work.version, params)
             await conn.execute(delete(processing).where(

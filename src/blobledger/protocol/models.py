@@ -239,6 +239,7 @@ class EventType(StrEnum):
     READY = "document.ready"
     REPLACED = "document.replaced"
     DELETED = "document.deleted"
+    REJECTED = "document.rejected"  # a held document a processor rejected (never ready)
     ATTACHED = "attachment.attached"
     DETACHED = "attachment.detached"
 

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import overload
 
-from blobledger.errors import ConditionNotMet, Digests, IntegrityError, StoreError
+from blobledger.errors import (
+    ConditionNotMet,
+    Digests,
+    IntegrityError,
+    StoreError,
+    StoreUnavailable,
+)
+from blobledger.stores.limits import StoreLimits
+from blobledger.stores.resilience import Breaker
 
 Tags = Mapping[str, str]
 HASH_IN_THREAD_ABOVE = 256 * 1024
@@ -244,6 +252,10 @@ class Store(abc.ABC):
 
     url: str
     capabilities: Capabilities = Capabilities()
+    #: how long :meth:`probe` waits for the store
+    probe_timeout: float = StoreLimits().probe_timeout
+    #: the circuit breaker of a remote store (:mod:`blobledger.stores.resilience`)
+    breaker: Breaker | None = None
 
     @abc.abstractmethod
     async def put(
@@ -412,6 +424,19 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def ping(self) -> None:
         """Raise StoreUnavailable (or ConfigError) unless the store answers."""
+
+    async def probe(self) -> None:
+        """:meth:`ping` within :attr:`probe_timeout` (``/readyz``, the workers' start-up
+        check): StoreUnavailable when the store does not answer in time. A probe that times
+        out counts as an unreachable answer for the :attr:`breaker`."""
+        try:
+            async with asyncio.timeout(self.probe_timeout):
+                await self.ping()
+        except TimeoutError:
+            if self.breaker is not None:
+                self.breaker.unreachable()
+            raise StoreUnavailable(f"store {self.url} unreachable: no answer within "
+                                   f"{self.probe_timeout:g}s") from None
 
     async def prepare(self) -> None:  # noqa: B027 - optional hook
         """Create what the store needs (a folder, a container) if missing."""

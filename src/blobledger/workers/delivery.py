@@ -50,7 +50,7 @@ from blobledger.workers.supervisor import Worker
 log = logging.getLogger("blobledger.delivery")
 
 #: a target's name in the attempt log
-Target = tuple[str, Callable[[Event], Awaitable[None]]]
+Target = tuple[str, Callable[[Event], Awaitable[int | None]]]  # the HTTP status, if any
 
 
 @dataclass
@@ -107,8 +107,8 @@ class Delivery:
             found.append((f"webhook:{url}", self._post(url)))
         return found
 
-    def _post(self, url: str) -> Callable[[Event], Awaitable[None]]:
-        async def post(event: Event) -> None:
+    def _post(self, url: str) -> Callable[[Event], Awaitable[int | None]]:
+        async def post(event: Event) -> int | None:
             body = json.dumps(event.body(), sort_keys=True).encode()
             assert self.settings.webhook_secret is not None  # the settings insist
             headers = webhooks.headers(self.settings.webhook_secret, event.event_id, body)
@@ -118,6 +118,7 @@ class Delivery:
                                                timeout=self.settings.event_timeout)
             if not 200 <= response.status_code < 300:
                 raise _Refused(response.status_code)
+            return response.status_code
         return post
 
     async def run_once(self) -> DeliveryReport:
@@ -176,7 +177,7 @@ class Delivery:
             status: int | None = None
             error: str | None = None
             try:
-                await send(event)
+                status = await send(event)  # what the receiver answered (a handler: None)
             except _Refused as exc:
                 status, error = exc.status, f"answered {exc.status}"
             except Exception as exc:  # a handler's or a transport's failure: retried
@@ -184,8 +185,6 @@ class Delivery:
             if error is not None:
                 errors.append(f"{name}: {error}")
                 report.failures += 1
-            elif name.startswith("webhook:"):
-                status = 200
             async with self.ledger.db.transaction() as conn:
                 await events.log_attempt(conn, event.event_id, attempt_no, name, token,
                                          began, self.ledger.clock(), ok=error is None,
@@ -217,10 +216,10 @@ class _Refused(Exception):
         self.status = status
 
 
-def _call(handler: Callable[[Event], object]) -> Callable[[Event], Awaitable[None]]:
+def _call(handler: Callable[[Event], object]) -> Callable[[Event], Awaitable[int | None]]:
     """A handler as a coroutine function: an async one awaited, a sync one run in a thread
     (it must not block the loop). False from either is a failure."""
-    async def call(event: Event) -> None:
+    async def call(event: Event) -> int | None:
         if inspect.iscoroutinefunction(handler):
             result = await handler(event)
         else:
@@ -229,6 +228,7 @@ def _call(handler: Callable[[Event], object]) -> Callable[[Event], Awaitable[Non
                 result = await result
         if result is False:
             raise RuntimeError("the handler returned False")
+        return None
     return call
 
 

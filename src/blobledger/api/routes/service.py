@@ -34,9 +34,11 @@ async def readyz(request: Request) -> dict[str, str]:
     """The database and the store are both reachable, and every background worker runs
     and completes its runs (none down, or without a completed run, for longer than twice
     its interval plus ``BLOBLEDGER_WORKER_GRACE``). The answer says which is not, never
-    where it is: the reason (which may name hosts, users or folders) goes to the log."""
+    where it is: the reason (which may name hosts, users or folders) goes to the log. The
+    store gets its ``probe_timeout`` to answer, without retries beyond it; a store whose
+    circuit breaker is open is not asked."""
     ledger = ledger_of(request)
-    for what, ping in (("database", ledger.db.ping), ("store", ledger.store.ping)):
+    for what, ping in (("database", ledger.db.ping), ("store", ledger.store.probe)):
         try:
             await ping()
         except (BlobLedgerError, OSError, TimeoutError) as exc:

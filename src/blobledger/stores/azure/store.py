@@ -19,9 +19,9 @@ import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -38,7 +38,7 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob import BlobBlock, BlobSasPermissions, ContentSettings, generate_blob_sas
-from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient, LinearRetry
 
 from blobledger import failpoints
 from blobledger._base.aio import prefetch
@@ -46,6 +46,7 @@ from blobledger._base.disposition import content_disposition, signed_cache_contr
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
+    AccessRefused,
     BlobAlreadyExists,
     BlobLedgerError,
     BlobNotFound,
@@ -57,6 +58,7 @@ from blobledger.errors import (
     StoreUnavailable,
 )
 from blobledger.stores.azure import listing
+from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
@@ -73,6 +75,8 @@ from blobledger.stores.base import (
     tags_match,
     verify,
 )
+from blobledger.stores.limits import StoreLimits
+from blobledger.stores.resilience import Breaker, breaker_watch
 
 SINGLE_PUT_LIMIT = 4 * 1024 * 1024
 BLOCK_SIZE = 4 * 1024 * 1024
@@ -80,11 +84,10 @@ BLOCKS_IN_FLIGHT = 4
 GET_CHUNK = 4 * 1024 * 1024
 DATA_BLOCK_SIZE = 256 * 1024  # bytes per read from a response body
 READ_AHEAD = 1  # chunks fetched ahead of the reader
-# The SDK's default retry waits 15 s, 18 s and 24 s: far too long for a request path.
-RETRY_TOTAL = 3
-RETRY_INITIAL_BACKOFF = 1
-RETRY_INCREMENT_BASE = 2
-CONNECTION_TIMEOUT = 10
+# The SDK's default retry waits 15 s, 18 s and 24 s (each ±3 s): far too long for a request
+# path. Here: 0.5 s (±0.25 s) before each retry, as many retries as ``retries`` says.
+RETRY_BACKOFF = 0.5
+RETRY_JITTER = 0.25
 BATCH_LIMIT = 256
 # Blobs per listing page where the SDK's list_blobs reads it (only on an SDK without what
 # blobledger.stores.azure.listing needs): the SDK parses a whole page into objects before
@@ -122,7 +125,8 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
     """The blobledger error for an SDK, HTTP or network error (the one mapping)."""
     status = _status(exc)
     if isinstance(exc, ClientAuthenticationError) or status == 403:
-        return StoreError(f"storage refused the credentials for {name}: {_first_line(exc)}")
+        return AccessRefused(f"storage refused the credentials for {name}: {_first_line(exc)} "
+                             "(check BLOBLEDGER_AZURE_CONNECTION_STRING's account key)")
     conflict = isinstance(exc, (ResourceExistsError, ResourceModifiedError))
     if put and (status in (409, 412) or conflict):
         return BlobAlreadyExists(name)
@@ -146,14 +150,17 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
 
 
 @contextmanager
-def map_errors(name: str, *, put: bool = False) -> Iterator[None]:
-    """Translate whatever the SDK raises inside the block into a blobledger error."""
-    try:
-        yield
-    except BlobLedgerError:
-        raise
-    except (TimeoutError, AzureError, aiohttp.ClientError, ConnectionError) as exc:
-        raise translate(exc, name, put=put) from exc
+def map_errors(name: str, *, put: bool = False,
+               breaker: Breaker | None = None) -> Iterator[None]:
+    """Translate whatever the SDK raises inside the block into a blobledger error; with a
+    ``breaker``, fail at once while it is open, and tell it whether the store answered."""
+    with breaker_watch(breaker, _status):
+        try:
+            yield
+        except BlobLedgerError:
+            raise
+        except (TimeoutError, AzureError, aiohttp.ClientError, ConnectionError) as exc:
+            raise translate(exc, name, put=put) from exc
 
 
 def _first_line(exc: BaseException) -> str:
@@ -201,7 +208,10 @@ class AzureStore(Store):
         single_put_limit: int = SINGLE_PUT_LIMIT,
         block_size: int = BLOCK_SIZE,
         client_options: Mapping[str, Any] | None = None,
+        limits: StoreLimits | None = None,
     ) -> None:
+        """``limits``: timeouts, retries and the circuit breaker (the settings' defaults
+        when None); ``client_options`` go to the SDK's client as they are."""
         if not 3 <= len(container) <= 63:
             raise ConfigError(f"Azure container name {container!r} must have 3-63 characters")
         if not connection_string and not account_url:
@@ -217,7 +227,10 @@ class AzureStore(Store):
         self.single_put_limit = single_put_limit
         self.block_size = block_size
         self._client_options = dict(client_options or {})
-        self._retry_total = int(self._client_options.pop("retry_total", RETRY_TOTAL))
+        self.limits = limits or AzureSettings()
+        self._retry_total = int(self._client_options.pop("retry_total", self.limits.retries))
+        self.probe_timeout = self.limits.probe_timeout
+        self.breaker = Breaker.of(self.url, self.limits)
         endpoint = connection_string or account_url or ""
         self.is_emulator = "devstoreaccount1" in endpoint or "UseDevelopmentStorage" in endpoint
         # Azurite ignores x-ms-if-tags on Set Blob Tags (measured): see docs/backends.md.
@@ -230,7 +243,8 @@ class AzureStore(Store):
     @classmethod
     def from_settings(cls, container: str, settings: Settings) -> AzureStore:
         if settings.azure.connection_string:
-            return cls(container, connection_string=settings.azure.connection_string)
+            return cls(container, connection_string=settings.azure.connection_string,
+                       limits=settings.azure)
         if settings.azure.account_url:
             parts = urlsplit(settings.azure.account_url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -240,7 +254,7 @@ class AzureStore(Store):
             except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
                 raise ConfigError("BLOBLEDGER_AZURE_ACCOUNT_URL needs azure-identity") from exc
             return cls(container, account_url=settings.azure.account_url,
-                       credential=DefaultAzureCredential())
+                       credential=DefaultAzureCredential(), limits=settings.azure)
         return cls(container)  # raises the ConfigError naming what is missing
 
     # -- clients --------------------------------------------------------------------------
@@ -251,7 +265,8 @@ class AzureStore(Store):
             )
             # With a transport of our own, the clients' timeout options never reach it:
             # the transport must carry them itself.
-            timeouts = {"connection_timeout": CONNECTION_TIMEOUT}
+            timeouts = {"connection_timeout": self.limits.connect_timeout,
+                        "read_timeout": self.limits.read_timeout}
             timeouts.update({key: self._client_options[key] for key in
                              ("connection_timeout", "read_timeout") if key in self._client_options})
             # A transport we build ourselves gets azure-core's 4 KiB read size, not the 256 KiB
@@ -264,12 +279,11 @@ class AzureStore(Store):
                 "max_chunk_get_size": GET_CHUNK,
                 "max_single_put_size": self.single_put_limit,
                 "max_block_size": self.block_size,
-                "retry_policy": ExponentialRetry(
-                    initial_backoff=RETRY_INITIAL_BACKOFF,
-                    increment_base=RETRY_INCREMENT_BASE,
-                    retry_total=self._retry_total,
-                ),
-                "connection_timeout": CONNECTION_TIMEOUT,
+                # the SDK's annotations say int; the waits are floats
+                "retry_policy": LinearRetry(backoff=cast(int, RETRY_BACKOFF),
+                                            random_jitter_range=cast(int, RETRY_JITTER),
+                                            retry_total=self._retry_total),
+                **timeouts,
                 **self._client_options,
             }
             try:
@@ -286,6 +300,10 @@ class AzureStore(Store):
             self._container = self._service.get_container_client(self.container_name)
         return self._container
 
+    def _mapped(self, name: str, *, put: bool = False) -> AbstractContextManager[None]:
+        """:func:`map_errors` under this store's circuit breaker."""
+        return map_errors(name, put=put, breaker=self.breaker)
+
     async def close(self) -> None:
         if self._service is not None:
             await self._service.close()
@@ -298,11 +316,11 @@ class AzureStore(Store):
 
     async def prepare(self) -> None:
         """Create the container if it does not exist."""
-        with map_errors(self.container_name), suppress(ResourceExistsError):
+        with self._mapped(self.container_name), suppress(ResourceExistsError):
             await self._client().create_container()
 
     async def ping(self) -> None:
-        with map_errors(self.container_name):
+        with self._mapped(self.container_name):
             await self._client().get_container_properties()
 
     # -- put ------------------------------------------------------------------------------
@@ -331,7 +349,7 @@ class AzureStore(Store):
                                    content_md5=bytearray(bytes.fromhex(digests.md5)))
         await failpoints.hit("put.before_commit")
         try:
-            with map_errors(name, put=True):
+            with self._mapped(name, put=True):
                 await self._client().get_blob_client(name).upload_blob(
                     head, blob_type="BlockBlob", overwrite=False, length=len(head),
                     tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
@@ -375,7 +393,7 @@ class AzureStore(Store):
         settings = ContentSettings(content_type=content_type)
         await failpoints.hit("put.before_commit")
         try:
-            with map_errors(name, put=True):
+            with self._mapped(name, put=True):
                 await blob.commit_block_list(
                     [BlobBlock(block_id=b) for b in block_ids], content_settings=settings,
                     metadata=_metadata(digests), tags=dict(tags), **CREATE_ONLY,
@@ -404,7 +422,7 @@ class AzureStore(Store):
         in_flight.add(asyncio.ensure_future(self._stage(name, block_id, chunk)))
 
     async def _stage(self, name: str, block_id: str, chunk: bytes) -> None:
-        with map_errors(name):
+        with self._mapped(name):
             await self._client().get_blob_client(name).stage_block(
                 block_id, chunk, length=len(chunk))
 
@@ -416,7 +434,7 @@ class AzureStore(Store):
         Such a name has no committed blob, so deleting it only clears those blocks.
         """
         blob = self._client().get_blob_client(name)
-        with map_errors(name):
+        with self._mapped(name):
             try:
                 await blob.stage_block(block_id, chunk, length=len(chunk))
             except HttpResponseError as exc:
@@ -473,7 +491,7 @@ class AzureStore(Store):
         check_blob_name(name)
         blob = self._client().get_blob_client(name)
         await failpoints.hit("staged.before_commit")
-        with map_errors(name, put=True):
+        with self._mapped(name, put=True):
             await blob.commit_block_list(
                 [BlobBlock(block_id=b) for b in parts],
                 content_settings=ContentSettings(content_type=content_type),
@@ -547,19 +565,19 @@ class AzureStore(Store):
         return f"{url}?{sas}", expires_at
 
     async def _record_digests(self, name: str, digests: Digests) -> None:
-        with map_errors(name):
+        with self._mapped(name):
             await self._client().get_blob_client(name).set_blob_metadata(_metadata(digests))
 
     # -- metadata -------------------------------------------------------------------------
     async def stat(self, name: str) -> BlobInfo:
         check_blob_name(name)
-        with map_errors(name):
+        with self._mapped(name):
             props = await self._client().get_blob_client(name).get_blob_properties()
         return _info(props, None)
 
     async def get_tags(self, name: str) -> dict[str, str]:
         check_blob_name(name)
-        with map_errors(name):
+        with self._mapped(name):
             return dict(await self._client().get_blob_client(name).get_blob_tags())
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
@@ -581,7 +599,7 @@ class AzureStore(Store):
             await self._set_blob_tags(name, tags, None)
 
     async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
-        with map_errors(name):
+        with self._mapped(name):
             await self._client().get_blob_client(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
             )
@@ -589,7 +607,7 @@ class AzureStore(Store):
     async def _delete(self, name: str, condition: Condition) -> bool:
         check_blob_name(name)
         try:
-            with map_errors(name):
+            with self._mapped(name):
                 await self._client().get_blob_client(name).delete_blob(
                     delete_snapshots="include", **_delete_options(condition)
                 )
@@ -613,7 +631,7 @@ class AzureStore(Store):
                 {"name": name, "delete_snapshots": "include", **_delete_options(cond)}
                 for name, cond in chunk
             ]
-            with map_errors(self.container_name):
+            with self._mapped(self.container_name):
                 responses = await self._client().delete_blobs(
                     *requests, raise_on_any_failure=False
                 )
@@ -641,7 +659,7 @@ class AzureStore(Store):
         if length == 0:
             info = await self.stat(name)
             return BlobReader(info, min(start, info.size), 0, _empty())
-        with map_errors(name):
+        with self._mapped(name):
             try:
                 if start == 0 and length is None:
                     downloader = await blob.download_blob()
@@ -661,10 +679,9 @@ class AzureStore(Store):
         actual = int(downloader.size or 0)
         return BlobReader(info, start, actual, self._chunks(name, downloader))
 
-    @staticmethod
-    async def _chunks(name: str, downloader: Any) -> AsyncIterator[bytes]:
+    async def _chunks(self, name: str, downloader: Any) -> AsyncIterator[bytes]:
         # One chunk is fetched ahead while the previous one is sent on: the two hops overlap.
-        with map_errors(name):
+        with self._mapped(name):
             async for chunk in prefetch(downloader.chunks(), READ_AHEAD):
                 yield chunk
 
@@ -673,7 +690,7 @@ class AzureStore(Store):
         self, prefix: str = "", *, tags: bool = True, checksums: bool = True
     ) -> AsyncIterator[BlobInfo]:
         include = (["tags"] if tags else []) + (["metadata"] if checksums else [])
-        with map_errors(self.container_name):
+        with self._mapped(self.container_name):
             async for info in self._listed(prefix, include):
                 yield info
 
@@ -698,7 +715,7 @@ class AzureStore(Store):
         A name whose blocks vanished since the listing (a sweep, a tus termination: the
         block list is then not found) is skipped."""
         client = self._client()
-        with map_errors(self.container_name):
+        with self._mapped(self.container_name):
             async for info in self._listed(prefix, ["uncommittedblobs"]):
                 await failpoints.hit("scan.uncommitted")
                 blob = client.get_blob_client(info.name)
@@ -725,7 +742,7 @@ class AzureStore(Store):
         """
         check_blob_name(name)
         try:
-            with map_errors(name):
+            with self._mapped(name):
                 await self._client().get_blob_client(name).delete_blob(
                     if_tags_match_condition=NO_COMMITTED_BLOB)
         except (BlobNotFound, ConditionNotMet):

@@ -12,17 +12,24 @@ AWS_PROFILE                  the shared-credentials profile (``s3.profile``)
 The credentials themselves (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_SESSION_TOKEN``, the shared files, instance roles) are botocore's business: it reads
 them itself, through its own credential chain, and blobledger never sees them.
+
+Timeouts, retries and the circuit breaker (``BLOBLEDGER_S3_CONNECT_TIMEOUT``,
+``_READ_TIMEOUT``, ``_RETRIES``, ``_PROBE_TIMEOUT``, ``_BREAKER_FAILURES``,
+``_BREAKER_COOLDOWN``) are :class:`blobledger.stores.limits.StoreLimits`.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import ConfigDict, field_validator
+
+from blobledger.stores.limits import StoreLimits
 
 
-class S3Settings(BaseModel):
-    """How to reach the bucket of an ``s3://bucket`` store."""
+class S3Settings(StoreLimits):
+    """How to reach the bucket of an ``s3://bucket`` store, and how long it may take
+    (:class:`~blobledger.stores.limits.StoreLimits`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

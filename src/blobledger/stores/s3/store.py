@@ -27,7 +27,7 @@ import base64
 import contextlib
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -37,6 +37,7 @@ from blobledger._base.disposition import content_disposition, signed_cache_contr
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
+    AccessRefused,
     BlobAlreadyExists,
     BlobLedgerError,
     BlobNotFound,
@@ -63,6 +64,9 @@ from blobledger.stores.base import (
     tags_match,
     verify,
 )
+from blobledger.stores.limits import StoreLimits
+from blobledger.stores.resilience import Breaker, breaker_watch
+from blobledger.stores.s3.settings import S3Settings
 
 SINGLE_PUT_LIMIT = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
@@ -70,9 +74,6 @@ MIN_PART_SIZE = 5 * 1024 * 1024
 GET_CHUNK = 256 * 1024
 CONCURRENCY = 16  # per-object requests in flight (tags while listing, deletes in a batch)
 CHECKSUM_TAGS = ("sha256", "md5")
-CONNECT_TIMEOUT = 10
-READ_TIMEOUT = 60
-MAX_ATTEMPTS = 3
 KNOWN_DIGESTS = 4096  # checksums of objects this process stored or hashed, for their retag
 
 
@@ -105,7 +106,8 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
         return StoreMissing(f"bucket for {name} does not exist; set BLOBLEDGER_STORE_URL to "
                             "the store in use")
     if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-        return StoreError(f"storage refused the credentials for {name}: {code}")
+        return AccessRefused(f"storage refused the credentials for {name}: {code} (check the "
+                             "AWS credentials and their permissions on the bucket)")
     if put and (status in (409, 412) or code in ("PreconditionFailed",
                                                  "ConditionalRequestConflict")):
         return BlobAlreadyExists(name)
@@ -119,16 +121,19 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
 
 
 @contextmanager
-def map_errors(name: str, *, put: bool = False) -> Iterator[None]:
-    """Translate whatever botocore raises inside the block into a blobledger error."""
+def map_errors(name: str, *, put: bool = False,
+               breaker: Breaker | None = None) -> Iterator[None]:
+    """Translate whatever botocore raises inside the block into a blobledger error; with a
+    ``breaker``, fail at once while it is open, and tell it whether the store answered."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    try:
-        yield
-    except BlobLedgerError:
-        raise
-    except (ClientError, BotoCoreError, OSError, TimeoutError) as exc:
-        raise translate(exc, name, put=put) from exc
+    with breaker_watch(breaker, _status):
+        try:
+            yield
+        except BlobLedgerError:
+            raise
+        except (ClientError, BotoCoreError, OSError, TimeoutError) as exc:
+            raise translate(exc, name, put=put) from exc
 
 
 def _tag_set(tags: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
@@ -168,9 +173,11 @@ class S3Store(Store):
         single_put_limit: int = SINGLE_PUT_LIMIT,
         part_size: int = PART_SIZE,
         capabilities: Capabilities | None = None,
+        limits: StoreLimits | None = None,
     ) -> None:
         """``capabilities``: what the service behind ``endpoint_url`` enforces, where it
-        is less than S3 (an emulator)."""
+        is less than S3 (an emulator); ``limits``: timeouts, retries and the circuit breaker
+        (the settings' defaults when None)."""
         if not 3 <= len(bucket) <= 63:
             raise ConfigError(f"S3 bucket name {bucket!r} must have 3-63 characters")
         if part_size < 5 * 1024 * 1024:
@@ -186,6 +193,9 @@ class S3Store(Store):
         self.single_put_limit = single_put_limit
         self.part_size = part_size
         self.capabilities = capabilities or self.SERVICE
+        self.limits = limits or S3Settings()
+        self.probe_timeout = self.limits.probe_timeout
+        self.breaker = Breaker.of(self.url, self.limits)
         self._stack: AsyncExitStack | None = None
         self._s3: Any = None
         self._lock = asyncio.Lock()
@@ -195,7 +205,7 @@ class S3Store(Store):
     def from_settings(cls, bucket: str, prefix: str, settings: Settings) -> S3Store:
         return cls(bucket, prefix=prefix, endpoint_url=settings.s3.endpoint_url,
                    region=settings.s3.region, path_style=settings.s3.path_style,
-                   profile=settings.s3.profile)
+                   profile=settings.s3.profile, limits=settings.s3)
 
     # -- client ---------------------------------------------------------------------------
     async def _client(self) -> Any:
@@ -209,8 +219,9 @@ class S3Store(Store):
                 session = AioSession(profile=self.profile)
                 access, secret = self._credentials
                 config = AioConfig(
-                    connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
-                    retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+                    connect_timeout=self.limits.connect_timeout,
+                    read_timeout=self.limits.read_timeout,
+                    retries={"total_max_attempts": self.limits.retries + 1, "mode": "standard"},
                     s3={"addressing_style": "path" if self.path_style else "auto"},
                     max_pool_connections=64, signature_version="s3v4",
                     request_checksum_calculation="when_required",
@@ -224,6 +235,10 @@ class S3Store(Store):
                 self._stack = stack
         return self._s3
 
+    def _mapped(self, name: str, *, put: bool = False) -> AbstractContextManager[None]:
+        """:func:`map_errors` under this store's circuit breaker."""
+        return map_errors(name, put=put, breaker=self.breaker)
+
     async def close(self) -> None:
         if self._stack is not None:
             await self._stack.aclose()
@@ -235,7 +250,7 @@ class S3Store(Store):
 
     async def prepare(self) -> None:
         s3 = await self._client()
-        with map_errors(self.bucket):
+        with self._mapped(self.bucket):
             try:
                 await s3.head_bucket(Bucket=self.bucket)
                 return
@@ -252,7 +267,7 @@ class S3Store(Store):
     async def ping(self) -> None:
         s3 = await self._client()
         try:
-            with map_errors(self.bucket):
+            with self._mapped(self.bucket):
                 await s3.head_bucket(Bucket=self.bucket)
         except BlobNotFound:  # HEAD has no body: a missing bucket is a bare 404
             raise StoreMissing(f"bucket {self.bucket} does not exist; set "
@@ -282,7 +297,7 @@ class S3Store(Store):
         verify(digests, expected_sha256, expected_md5)
         await failpoints.hit("put.before_commit")
         s3 = await self._client()
-        with map_errors(name, put=True):
+        with self._mapped(name, put=True):
             try:
                 await s3.put_object(
                     Bucket=self.bucket, Key=key, Body=head, IfNoneMatch="*",
@@ -307,7 +322,7 @@ class S3Store(Store):
         expected_sha256: str | None, expected_md5: str | None,
     ) -> Digests:
         s3 = await self._client()
-        with map_errors(name, put=True):
+        with self._mapped(name, put=True):
             created = await s3.create_multipart_upload(
                 Bucket=self.bucket, Key=key, Tagging=self._tagging(tags, None),
                 ContentType=content_type or "application/octet-stream")
@@ -319,7 +334,7 @@ class S3Store(Store):
                 await hasher.update(chunk)
                 part_md5 = base64.b64encode(
                     hashlib.md5(chunk, usedforsecurity=False).digest()).decode()
-                with map_errors(name):
+                with self._mapped(name):
                     uploaded = await s3.upload_part(
                         Bucket=self.bucket, Key=key, UploadId=upload_id,
                         PartNumber=len(parts) + 1, Body=chunk, ContentMD5=part_md5)
@@ -327,7 +342,7 @@ class S3Store(Store):
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
             await failpoints.hit("put.before_commit")
-            with map_errors(name, put=True):
+            with self._mapped(name, put=True):
                 try:
                     await s3.complete_multipart_upload(
                         Bucket=self.bucket, Key=key, UploadId=upload_id, IfNoneMatch="*",
@@ -354,7 +369,7 @@ class S3Store(Store):
         """CreateMultipartUpload, tagged ``tags`` (the object has them from its first
         instant); the upload id."""
         s3 = await self._client()
-        with map_errors(name, put=True):
+        with self._mapped(name, put=True):
             created = await s3.create_multipart_upload(
                 Bucket=self.bucket, Key=self._key(name), Tagging=self._tagging(tags, None),
                 ContentType=content_type or "application/octet-stream")
@@ -365,7 +380,7 @@ class S3Store(Store):
         ``capabilities.min_part_size`` bytes (5 MiB), which the caller ensures."""
         s3 = await self._client()
         part_md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
-        with map_errors(name):
+        with self._mapped(name):
             uploaded = await s3.upload_part(
                 Bucket=self.bucket, Key=self._key(name), UploadId=handle, PartNumber=number,
                 Body=data, ContentMD5=part_md5)
@@ -389,7 +404,7 @@ class S3Store(Store):
         for part in parts:
             number, etag = part.split(":", 1)
             listed.append({"PartNumber": int(number), "ETag": etag})
-        with map_errors(name, put=True):
+        with self._mapped(name, put=True):
             await s3.complete_multipart_upload(
                 Bucket=self.bucket, Key=self._key(name), UploadId=handle, IfNoneMatch="*",
                 MultipartUpload={"Parts": listed})
@@ -449,7 +464,7 @@ class S3Store(Store):
     # -- metadata -------------------------------------------------------------------------
     async def _all_tags(self, name: str) -> dict[str, str]:
         s3 = await self._client()
-        with map_errors(name):
+        with self._mapped(name):
             return _tags_of(await s3.get_object_tagging(Bucket=self.bucket,
                                                         Key=self._key(name)))
 
@@ -458,7 +473,7 @@ class S3Store(Store):
         (a multipart or direct upload before its retag) is hashed, never retagged: only
         :meth:`set_tags` writes tags."""
         s3 = await self._client()
-        with map_errors(name):
+        with self._mapped(name):
             head = await s3.head_object(Bucket=self.bucket, Key=self._key(name))
         tags = await self._all_tags(name)
         if not all(k in tags for k in CHECKSUM_TAGS):
@@ -502,7 +517,7 @@ class S3Store(Store):
             kept = {"sha256": digests.sha256, "md5": digests.md5}
         await failpoints.hit("store.set_tags.after_read")
         s3 = await self._client()
-        with map_errors(name):
+        with self._mapped(name):
             await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
                                         Tagging=_tag_set({**kept, **tags}))
 
@@ -515,7 +530,7 @@ class S3Store(Store):
         etag = condition.etag
         if condition.tags is not None:
             try:
-                with map_errors(name):
+                with self._mapped(name):
                     head = await s3.head_object(Bucket=self.bucket, Key=key)
                 tags = _visible(await self._all_tags(name))
             except BlobNotFound:
@@ -525,7 +540,7 @@ class S3Store(Store):
             etag = str(head["ETag"])
             await failpoints.hit("delete.after_check")
         try:
-            with map_errors(name):
+            with self._mapped(name):
                 await s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
         except BlobNotFound:
             return False
@@ -554,7 +569,7 @@ class S3Store(Store):
         s3 = await self._client()
         key = self._key(name)
         if length == 0:
-            with map_errors(name):
+            with self._mapped(name):
                 head = await s3.head_object(Bucket=self.bucket, Key=key)
             info = BlobInfo(name=name, size=int(head["ContentLength"]),
                             last_modified=head["LastModified"], etag=str(head["ETag"]),
@@ -564,7 +579,7 @@ class S3Store(Store):
         if start or length is not None:
             end = "" if length is None else str(start + length - 1)
             extra["Range"] = f"bytes={start}-{end}"
-        with map_errors(name):
+        with self._mapped(name):
             response = await s3.get_object(Bucket=self.bucket, Key=key, **extra)
         total = int(response["ContentLength"])
         if "ContentRange" in response:
@@ -574,11 +589,10 @@ class S3Store(Store):
         return BlobReader(info, start, int(response["ContentLength"]),
                           self._chunks(name, response["Body"]))
 
-    @staticmethod
-    async def _chunks(name: str, body: Any) -> AsyncIterator[bytes]:
+    async def _chunks(self, name: str, body: Any) -> AsyncIterator[bytes]:
         try:
             while True:
-                with map_errors(name):
+                with self._mapped(name):
                     chunk = await body.read(GET_CHUNK)
                 if not chunk:
                     return
@@ -602,7 +616,7 @@ class S3Store(Store):
                 except BlobNotFound:
                     return None
 
-        with map_errors(self.bucket):
+        with self._mapped(self.bucket):
             pages = paginator.paginate(Bucket=self.bucket, Prefix=self.root + prefix)
             async for page in pages:
                 objects = [o for o in page.get("Contents", [])
@@ -629,7 +643,7 @@ class S3Store(Store):
         s3 = await self._client()
         paginator = s3.get_paginator("list_multipart_uploads")
         by_key: dict[str, list[dict[str, Any]]] = {}
-        with map_errors(self.bucket):
+        with self._mapped(self.bucket):
             async for page in paginator.paginate(Bucket=self.bucket,
                                                  Prefix=self.root + prefix):
                 for upload in page.get("Uploads", []):
@@ -642,7 +656,7 @@ class S3Store(Store):
             left = False
             for upload in by_key[key]:
                 try:
-                    with map_errors(name):
+                    with self._mapped(name):
                         listed = await s3.list_parts(Bucket=self.bucket, Key=key,
                                                      UploadId=upload["UploadId"])
                 except BlobNotFound:  # NoSuchUpload: gone since the listing
@@ -656,7 +670,7 @@ class S3Store(Store):
             if not left:
                 continue
             try:
-                with map_errors(name):
+                with self._mapped(name):
                     await s3.head_object(Bucket=self.bucket, Key=key)
                 committed = True
             except BlobNotFound:
@@ -669,12 +683,12 @@ class S3Store(Store):
         abort touch a completed object."""
         s3 = await self._client()
         key = self._key(name)
-        with map_errors(name):
+        with self._mapped(name):
             listed = await s3.list_multipart_uploads(Bucket=self.bucket, Prefix=key)
         removed = False
         for upload in listed.get("Uploads", []):
             if upload["Key"] == key:
-                with contextlib.suppress(BlobNotFound), map_errors(name):
+                with contextlib.suppress(BlobNotFound), self._mapped(name):
                     await s3.abort_multipart_upload(Bucket=self.bucket, Key=key,
                                                     UploadId=upload["UploadId"])
                     removed = True
