@@ -74,13 +74,13 @@ async def make_work(case: str, ledger: Ledger) -> None:
 @asynccontextmanager
 async def service(case: str, backend: str, tmp_path: Path,
                   request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
-    turned_on, _ = CASES[case]
+    turned_on, _ = CASES[case]  # serve's default sweeper only where the case turns it on
     db_kind = backend.split("-")[0]
     pg = request.getfixturevalue("pg_url") if db_kind == "postgresql" else None
     url = await database_url(db_kind, tmp_path, pg)
     settings = Settings(database_url=url, store_url=f"file://{tmp_path / 'store'}",
                         upload_deadline=60, sweep_after=180, delete_grace=0,
-                        worker_grace=0.3, **turned_on)
+                        worker_grace=0.3, **{"sweep_interval": 0, **turned_on})
     writer = Ledger(Database(url), open_store(settings.store_url, settings), settings)
     await writer.connect()
     try:
