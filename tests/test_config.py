@@ -227,4 +227,4 @@ def test_the_settings_object_is_the_only_reader_of_the_environment() -> None:
     found = sorted(str(path.relative_to(src)) for path in src.rglob("*.py")
                    if readers.search(path.read_text()))
     # protocol.py hands its whole environment to a child process, settings written over it
-    assert found == ["config.py", "workers/experiments/protocol.py"], found
+    assert found == ["config.py", "experiments/protocol.py"], found

@@ -2,18 +2,15 @@
 
 A module with ``__all__`` is pinned exactly; the others must keep at least the names listed.
 Everything else (``blobledger._base``, names with a leading underscore) is private. The old
-flat paths of the modules that moved into the layer packages still work for this release and
-warn (``blobledger._deprecated.MOVED``).
+flat paths of the modules that moved into the layer packages (never released) are gone.
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 
 import pytest
 
-from blobledger import _deprecated
 from blobledger.protocol.models import PENDING_TAG
 from blobledger.stores.azure import store as azure_store
 
@@ -92,25 +89,27 @@ def test_the_azure_stores_pending_tag_is_the_protocols() -> None:
     assert azure_store.PENDING_TAG == PENDING_TAG
 
 
-@pytest.mark.parametrize("old", sorted(_deprecated.MOVED))
-def test_each_moved_path_still_works_and_warns(old: str) -> None:
-    new = importlib.import_module(_deprecated.MOVED[old])
-    name = next(n for n in sorted(vars(new)) if not n.startswith("_"))
-    shim = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated.*from {new.__name__}"):
-        value = getattr(shim, name)
-    assert value is getattr(new, name)
+#: the flat module paths of an unreleased layout, and the stubs that forwarded them
+GONE = ["blobledger.aio", "blobledger.attachments", "blobledger.clock", "blobledger.direct",
+        "blobledger.doctor", "blobledger.documents", "blobledger.invariants",
+        "blobledger.ledger", "blobledger.lifecycle", "blobledger.metrics", "blobledger.migrate",
+        "blobledger.models", "blobledger.names", "blobledger.owners", "blobledger.reconciler",
+        "blobledger.resumable", "blobledger.scan", "blobledger.stores.azure.doctor",
+        "blobledger.stores.azure.lifecycle", "blobledger.stores.s3.doctor",
+        "blobledger.stores.s3.lifecycle", "blobledger.sweeper", "blobledger.transitions",
+        "blobledger._deprecated", "blobledger.workers.experiments"]
 
 
-def test_a_documented_moved_import_warns_at_the_import_line() -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        from blobledger.sweeper import Sweeper
-        from blobledger.workers.sweeper import Sweeper as Moved
-    assert Sweeper is Moved
-    [warning] = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert "blobledger.workers.sweeper" in str(warning.message)
-    assert warning.filename == __file__
+@pytest.mark.parametrize("old", GONE)
+def test_the_old_flat_paths_are_gone(old: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_the_measured_cases_have_a_room_of_their_own() -> None:
+    from blobledger.experiments import run_experiments
+
+    assert run_experiments.__module__.startswith("blobledger.experiments.")
 
 
 def test_nothing_private_is_exported() -> None:

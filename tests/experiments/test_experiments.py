@@ -11,15 +11,15 @@ import pytest
 
 from blobledger.config import Settings
 from blobledger.errors import ConfigError, StoreError
-from blobledger.stores.azure.settings import AzureSettings
-from blobledger.workers.experiments import (
+from blobledger.experiments import (
     LETTERS,
     CaseResult,
     render_text,
     run_experiments,
     select_cases,
 )
-from blobledger.workers.experiments.common import case_container
+from blobledger.experiments.common import case_container
+from blobledger.stores.azure.settings import AzureSettings
 from tests.experiments.support import (
     cli,
     containers_with_prefix,

@@ -11,7 +11,7 @@ import click
 
 from blobledger.cli import fail, run_async, settings
 from blobledger.cli._output import is_terminal, plain, table
-from blobledger.workers.experiments import LETTERS, render_json, render_text, run_experiments
+from blobledger.experiments import LETTERS, render_json, render_text, run_experiments
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger experiments\n"

@@ -19,6 +19,14 @@ from blobledger._base.names import new_blob_name
 from blobledger.config import Settings
 from blobledger.stores.azure import CREATE_ONLY as IF_NONE_MATCH_ANY
 from blobledger.stores.azure import AzureStore, tag_condition
+from blobledger.workers.doctor.azure_client import (
+    TAG_HINT,
+    azure_container,
+    error_code,
+    fatal,
+    http,
+    service_client,
+)
 from blobledger.workers.doctor.checks import (
     COMMITTED,
     CREATE_ONLY,
@@ -37,14 +45,6 @@ from blobledger.workers.doctor.checks import (
     TAGS,
     UNKNOWN,
     Report,
-)
-from blobledger.workers.experiments.common import (
-    TAG_HINT,
-    azure_container,
-    error_code,
-    fatal,
-    http,
-    service_client,
 )
 from blobledger.workers.lifecycle import STATES
 

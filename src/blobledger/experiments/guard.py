@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from azure.core.exceptions import HttpResponseError
 
+from blobledger.experiments.common import CaseResult, Context, http
 from blobledger.stores.azure import tag_condition
-from blobledger.workers.experiments.common import CaseResult, Context, http
 
 PENDING = {"state": "pending"}
 COMMITTED = {"state": "committed"}

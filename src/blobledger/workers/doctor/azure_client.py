@@ -1,32 +1,23 @@
-"""What every measured case shares: its result, its context, the Azure clients and counts.
+"""An Azure account probed directly through the SDK: bounded clients, and SDK answers read
+for their HTTP status and error code.
 
-The cases talk to the Azure SDK directly (``azure.storage.blob.aio``) on purpose: they
-measure what the SDK and the service do, so SDK exceptions are inspected here for their HTTP
-status and error code instead of being translated into blobledger errors. Failures that stop
-a whole run (unreachable endpoint, refused credentials) are turned into blobledger errors by
-:func:`fatal`, which reuses the one mapping in :mod:`blobledger.stores.azure`.
+The doctor's Azure checks and the measured cases (:mod:`blobledger.experiments`) talk to the
+SDK on purpose: they measure what the SDK and the service do, so SDK exceptions are inspected
+here instead of being translated into blobledger errors. Failures that stop a whole run
+(unreachable endpoint, refused credentials) become blobledger errors by :func:`fatal`, which
+reuses the one mapping in :mod:`blobledger.stores.azure`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
-from sqlalchemy import DateTime, Index, Integer, String, func, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from blobledger._base.names import new_blob_name
 from blobledger.config import Settings
-from blobledger.db import Database
 from blobledger.errors import BlobLedgerError, ConfigError, StoreError
-from blobledger.protocol.models import utcnow
 from blobledger.stores.azure import translate
 
 #: Staged uploads start above this size in the cases (the article used the SDK's 256 MiB
@@ -35,40 +26,6 @@ SINGLE_PUT = 64 * 1024
 BLOCK = 64 * 1024
 TAG_HINT = ("a SAS needs permission 't', Azure RBAC needs "
             "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/tags/write")
-
-
-@dataclass
-class CaseResult:
-    """One measured case: the printed lines and the figures they were made from."""
-
-    letter: str
-    title: str
-    lines: list[str] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    def say(self, line: str) -> None:
-        self.lines.append(line)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"case": self.letter, "title": self.title, "lines": self.lines,
-                "figures": self.figures, "error": self.error}
-
-
-@dataclass
-class Context:
-    """What a case may use: its own empty container, a work folder and the settings."""
-
-    service: BlobServiceClient
-    container: ContainerClient
-    workdir: Path
-    settings: Settings
-
-    async def blob_names(self) -> list[str]:
-        return [name async for name in self.container.list_blob_names()]
-
-
-Case = Callable[[Context, CaseResult], Awaitable[None]]
 
 
 # -- clients -------------------------------------------------------------------------------
@@ -114,17 +71,6 @@ def azure_container(settings: Settings, what: str) -> str:
     if not 3 <= len(container) <= 63:
         raise ConfigError(f"Azure container name {container!r} must have 3-63 characters")
     return container
-
-
-def case_container(base: str, letter: str, run_id: str) -> str:
-    """``<base>-<letter><run id>``: a fresh, valid container name of at most 63 characters."""
-    suffix = f"-{letter.lower()}{run_id}"
-    head = base.lower()[: 63 - len(suffix)].rstrip("-")
-    return f"{head}{suffix}"
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:10]
 
 
 # -- reading SDK answers -------------------------------------------------------------------
@@ -181,45 +127,3 @@ async def check_tag_permission(container: ContainerClient) -> None:
     finally:
         with contextlib.suppress(AzureError):
             await blob.delete_blob()
-
-
-# -- the article's table, in SQLAlchemy ----------------------------------------------------
-class Base(DeclarativeBase):
-    pass
-
-
-class Doc(Base):
-    """The article's ``Documents`` table, with a unique index on ``name``."""
-
-    __tablename__ = "documents"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(255), nullable=False)
-    blob_name: Mapped[str] = mapped_column(String(255), nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="Ready")
-    created_utc: Mapped[datetime] = mapped_column(DateTime(), nullable=False, default=utcnow)
-
-    __table_args__ = (Index("ux_documents_name", "name", unique=True),)
-
-
-async def article_database(ctx: Context, name: str) -> Database:
-    """A fresh SQLite file in the case's work folder with the article's table."""
-    db = Database(f"sqlite:///{ctx.workdir / name}.db")
-    async with db.engine.begin() as conn:
-        await conn.run_sync(Base.metadata.create_all)
-    return db
-
-
-async def row_count(db: Database) -> int:
-    async with db.session() as session:
-        return int(await session.scalar(select(func.count()).select_from(Doc)) or 0)
-
-
-async def row_blob_names(db: Database) -> set[str]:
-    async with db.session() as session:
-        return set((await session.scalars(select(Doc.blob_name))).all())
-
-
-def blob_name() -> str:
-    """``documents/<uuid hex>.txt``, made by :mod:`blobledger._base.names` like every blob name."""
-    return new_blob_name("documents", "upload.txt")

@@ -20,7 +20,7 @@ from azure.storage.blob.aio import BlobServiceClient
 
 from blobledger.config import Settings
 from blobledger.errors import BlobLedgerError, ConfigError
-from blobledger.workers.experiments.common import (
+from blobledger.experiments.common import (
     Case,
     CaseResult,
     Context,
@@ -32,10 +32,10 @@ from blobledger.workers.experiments.common import (
     new_run_id,
     service_client,
 )
-from blobledger.workers.experiments.guard import case_j
-from blobledger.workers.experiments.protocol import case_c
-from blobledger.workers.experiments.transactions import case_a, case_b, case_e, case_f
-from blobledger.workers.experiments.uploads import case_g, case_i, case_k
+from blobledger.experiments.guard import case_j
+from blobledger.experiments.protocol import case_c
+from blobledger.experiments.transactions import case_a, case_b, case_e, case_f
+from blobledger.experiments.uploads import case_g, case_i, case_k
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError
 from azure.storage.blob import ContentSettings
 
-from blobledger.stores.azure import CREATE_ONLY
-from blobledger.workers.experiments.common import (
+from blobledger.experiments.common import (
     BLOCK,
     SINGLE_PUT,
     CaseResult,
@@ -29,6 +28,7 @@ from blobledger.workers.experiments.common import (
     error_code,
     http,
 )
+from blobledger.stores.azure import CREATE_ONLY
 
 FIRST = b"first upload"
 SECOND = b"second upload, other bytes"

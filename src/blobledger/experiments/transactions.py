@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util import await_
 
 from blobledger.db import Database
-from blobledger.workers.experiments.common import (
+from blobledger.experiments.common import (
     CaseResult,
     Context,
     Doc,

@@ -1,7 +1,7 @@
 """Case C: the project's own protocol survives a crash between upload and "ready".
 
 One document is created normally. A second create runs in a child process
-(:mod:`blobledger.workers.experiments.crash`) that is SIGKILLed by the ``create.after_upload``
+(:mod:`blobledger.experiments.crash`) that is SIGKILLed by the ``create.after_upload``
 failpoint: its rows stay ``pending`` and its blob (tagged ``pending``) stays in the
 container. One run of the project's :class:`~blobledger.workers.sweeper.Sweeper`, with a clock past
 ``sweep_after``, then resolves it: conditional delete, then the rows.
@@ -19,10 +19,10 @@ from sqlalchemy import func, select
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import StoreError
+from blobledger.experiments.common import CaseResult, Context
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import DocumentRow, DocumentStatus
 from blobledger.stores.azure import AzureStore
-from blobledger.workers.experiments.common import CaseResult, Context
 from blobledger.workers.sweeper import Sweeper
 
 UPLOAD_DEADLINE = 60.0
@@ -59,7 +59,7 @@ async def _crash_create(ctx: Context, settings: Settings) -> int:
         else:
             env.pop(key, None)
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "blobledger.workers.experiments.crash", "crashed.txt",
+        sys.executable, "-m", "blobledger.experiments.crash", "crashed.txt",
         env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     try:
         _, err = await asyncio.wait_for(child.communicate(), CHILD_TIMEOUT)

@@ -1,6 +1,6 @@
 """The child process of case C: one ``Ledger.create`` from the environment's settings.
 
-Run as ``python -m blobledger.workers.experiments.crash NAME`` with ``BLOBLEDGER_FAILPOINTS`` set
+Run as ``python -m blobledger.experiments.crash NAME`` with ``BLOBLEDGER_FAILPOINTS`` set
 (``create.after_upload=kill``): the process dies by SIGKILL after the upload, before the
 document is marked ready, leaving exactly what a crashed request leaves.
 """
