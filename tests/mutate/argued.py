@@ -448,6 +448,25 @@ ARGUED: dict[str, str] = {
         "same open transaction (the application's savepoint), which no sweeper sees or waits "
         "past until it commits: the confirm always matches its own row (staging.py raises "
         "IntentLost for a case that cannot happen)",
+    # the local disk's re-check under the lock: a blob's name is linked once (the
+    # create-only os.link) and, once unlinked, never linked again (a new uuid4 name per
+    # intent), so the inode under the name never differs from the one opened
+    "store:stores/local:_locked:inode-check-skipped": "a blob's name is linked once (os.link, "
+        "create-only) and never again after its unlink (names are new per intent), so the "
+        "name never holds another inode than the one opened; the comparison (with its stat) "
+        "only notices a name that vanished between open and flock: the mutant then acts on "
+        "the unlinked inode, where a retag is lost with the deleted bytes (the writer's next "
+        "compare-and-set decides, and the sweeper that deleted them removed the row) and a "
+        "second delete's unlink raises FileNotFoundError, a failed delete retried (then "
+        "absent)",
+    # Azure's single put: overwrite=False is create-only by itself when no other access
+    # condition is passed
+    "store:stores/azure/store:put:upload_blob-without-unpacked": "upload_blob is also called "
+        "with overwrite=False, which the SDK sends as If-None-Match: * when no other access "
+        "condition is passed, and this call passes none: the put stays create-only "
+        "(test_second_create_keeps_first_bytes passes on Azurite); **CREATE_ONLY keeps it so "
+        "if a condition is ever added (Put Block List, which has no overwrite, needs it: "
+        "its mutants are killed)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:ignored": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "

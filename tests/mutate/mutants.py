@@ -849,9 +849,9 @@ NOT_FENCES: dict[str, str] = {
         "honours conditions, on probe blobs of its own; it decides nothing about the ledger",
     "blobledger/workers/doctor/azure.py": "`blobledger doctor`'s Azure probes, on a "
         "container of their own (as doctor/checks.py)",
-    "blobledger/workers/experiments/uploads.py": "an experiment measuring which upload "
+    "blobledger/experiments/uploads.py": "an experiment measuring which upload "
         "conditions the service honours, on a container of its own",
-    "blobledger/workers/experiments/guard.py": "an experiment measuring the service's tag "
+    "blobledger/experiments/guard.py": "an experiment measuring the service's tag "
         "condition on a delete, on a container of its own",
     "blobledger/api/routes/ops.py:_rows": "the ops page's report (`lease_expired` shown), "
         "deciding nothing",
