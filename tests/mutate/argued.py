@@ -467,6 +467,13 @@ ARGUED: dict[str, str] = {
         "(test_second_create_keeps_first_bytes passes on Azurite); **CREATE_ONLY keeps it so "
         "if a condition is ever added (Put Block List, which has no overwrite, needs it: "
         "its mutants are killed)",
+    # the headers a direct upload's client is told to send on Azure: the SAS itself is
+    # create-only
+    "store:stores/azure/store:direct_put:dict-without-If-None-Match": "the SAS grants the "
+        "create permission alone (c), with which the service writes the blob only while it "
+        "does not exist and refuses an overwrite whatever the request's headers (see "
+        "direct_put): the If-None-Match: * the client is told to send asks the same again, "
+        "and a client that leaves it out is refused by the permission",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:ignored": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
