@@ -51,6 +51,8 @@ ATTACH = ["tests/attachments/test_attach.py", "tests/attachments/test_uploads.py
           "tests/attachments/test_pause.py"]
 #: which tests are relevant to a mutant: the first pattern matching its id, in this order
 RELEVANT: list[tuple[str, list[str]]] = [
+    (r":direct_put:", ["tests/api/test_direct.py", "tests/stores/test_s3.py",
+                       "tests/stores/test_azure.py"]),
     (r":stores/local:", ["tests/stores/test_local.py", *GUARDS, "tests/ledger/test_fencing.py",
                          "tests/sweeper/test_sweeper.py"]),
     (r":stores/azure/", ["tests/stores/test_azure.py", *GUARDS, "tests/ledger/test_fencing.py",
