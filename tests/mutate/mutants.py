@@ -614,8 +614,9 @@ def _recheck_more(source: _Source, contexts: dict[int, str], ids: _Ids) -> Itera
                 text = source.text(test)
                 if isinstance(node, ast.comprehension):
                     how, replacement = "filter dropped", "True"
-                elif any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                         and c.func.attr in DESTROYS for s in node.body for c in ast.walk(s)):
+                elif isinstance(node, ast.If) and any(
+                        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                        and c.func.attr in DESTROYS for s in node.body for c in ast.walk(s)):
                     how, replacement = "made to pass", f"(({text}) or True)"
                 else:
                     how, replacement = "ignored", f"(({text}) and False)"

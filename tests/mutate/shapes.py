@@ -143,7 +143,8 @@ def sites(src: Path) -> Iterator[Site]:
             shape = _shape(node)
             if shape is None:
                 continue
-            context = node.name if shape == "setting" else contexts.get(id(node), "?")
+            context = node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
+                else contexts.get(id(node), "?")
             start, end = source.span(node)
             yield Site(path, node.lineno, context, shape, start, end,  # type: ignore[attr-defined]
                        " ".join(source.text(node).split())[:100])
