@@ -73,6 +73,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
                    "tests/dj/test_storage.py"]),
     (r":api/links:", ["tests/api/test_signed_reads.py", "tests/api/test_download_links.py"]),
     (r":config:", ["tests/test_config.py", "tests/events/test_settings.py",
+                   "tests/api/test_signed_reads.py", "tests/held/test_api.py",
                    "tests/dj/test_storage.py"]),
     (r"retag", [*RETAG, *GUARDS]),
     (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
