@@ -33,8 +33,11 @@ this list and the points the sources hit are the same):
   CompleteMultipartUpload or the local concatenation) and ``staged.after_commit`` (a staged
   upload published, its checksums not yet read back);
 - the stores' conditional calls: ``delete.after_check`` (S3: the tags compared, before the
-  DeleteObject conditioned on the ETag seen); ``store.set_tags.after_read`` (S3, and Azure
-  on an emulator that ignores the tag condition: the tags compared, not yet written); in
+  DeleteObject conditioned on the ETag seen; the local disk: the tags or the ETag compared
+  under the blob's ``flock``, before the unlink); ``store.set_tags.after_read`` (S3, the
+  local disk under the blob's ``flock``, and Azure on an emulator that ignores the tag
+  condition: the tags compared, not yet written; the local disk passes both from a worker
+  thread, and only while :func:`armed`, so a test holds them through :func:`set_hook`); in
   every store's ``list_uncommitted``, ``scan.uncommitted`` (a name listed, before the calls
   that read its parts);
 - the sweeper: ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``,

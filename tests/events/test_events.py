@@ -198,6 +198,71 @@ async def test_a_paused_worker_marks_nothing_once_its_claim_lapsed(
     assert list(receiver.counts.values()) == [1]
 
 
+async def test_a_second_worker_claims_nothing_while_the_first_s_lease_runs(
+        evledger: Ledger, receiver: Receiver, holds: Holds) -> None:
+    """Schedule: worker A claims the event and pauses (``events.after_claim``) inside its
+    lease; worker B runs meanwhile, at the same time: the claim's lease is the fence, so B
+    claims nothing and sends nothing. A wakes and delivers the event: sent once."""
+    ledger = evledger
+    doc = await ledger.create("h.txt", b"h")
+    async with ledger.db.transaction() as conn:  # the statements themselves
+        _, first = await events.claim(conn, 10, ledger.settings.event_lease)
+    async with ledger.db.transaction() as conn:
+        _, second = await events.claim(conn, 10, ledger.settings.event_lease)
+    assert ([e.subject for e in first], second) == ([doc.id], [])
+    ledger.clock_offset += ledger.settings.event_lease + 1  # that claim lapsed
+    holds.at("events.after_claim")
+    paused = asyncio.create_task(Delivery(ledger).run_once())
+    await holds.wait("events.after_claim")
+    meanwhile = await Delivery(ledger).run_once()
+    assert (meanwhile.claimed, meanwhile.delivered) == (0, 0), meanwhile
+    assert receiver.counts == {}
+    holds.go("events.after_claim")
+    report = await paused
+    assert (report.claimed, report.delivered, report.lost) == (1, 1, 0), report
+    assert receiver.order(doc.id) == ["document.ready"]
+    assert list(receiver.counts.values()) == [1]
+
+
+async def test_a_lapsed_failure_never_marks_the_claim_that_replaced_it(
+        evledger: Ledger, receiver: Receiver, holds: Holds) -> None:
+    """Schedule: worker A's last allowed attempt fails and A pauses before marking it
+    (``events.after_send``) past its lease; worker B claims the event, delivers it and pauses
+    before its own mark; A wakes while B still holds the claim. A's failure mark is refused
+    (the claim's token is B's): the event is not dead nor its attempt counted twice, and B's
+    mark makes it delivered."""
+    ledger = evledger
+    # a backoff no slow run outlasts: each run below makes exactly one attempt
+    ledger.settings = ledger.settings.with_(event_backoff=60.0)
+    receiver.refuse_first = 3  # attempts 1 and 2 before, then A's (the last allowed: 3)
+    doc = await ledger.create("i.txt", b"i")
+    for attempt in (1, 2):
+        report = await Delivery(ledger).run_once()
+        assert (report.claimed, report.retried) == (1, 1), report
+        ledger.clock_offset += backoff(ledger.settings, attempt) + 1
+    point = "events.after_send"
+    holds.at(point)
+    holds.at(point)
+    worker_a = asyncio.create_task(Delivery(ledger).run_once())
+    await holds.wait(point)
+    later = Ledger(ledger.db, ledger.store, ledger.settings, migrate=False,
+                   clock_offset=ledger.clock_offset + ledger.settings.event_lease + 1)
+    worker_b = asyncio.create_task(Delivery(later).run_once())
+    await holds.wait(point, 2)  # B delivered (the receiver took it) and has not marked
+    assert receiver.order(doc.id) == ["document.ready"]
+    holds.go(point, 0)
+    report_a = await worker_a
+    assert (report_a.dead, report_a.lost) == (0, 1), report_a
+    (event,) = await all_events(ledger)
+    assert (event.state, event.attempts) == ("pending", 2)
+    holds.go(point, 1)
+    report_b = await worker_b
+    assert (report_b.delivered, report_b.lost) == (1, 0), report_b
+    (event,) = await all_events(ledger)
+    assert (event.state, event.attempts) == ("delivered", 3)
+    assert list(receiver.counts.values()) == [1]
+
+
 @pytest.mark.parametrize("evledger", ["sqlite"], indirect=True)
 async def test_the_events_command(evledger: Ledger, receiver: Receiver, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch,

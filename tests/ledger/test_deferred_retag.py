@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 from sqlalchemy import select
 
 from blobledger.errors import ConfigError, IntentLost
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow
+from blobledger.stores.azure import AzureStore
 from blobledger.workers.invariants import check
 from blobledger.workers.lifecycle import check_days
-from blobledger.workers.retagger import Retagger, RetagReport
+from blobledger.workers.retagger import RETAG_LEASE, Retagger, RetagReport
 from blobledger.workers.sweeper import Sweeper
 from tests.ledger.test_fencing import outcome, read, rows, started, stored, sweep_past_everything
 from tests.support.holds import STEP, Holds
+from tests.support.services import ACCOUNT, KEY, Azurite
 
 
 @pytest.fixture
@@ -332,3 +336,39 @@ async def test_a_retag_not_done_is_not_recorded(deferred: Ledger) -> None:
     report = await Retagger(ledger).run_once()
     assert (report.retagged, report.moved_on) == (1, 1), report
     assert await owed(ledger) == {odd.blob: True, fine.blob: False}
+
+
+@pytest.mark.parametrize("backend", ["sqlite-azure"])
+async def test_a_tag_write_the_store_refuses_stays_owed_until_a_later_run_pays_it(
+    deferred: Ledger, azurite: Azurite,
+) -> None:
+    """Schedule: C4 committed a ready document whose blob is still ``pending``; the retag
+    worker runs with a credential the service refuses tag writes to (a container SAS without
+    the ``t`` permission: a real 403 from Azurite). Its retag failed, so it is not recorded:
+    the retag stays owed (nothing else would ever retag the blob, and the lifecycle rule
+    deletes ``pending`` blobs) and a later run, past the claim's lease and with a credential
+    that may tag, retags it ``committed``."""
+    ledger = deferred
+    doc = await ledger.create("refused.txt", b"a retag the service refuses at first")
+    assert isinstance(ledger.store, AzureStore)
+    container = ledger.store.container_name
+    sas = generate_container_sas(
+        ACCOUNT, container, account_key=KEY, expiry=datetime.now(UTC) + timedelta(hours=1),
+        permission=ContainerSasPermissions(read=True, write=True, create=True, delete=True,
+                                           list=True))
+    untagging = AzureStore(container, connection_string=(
+        f"BlobEndpoint=http://127.0.0.1:{azurite.port}/{ACCOUNT};SharedAccessSignature={sas}"))
+    async with untagging:
+        refused = Ledger(ledger.db, untagging, ledger.settings, migrate=False,
+                         clock_offset=ledger.clock_offset)
+        report = await Retagger(refused).run_once()
+    assert (report.retagged, report.errors) == (0, 1), report
+    assert await owed(ledger) == {doc.blob: True}
+    assert await stored(ledger) == {doc.blob: "pending"}
+    ledger.clock_offset += RETAG_LEASE + 1
+    report = await Retagger(ledger).run_once()
+    assert (report.retagged, report.errors) == (1, 0), report
+    assert await owed(ledger) == {doc.blob: False}
+    assert await stored(ledger) == {doc.blob: "committed"}
+    settled = await check(ledger, settled=True)
+    assert settled.ok, settled.render()

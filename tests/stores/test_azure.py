@@ -95,6 +95,32 @@ async def test_every_store_write_carries_if_none_match(azurite: Azurite) -> None
     assert sum(1 for comp, _, _ in seen if comp == "block") == 5
 
 
+async def test_a_staged_commit_asks_the_service_for_create_only(azurite: Azurite) -> None:
+    """``commit_staged`` (a resumable upload's completion) sends its Put Block List with
+    ``If-None-Match: *``: without it a duplicate completion that stalled past another's
+    publication would re-create the ready document's blob, tagged ``pending`` again (the
+    conformance suite's ``test_a_staged_commit_never_overwrites`` shows the outcome)."""
+    seen: list[str | None] = []
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        if http.method == "PUT" and parse_qs(urlsplit(http.url).query).get("comp") == [
+                "blocklist"]:
+            seen.append(http.headers.get("If-None-Match"))
+
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       client_options={"raw_request_hook": hook})
+    await store.prepare()
+    async with store:
+        name = new_name()
+        handle = await store.begin_staged(name, tags=PENDING)
+        part = await store.stage(name, handle, 1, b"staged")
+        await store.commit_staged(name, handle, [part], tags=PENDING)
+        with pytest.raises(BlobAlreadyExists):
+            await store.commit_staged(name, handle, [part], tags=PENDING)
+    assert seen == ["*", "*"]
+
+
 async def test_a_conditioned_retag_asks_the_service_to_condition_it(azurite: Azurite) -> None:
     """Every conditioned retag (C3's ``committed`` over ``pending``, the deletion path's
     ``deleting`` over ``committed``) sends its condition as ``x-ms-if-tags``: on the real

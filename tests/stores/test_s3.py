@@ -11,6 +11,7 @@ import pytest
 
 from blobledger.stores.s3 import S3Store
 from tests.stores.contract import PENDING, StoreContract, new_name, put, read_all, stream
+from tests.support.faultproxy import FaultProxy, Request
 from tests.support.services import MotoS3
 
 PART = 5 * 1024 * 1024
@@ -104,3 +105,31 @@ async def test_a_key_prefix_holds_every_blob(moto: MotoS3) -> None:
         assert keys == [f"tenant-a/files/{name}"]
         assert [i.name async for i in store.list()] == [name]
         assert store.url == f"s3://{store.bucket}/tenant-a/files"
+
+
+async def test_a_staged_commit_asks_the_service_for_create_only(moto: MotoS3) -> None:
+    """``commit_staged`` (a resumable upload's completion) sends CompleteMultipartUpload with
+    ``If-None-Match: *``, as the request reaches the service (a recording proxy in front of
+    moto). AWS refuses such a completion with 412 when the key exists (docs/backends.md);
+    without the header a completion that stalled past another's publication would replace
+    the ready document's object. moto shows nothing of it in that schedule (it answers a
+    second completion of a completed upload without re-creating the object), so the header
+    itself is what is checked."""
+    seen: list[tuple[str, str | None]] = []
+
+    def record(request: Request) -> bool:
+        if request.method == "POST" and "uploadId" in request.query:
+            seen.append((request.path, request.header("if-none-match")))
+        return False  # forwarded as it came
+
+    with FaultProxy(moto.port) as proxy:
+        proxy.add(record, "never")
+        store = moto.store(endpoint_url=f"http://127.0.0.1:{proxy.port}")
+        await store.prepare()
+        async with store:
+            name = new_name()
+            handle = await store.begin_staged(name, tags=PENDING)
+            part = await store.stage(name, handle, 1, b"staged")
+            await store.commit_staged(name, handle, [part], tags=PENDING)
+            assert await read_all(store, name) == b"staged"
+    assert [inm for path, inm in seen if path.endswith(name)] == ["*"], seen

@@ -20,7 +20,10 @@ and its number reused by another upload, only after the last thread writing to i
 without this a write stalled in a slow disk lands in whatever file next gets that number.
 
 Deletes are conditioned on the tags or the ETag (inode and modification time), checked
-under the blob's ``flock``.
+under the blob's ``flock``. Between a conditional call's read of its condition and its act
+(the retag's write, the delete's unlink) lie the failpoints ``store.set_tags.after_read``
+and ``delete.after_check``: a worker thread passes them on the caller's loop, holding the
+``flock``, so a test can slow one call there and let another race it.
 """
 
 from __future__ import annotations
@@ -28,12 +31,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import contextvars
 import errno
 import fcntl
 import json
 import os
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterator,
+    Sequence,
+)
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -243,22 +254,26 @@ class LocalStore(Store):
             os.close(fd)  # replaced between open and lock: cannot happen (write-once), retry
 
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
-        await _in_thread(self._set_tags, name, dict(tags), if_tags)
+        await _in_thread(self._set_tags, name, dict(tags), if_tags, _armed_loop())
 
-    def _set_tags(self, name: str, tags: dict[str, str], if_tags: Tags | None) -> None:
+    def _set_tags(self, name: str, tags: dict[str, str], if_tags: Tags | None,
+                  loop: asyncio.AbstractEventLoop | None) -> None:
         fd = self._locked(name)
         try:
             if not tags_match(_read_json_xattr(fd, TAGS_XATTR), if_tags):
                 raise ConditionNotMet(name, _describe(if_tags, None))
+            if loop is not None:
+                _pass(loop, failpoints.hit("store.set_tags.after_read"))
             os.setxattr(fd, TAGS_XATTR, json.dumps(tags).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
 
     async def _delete(self, name: str, condition: Condition) -> bool:
-        return await _in_thread(self._delete_sync, name, condition)
+        return await _in_thread(self._delete_sync, name, condition, _armed_loop())
 
-    def _delete_sync(self, name: str, condition: Condition) -> bool:
+    def _delete_sync(self, name: str, condition: Condition,
+                     loop: asyncio.AbstractEventLoop | None) -> bool:
         path = self._path(name)
         try:
             fd = self._locked(name)
@@ -271,6 +286,8 @@ class LocalStore(Store):
                 holds = _etag(os.fstat(fd)).strip('"') == (condition.etag or "").strip('"')
             if not holds:
                 raise ConditionNotMet(name, _describe(condition.tags, condition.etag))
+            if loop is not None:
+                _pass(loop, failpoints.hit("delete.after_check"))
             os.unlink(path)
             _fsync_dir(path.parent)
             return True
@@ -474,6 +491,24 @@ class LocalStore(Store):
         ok = await _in_thread(os.access, self._blobs, os.W_OK | os.X_OK)
         if not ok:
             raise StoreUnavailable(f"store folder {self._blobs} is not writable")
+
+
+def _armed_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop, for a worker thread to pass failpoints on, while any failpoint or
+    hook is armed; None (nothing to pass) otherwise."""
+    return asyncio.get_running_loop() if failpoints.armed() else None
+
+
+def _pass(loop: asyncio.AbstractEventLoop, point: Coroutine[Any, Any, None]) -> None:
+    """Pass a failpoint from a worker thread: run it on ``loop`` and wait for it (a hook that
+    holds it holds the thread, and the blob's ``flock`` with it; ``raise`` raises here).
+
+    It runs in a context of its own, not the calling task's: a hook that stops whichever
+    operation its task's context names at every step (tests/explore) must not stop one
+    inside the lock, where another operation it then steps would wait for the lock and reach
+    no step of its own. A hook that holds by the point's name (a test) holds it all the
+    same."""
+    contextvars.Context().run(asyncio.run_coroutine_threadsafe, point, loop).result()
 
 
 async def _in_thread(

@@ -12,6 +12,7 @@ guarantee, the case asserts the weaker property that must still hold, never skip
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import uuid
@@ -25,6 +26,7 @@ from blobledger.errors import (
     ConditionNotMet,
     IntegrityError,
     InvalidName,
+    StoreError,
 )
 from blobledger.stores.base import Store
 
@@ -121,6 +123,47 @@ class StoreContract:
         with pytest.raises(BlobAlreadyExists):
             await put(store, name, second)
         assert await read_all(store, name) == first
+
+    async def test_a_staged_commit_never_overwrites(self, store: Store) -> None:
+        """A staged upload's publication is create-only, as a put is. Two schedules: a
+        duplicate completion of one upload, whose first completion published the blob
+        (since retagged ``committed``), commits the same parts again: refused, or (S3,
+        where completing a completed upload repeats its answer) answered without writing.
+        An upload's parts were staged, then another writer published the name (a put),
+        then the upload commits: refused. Either way the blob keeps its bytes and tags: a
+        commit that re-created it would bring back the starting tag ``pending`` under a
+        ready document. A store without staged uploads refuses the commit."""
+        name = new_name()
+        try:
+            handle = await store.begin_staged(name, tags=PENDING, content_type="text/plain")
+        except StoreError:  # no staged uploads: nothing can be published this way
+            await put(store, name, b"published", state="committed")
+            with pytest.raises(StoreError):
+                await store.commit_staged(name, "", ["1"], tags=PENDING)
+            assert (await read_all(store, name), await store.get_tags(name)) == (
+                b"published", COMMITTED)
+            return
+        part = await store.stage(name, handle, 1, b"completed twice")
+        await store.commit_staged(name, handle, [part], tags=PENDING,
+                                  content_type="text/plain")
+        await store.set_tags(name, COMMITTED, if_tags=PENDING)
+        # refused as existing, or as missing parts (the local store's went with the first)
+        with contextlib.suppress(BlobAlreadyExists, BlobNotFound):
+            await store.commit_staged(name, handle, [part], tags=PENDING,
+                                      content_type="text/plain")
+        assert await read_all(store, name) == b"completed twice"
+        assert await store.get_tags(name) == COMMITTED
+
+        late = new_name()
+        handle = await store.begin_staged(late, tags=PENDING, content_type="text/plain")
+        part = await store.stage(late, handle, 1, b"the late upload's bytes")
+        await put(store, late, b"published first", state="committed")
+        with pytest.raises(BlobAlreadyExists):
+            await store.commit_staged(late, handle, [part], tags=PENDING,
+                                      content_type="text/plain")
+        assert await read_all(store, late) == b"published first"
+        assert await store.get_tags(late) == COMMITTED
+        await store.abort_staged(late, handle)
 
     @pytest.mark.parametrize("racers", [5, 50])
     async def test_concurrent_creates_have_one_winner(self, store: Store, racers: int) -> None:
