@@ -187,7 +187,7 @@ def score_line(results: Sequence[Result]) -> str:
             f"({argued} argued harmless), {total['error']} error, of {total['total']}")
 
 
-def markdown(results: Sequence[Result], selection: str, enumerated: int) -> str:
+def markdown(results: Sequence[Result], selection: str, enumerated: Sequence[Mutant]) -> str:
     """The section ``Mutation score`` (docs/mutation.md, appended to the crash matrix)."""
     ordered = sorted(results, key=lambda r: (r.status != "survived", r.mutant.id))
     survived = [r for r in ordered if r.status == "survived"]
@@ -204,9 +204,16 @@ def markdown(results: Sequence[Result], selection: str, enumerated: int) -> str:
         f"fence, with the reason ({selection}).", "",
         f"Run: {datetime.now(UTC):%Y-%m-%d}. {score_line(results).capitalize()}.", "",
     ]
-    if len(results) < enumerated:
-        lines += [f"{len(results)} of the {enumerated} mutants `scripts/mutate --list` "
-                  "enumerates were run for this record; the others are not counted.", ""]
+    if len(results) < len(enumerated):
+        ran = {r.mutant.id for r in results}
+        left: dict[str, int] = {}
+        for mutant in enumerated:
+            if mutant.id not in ran:
+                left[mutant.path] = left.get(mutant.path, 0) + 1
+        lines += [f"{len(results)} of the {len(enumerated)} mutants `scripts/mutate --list` "
+                  "enumerates were run for this record; the others are not counted. Not run "
+                  "yet (`scripts/mutate --only` them, then `--record`): "
+                  + ", ".join(f"{count} in {path}" for path, count in left.items()) + ".", ""]
     if survived:
         lines += ["Survivors (no test failed with the guard weakened), and why each may be",
                   "harmless (`tests/mutate/argued.py`; none: it needs a test):", "",
@@ -266,7 +273,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "/")
 
 
-def record(results: Sequence[Result], selection: str, enumerated: int) -> None:
+def record(results: Sequence[Result], selection: str, enumerated: Sequence[Mutant]) -> None:
     """docs/mutation.md, and the same section at the end of docs/crash-matrix.md."""
     from tests.crash.matrix_doc import with_mutation_section
 
@@ -332,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             everything, MUTATION_DOC.read_text())
         if args.saved:
             earlier = merged(everything, earlier, saved(everything, args.saved))
-        record(merged(everything, earlier, results), selection, len(everything))
+        record(merged(everything, earlier, results), selection, everything)
     return 0
 
 
