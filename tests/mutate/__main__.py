@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tests.mutate.argued import ARGUED
+from tests.mutate.argued import ARGUED, PENDING
 from tests.mutate.mutants import Mutant, enumerate_mutants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +99,8 @@ class Result:
         what = self.test or self.detail
         if self.status == "survived" and self.mutant.id in ARGUED:
             what = "(argued harmless)"
+        elif self.status == "survived" and self.mutant.id in PENDING:
+            what = "(killing test pending)"
         return f"{self.status:<8} {self.mutant.id}  {self.seconds:.0f}s  {what}".rstrip()
 
     def as_dict(self) -> dict[str, object]:
@@ -219,7 +221,7 @@ def markdown(results: Sequence[Result], selection: str, enumerated: Sequence[Mut
                   "harmless (`tests/mutate/argued.py`; none: it needs a test):", "",
                   "| mutant | line | weakened | why harmless |", "| --- | --- | --- | --- |"]
         lines += [f"| `{r.mutant.id}` | {r.mutant.path}:{r.mutant.line} | "
-                  f"{_cell(r.mutant.description)} | {_cell(ARGUED.get(r.mutant.id, 'none'))} |"
+                  f"{_cell(r.mutant.description)} | {_cell(_why(r.mutant.id))} |"
                   for r in survived]
         lines.append("")
     errors = [r for r in ordered if r.status == "error"]
@@ -267,6 +269,14 @@ def merged(mutants: Sequence[Mutant], *layers: Sequence[Result]) -> list[Result]
     for layer in layers:
         found.update((r.mutant.id, r) for r in layer)
     return [found[m.id] for m in mutants if m.id in found]
+
+
+def _why(mutant_id: str) -> str:
+    if mutant_id in ARGUED:
+        return ARGUED[mutant_id]
+    if mutant_id in PENDING:
+        return f"none: killing test pending ({PENDING[mutant_id]})"
+    return "none"
 
 
 def _cell(text: str) -> str:

@@ -483,3 +483,9 @@ ARGUED: dict[str, str] = {
         "that the retag overtook is refused and done by its next run), and a deleted blob "
         "answers not found, counted as an error; names are never reused",
 }
+
+
+#: survivors that are NOT harmless, whose killing test is being written: the record says so
+#: (no argument stands for them), keyed by mutant id, valued by what the test must show
+PENDING: dict[str, str] = {
+}

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.mutate.argued import ARGUED
+from tests.mutate.argued import ARGUED, PENDING
 from tests.mutate.mutants import KINDS, NOT_FENCES, REGISTRY, enumerate_mutants
 from tests.mutate.shapes import sites, unenumerated
 
@@ -47,6 +47,8 @@ def test_lists_mutants_of_every_kind_from_the_sources() -> None:
     assert len(ids) == len(set(ids)), "mutant ids are unique"
     assert set(KNOWN) <= set(ids), set(KNOWN) - set(ids)
     assert set(ARGUED) <= set(ids), f"argued but not enumerated: {set(ARGUED) - set(ids)}"
+    assert set(PENDING) <= set(ids), f"pending but not enumerated: {set(PENDING) - set(ids)}"
+    assert not set(PENDING) & set(ARGUED), "a survivor is argued harmless or pending, not both"
     paths = {m["path"] for m in mutants}
     assert {path for path, _ in REGISTRY} == paths, "each registered module has a guard"
     assert all(m["tests"] for m in mutants), "every mutant has tests to run"
