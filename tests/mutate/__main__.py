@@ -61,7 +61,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
                       "tests/sweeper/test_sweeper.py"]),
     (r":reconciler:", [*GUARDS, "tests/sweeper/test_reconciler.py"]),
     (r":single:", [*RETAG, "tests/crash/test_single_statements.py", *GUARDS]),
-    (r":events:", ["tests/events/test_events.py"]),
+    (r":events:", ["tests/events/test_marks.py", "tests/events/test_events.py"]),
     (r":held:", ["tests/held/test_held.py", "tests/held/test_processors.py"]),
     (r":variant_steps:|:variant_owner:|:variants/", [
         "tests/variants/test_variants.py", "tests/variants/test_pause.py"]),

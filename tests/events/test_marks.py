@@ -1,0 +1,56 @@
+"""The delivery side's statements on their own: a claim's marks land on its own event, under
+its own token only, and a claim passes over events another worker's lease still holds."""
+
+from __future__ import annotations
+
+from blobledger import Ledger
+from blobledger.protocol import events
+from tests.events.conftest import all_events
+
+
+async def test_each_mark_lands_on_its_own_event_under_its_own_claim_only(
+        evledger: Ledger) -> None:
+    """A claim of four events: each mark (delivered, failed, dead) moves its event alone.
+    Then the fourth's claim lapses and another claim takes it: every mark under the lapsed
+    token is refused and leaves the new claim's event as it was, which its own mark moves."""
+    ledger, lease = evledger, evledger.settings.event_lease
+    docs = [await ledger.create(f"{n}.txt", b"x") for n in "abcd"]
+    async with ledger.db.transaction() as conn:
+        token, claimed = await events.claim(conn, 10, lease)
+    assert [e.subject for e in claimed] == [d.id for d in docs]
+    first, second, third, fourth = (e.event_id for e in claimed)
+    async with ledger.db.transaction() as conn:
+        assert await events.mark_delivered(conn, first, token)
+        assert await events.mark_failed(conn, second, token, "no", dead=False, retry_in=60)
+        assert await events.mark_failed(conn, third, token, "no", dead=True, retry_in=60)
+    states = {e.event_id: (e.state, e.attempts) for e in await all_events(ledger)}
+    assert states == {first: ("delivered", 1), second: ("pending", 1), third: ("dead", 1),
+                      fourth: ("pending", 0)}, states
+    later = lease + 1
+    async with ledger.db.transaction() as conn:
+        again, taken = await events.claim(conn, 10, lease, offset=later)
+    assert [e.event_id for e in taken] == [fourth]
+    async with ledger.db.transaction() as conn:
+        assert not await events.mark_delivered(conn, fourth, token, offset=later)
+        assert not await events.mark_failed(conn, fourth, token, "late", dead=False,
+                                            retry_in=60, offset=later)
+        assert not await events.mark_failed(conn, fourth, token, "late", dead=True,
+                                            retry_in=60, offset=later)
+    (event,) = [e for e in await all_events(ledger) if e.event_id == fourth]
+    assert (event.state, event.attempts, event.last_error) == ("pending", 0, None)
+    async with ledger.db.transaction() as conn:
+        assert await events.mark_delivered(conn, fourth, again, offset=later)
+
+
+async def test_a_claim_passes_over_an_event_another_workers_lease_holds(
+        evledger: Ledger) -> None:
+    """Two events of two documents, claims of one event each: the second claim, while the
+    first's lease runs, takes the next due event, not nothing."""
+    ledger, lease = evledger, evledger.settings.event_lease
+    one = await ledger.create("one.txt", b"1")
+    two = await ledger.create("two.txt", b"2")
+    async with ledger.db.transaction() as conn:
+        _, first = await events.claim(conn, 1, lease)
+    async with ledger.db.transaction() as conn:
+        _, second = await events.claim(conn, 1, lease)
+    assert ([e.subject for e in first], [e.subject for e in second]) == ([one.id], [two.id])
