@@ -70,6 +70,12 @@ def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
     assert (ok.upload_deadline, ok.sweep_after) == (900, 3600)
 
 
+def test_a_read_urls_expiry_is_held_within_the_delete_grace() -> None:
+    assert Settings(delete_grace=300, read_url_expiry=240).read_url_expiry == 240
+    with pytest.raises(ConfigError, match=r"BLOBLEDGER_READ_URL_EXPIRY .* must never outlive"):
+        Settings(delete_grace=300, read_url_expiry=241)
+
+
 def test_a_scan_is_set_up_once_and_ends_within_its_lease() -> None:
     with pytest.raises(ConfigError, match="BLOBLEDGER_PROCESSORS names scan"):
         Settings(processors="scan")
