@@ -39,7 +39,9 @@ BLOBLEDGER_API_TOKENS              ``token:read,token2:write``     unset
 BLOBLEDGER_ALLOWED_HOSTS           ``Host`` names served (400 else) localhost, 127.0.0.1, ::1
 BLOBLEDGER_CORS_ORIGINS            origins browsers may call from  unset (no CORS)
 BLOBLEDGER_PUBLIC_URL              base of the URLs handed out     the address connected to
-BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     unset (no sweeper)
+BLOBLEDGER_SWEEP_INTERVAL          ``serve`` sweeps this often     1m (0: no sweeper)
+BLOBLEDGER_WORKER_GRACE            a worker silent 2 intervals     1m
+                                   plus this: ``/readyz`` 503
 BLOBLEDGER_WEBHOOK_URLS            events are POSTed to these      unset (no webhooks)
 BLOBLEDGER_WEBHOOK_SECRET          ``whsec_…``: signs them         unset
 BLOBLEDGER_EVENT_MAX_ATTEMPTS      an event is dead after N fails  10
@@ -87,7 +89,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import importlib.util
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -127,6 +128,7 @@ from blobledger._base.hosts import (
     split_list,
 )
 from blobledger._base.names import check_prefix
+from blobledger._base.requirements import unmet
 from blobledger._base.variant_specs import VariantSpec, parse_variants
 from blobledger.errors import ConfigError
 from blobledger.stores.azure.settings import AzureSettings
@@ -315,7 +317,12 @@ class Settings(BaseModel):
     cors_origins: Origins = ()
     #: the base of the URLs the service hands out; None: the address a connection came in on
     public_url: PublicUrl = None
-    sweep_interval: Duration | None = None
+    #: ``serve`` sweeps (and runs the deletion path) this often; 0 or None: no sweeper in
+    #: ``serve`` (another process runs ``blobledger sweep``)
+    sweep_interval: Duration | None = 60.0
+    #: a background worker of ``serve`` that has been down, or completed no run, for twice
+    #: its interval plus this makes ``/readyz`` answer 503 naming it
+    worker_grace: Duration = 60.0
     #: events are POSTed to these, signed per Standard Webhooks with ``webhook_secret``
     webhook_urls: WebhookUrls = ()
     webhook_secret: WebhookSecret = None
@@ -385,7 +392,7 @@ class Settings(BaseModel):
         "event_backoff", "event_lease", "event_batch", "event_timeout", "event_interval",
         "scan_timeout", "processing_lease", "processing_attempts", "processing_interval",
         "max_image_pixels", "max_image_bytes", "variant_lease", "retag_interval",
-        "retag_warn_after")
+        "retag_warn_after", "worker_grace")
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -428,9 +435,12 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _variants_need_pillow(self) -> Settings:
-        if self.variants and importlib.util.find_spec("PIL") is None:
-            raise ValueError("BLOBLEDGER_VARIANTS needs Pillow: pip install 'blobledger[images]'")
+    def _installed(self) -> Settings:
+        """Every feature asked for can run here (:func:`blobledger._base.requirements.unmet`:
+        the extras and programs the settings need)."""
+        problems = unmet(self)
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @model_validator(mode="after")

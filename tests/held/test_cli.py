@@ -29,7 +29,7 @@ async def test_sweep_once_runs_the_processors(open_ledger: LedgerFactory) -> Non
 
 
 def test_serve_runs_the_processing_worker_when_processors_are_configured() -> None:
-    assert len(background_workers(Settings())) == 0
-    assert len(background_workers(Settings(processors="content-type"))) == 1
+    assert len(background_workers(Settings(sweep_interval=0))) == 0
     assert len(background_workers(Settings(processors="content-type",
-                                           sweep_interval="1m"))) == 2
+                                           sweep_interval=0))) == 1
+    assert len(background_workers(Settings(processors="content-type"))) == 2

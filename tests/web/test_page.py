@@ -164,6 +164,10 @@ def test_operations_view(
     expect(page.locator("#deleting-count")).to_have_text(re.compile(r"\(\d+\)"))
     # the sweeper runs inside serve every 2 s: its summary shows up
     expect(page.locator("#sweep-summary")).to_contain_text("claimed", timeout=20_000)
+    # each background worker's state: the sweeper runs, and has completed a run
+    sweeper = page.locator("#worker-rows tr", has_text="sweeper")
+    expect(sweeper).to_contain_text("running")
+    expect(sweeper.locator("td").nth(3)).to_contain_text("ago")
     expect(page.locator("#charts .chart")).to_have_count(len(SERIES))
     expect(page.locator("#charts .chart[data-series=creates] h4")).to_have_text(
         re.compile(r"Documents created: [1-9]"))

@@ -3,8 +3,11 @@
 Embed it in your own service (``app.mount("/files", create_app(ledger))``) or run it with
 ``blobledger serve``. Given a ledger, the app uses it and leaves closing it to the caller;
 given none, its lifespan opens one from the settings (migrating the database) and closes it.
-Background workers (``workers=[...]``: coroutine functions taking the ledger) run for the
-app's lifetime and are cancelled at shutdown: that is where a sweeper plugs in.
+Background workers (``workers=[...]``: :class:`blobledger.workers.supervisor.Worker`, or
+plain coroutine functions taking the ledger) run for the app's lifetime, each under a
+supervisor that logs a failure at once and restarts the worker with backoff
+(:mod:`blobledger.workers.supervisor`), and are cancelled at shutdown: that is where a
+sweeper plugs in. Their states are ``app.state.workers`` (``/readyz``, ``/ops/workers``).
 """
 
 from __future__ import annotations
@@ -25,17 +28,21 @@ from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
 from blobledger.protocol.ledger import Ledger
 from blobledger.stores import open_store
+from blobledger.workers import supervisor
+from blobledger.workers.supervisor import Worker
 
 log = logging.getLogger("blobledger.api")
 
-Worker = Callable[[Ledger], Awaitable[None]]
+#: a plain worker: a coroutine function taking the ledger, run (and restarted) for the app's
+#: lifetime but not judged by ``/readyz`` (it reports no completed run)
+PlainWorker = Callable[[Ledger], Awaitable[None]]
 
 
 def create_app(
     ledger: Ledger | None = None,
     settings: Settings | None = None,
     *,
-    workers: Sequence[Worker] = (),
+    workers: Sequence[Worker | PlainWorker] = (),
     body_timeout: float | None = None,
 ) -> FastAPI:
     """The blobledger HTTP service over ``ledger`` (or one built from ``settings``/env).
@@ -53,9 +60,9 @@ def create_app(
                            open_store(settings.store_url, settings), settings)
             await owned.connect()
             app.state.ledger = owned
-        tasks = [asyncio.create_task(_run(worker, app.state.ledger),
-                                     name=getattr(worker, "__name__", "worker"))
-                 for worker in workers]
+        states, tasks = supervisor.start([_supervised(worker) for worker in workers],
+                                         app.state.ledger, settings.worker_grace)
+        app.state.workers = states
         tasks.append(asyncio.create_task(ops.sample_metrics(app.state.metrics_history),
                                          name="metrics history"))
         try:
@@ -84,6 +91,7 @@ def create_app(
     )
     app.state.ledger = ledger
     app.state.settings = settings
+    app.state.workers = {}
     app.state.body_timeout = settings.body_timeout if body_timeout is None else body_timeout
     problems.install(app)
     openapi.install(app)
@@ -104,5 +112,11 @@ def create_app(
     return app
 
 
-async def _run(worker: Worker, ledger: Ledger) -> None:
-    await worker(ledger)
+def _supervised(worker: Worker | PlainWorker) -> Worker:
+    if isinstance(worker, Worker):
+        return worker
+
+    async def loop(ledger: Ledger, beat: supervisor.Beat) -> None:
+        await worker(ledger)
+
+    return Worker(getattr(worker, "__name__", "worker"), None, loop)

@@ -22,8 +22,11 @@ PING_TIMEOUT = 10.0
 @asynccontextmanager
 async def worker_ledger() -> AsyncIterator[Ledger]:
     """A ledger from the settings, checked: the database answers and is migrated, the
-    store answers. Nothing is created, nothing is deleted before both checks pass."""
-    ledger = Ledger.from_settings(settings(), migrate=False)
+    store answers. Nothing is created (a SQLite file, its ``.sweep-lock``, a local store's
+    folder: one that does not exist is a ConfigError naming the URL looked at and the
+    setting), nothing is deleted before both checks pass."""
+    with nothing_created("a worker or a query"):
+        ledger = Ledger.from_settings(settings(), migrate=False, create=False)
     try:
         await ledger.db.ping()
         try:
@@ -33,6 +36,9 @@ async def worker_ledger() -> AsyncIterator[Ledger]:
             raise StoreUnavailable(f"store {ledger.store.url} unreachable: no answer within "
                                    f"{PING_TIMEOUT:g}s") from None
         yield ledger
+    except (DatabaseMissing, StoreMissing) as exc:
+        raise ConfigError(f"{exc} (a worker or a query creates nothing; the settings come "
+                          "from the environment, .env or --config)") from None
     except SQLAlchemyError as exc:
         lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         raise StoreUnavailable(f"database error: {lines[0] if lines else type(exc).__name__}"

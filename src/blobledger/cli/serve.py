@@ -20,7 +20,6 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import click
@@ -30,15 +29,17 @@ from blobledger.cli import fail, run_async
 from blobledger.cli import settings as current_settings
 from blobledger.config import Settings
 from blobledger.protocol.ledger import Ledger  # loaded by the package anyway
+from blobledger.workers.supervisor import Worker
 
 
-def background_workers(settings: Settings) -> list[Callable[[Ledger], Awaitable[None]]]:
+def background_workers(settings: Settings) -> list[Worker]:
     """Coroutine functions run beside the service for its lifetime: the sweeper, every
-    ``BLOBLEDGER_SWEEP_INTERVAL`` (unset: none; e.g. ``60s``), the event delivery worker
+    ``BLOBLEDGER_SWEEP_INTERVAL`` (default 1m; ``0``: none), the event delivery worker
     while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), the
     processing of held documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors
     are configured), and with the deferred retag, the retag worker (every
-    ``BLOBLEDGER_RETAG_INTERVAL``, and at once after each C4/R4)."""
+    ``BLOBLEDGER_RETAG_INTERVAL``, and at once after each C4/R4). Each runs supervised
+    (:mod:`blobledger.workers.supervisor`): restarted when it raises, judged by ``/readyz``."""
     from blobledger.workers.delivery import background_delivery
     from blobledger.workers.processing import background_processing
     from blobledger.workers.retagger import background_retagger

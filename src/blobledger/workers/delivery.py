@@ -45,6 +45,7 @@ from blobledger.config import MAX_EVENT_BACKOFF, Settings
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
+from blobledger.workers.supervisor import Worker
 
 log = logging.getLogger("blobledger.delivery")
 
@@ -247,7 +248,7 @@ async def deliver_forever(ledger: Ledger, *, interval: float, stop: asyncio.Even
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
 
-def background_delivery(settings: Settings) -> Callable[[Ledger], Awaitable[None]] | None:
+def background_delivery(settings: Settings) -> Worker | None:
     """A worker for ``serve`` delivering events every ``event_interval`` while webhooks are
     configured (None: no webhook, no worker; in-process handlers live in an application's
     own process, which runs :func:`deliver_forever` itself)."""
@@ -255,8 +256,9 @@ def background_delivery(settings: Settings) -> Callable[[Ledger], Awaitable[None
         return None
     interval = settings.event_interval
 
-    async def delivery(ledger: Ledger) -> None:
-        await deliver_forever(ledger, interval=interval, stop=asyncio.Event())
+    async def delivery(ledger: Ledger, beat: Callable[[], None]) -> None:
+        await deliver_forever(ledger, interval=interval, stop=asyncio.Event(),
+                              on_report=lambda _: beat())
 
-    return delivery
+    return Worker("delivery", interval, delivery)
 

@@ -26,7 +26,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -38,6 +38,7 @@ from blobledger.protocol.documents import Document
 from blobledger.protocol.held import Work
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.processors import Processor, ProcessorFailed, Verdict, configured
+from blobledger.workers.supervisor import Worker
 
 log = logging.getLogger("blobledger.processing")
 
@@ -178,28 +179,31 @@ class ProcessingWorker:
 
 
 async def process_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
-                          on_report: Callable[[ProcessingReport], None] | None = None) -> None:
+                          on_report: Callable[[ProcessingReport], None] | None = None,
+                          on_run: Callable[[], None] | None = None) -> None:
     """Run the worker every ``interval`` seconds until ``stop`` is set; a run that fails
-    (the database unreachable) is logged and the loop goes on."""
+    (the database unreachable) is logged and the loop goes on. ``on_report``: after each run
+    that claimed work; ``on_run``: after each run that completed."""
     worker = ProcessingWorker(ledger)
     while not stop.is_set():
         try:
             report = await worker.run_once()
             if on_report is not None and report.claimed:
                 on_report(report)
+            if on_run is not None:
+                on_run()
         except (BlobLedgerError, SQLAlchemyError, OSError) as exc:
             log.warning("processing run failed: %s", exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
 
-def background_processing(processors: tuple[str, ...], interval: float
-                          ) -> Callable[[Ledger], Awaitable[None]] | None:
+def background_processing(processors: tuple[str, ...], interval: float) -> Worker | None:
     """A worker for ``serve`` (None when no processors are configured)."""
     if not processors:
         return None
 
-    async def processing(ledger: Ledger) -> None:
-        await process_forever(ledger, interval=interval, stop=asyncio.Event())
+    async def processing(ledger: Ledger, beat: Callable[[], None]) -> None:
+        await process_forever(ledger, interval=interval, stop=asyncio.Event(), on_run=beat)
 
-    return processing
+    return Worker("processing", interval, processing)

@@ -13,17 +13,23 @@ bounded whatever the container holds. Findings:
   (a resumable upload's parts count as in flight until the upload expires; an abandoned
   upload's are reported, and ``--fix`` clears them once no row refers to the name).
 
-Anything younger than its cutoff (an upload in flight, a delete within its grace) is counted
-as ``in_flight``, not reported. Before an orphan or a missing ready blob is reported, the row
-is read again: the listing and the pages are not one snapshot. ``fix`` deletes only orphans
-older than ``older_than`` that are tagged ``pending`` or ``deleting`` (conditioned on that
-tag) or carry no ``state`` tag at all (conditioned on the ETag listed: bytes a direct
-upload's client put after its intent was swept, which the create-only URL cannot tag on
-Azure), never one tagged ``committed``, and clears uncommitted bytes the store can clear
-without touching a committed blob. On SQLite an orphan's re-read and delete hold the
-database's write lock (a row inserted by a transaction still open is seen once it commits).
-``fix`` also retags ``committed`` (conditioned on ``pending``) the blob of an ``attached``
-row still tagged ``pending``: Django on SQLite tags after its commit (docs/django.md).
+Anything younger than its cutoff (an upload in flight) is counted as ``in_flight``, not
+reported. A row in ``deleting`` whose blob is still there, tagged ``committed`` or
+``deleting``, is counted as ``awaiting_deletion``, not reported: the deletion path removes
+it after ``BLOBLEDGER_DELETE_GRACE``, at the sweeper's next run (``serve`` sweeps every
+``BLOBLEDGER_SWEEP_INTERVAL``; ``blobledger sweep`` does it now). Before an orphan or a
+missing ready blob is reported, the row is read again: the listing and the pages are not one
+snapshot. ``fix`` deletes only orphans older than ``older_than`` that are tagged ``pending``
+or ``deleting`` (conditioned on that tag) or carry no ``state`` tag at all (conditioned on
+the ETag listed: bytes a direct upload's client put after its intent was swept, which the
+create-only URL cannot tag on Azure), never one tagged ``committed``, and clears uncommitted
+bytes the store can clear without touching a committed blob. On SQLite an orphan's re-read
+and delete hold the database's write lock (a row inserted by a transaction still open is
+seen once it commits). ``fix`` also retags ``committed`` (conditioned on ``pending``) the
+blob of an ``attached`` row still tagged ``pending`` (Django on SQLite tags after its
+commit, docs/django.md) and the blob of a ready document still tagged ``pending`` (the
+deferred retag's C3/R3 owed), each only after the row is read again and still says so
+(:meth:`_Merge.retag_if_still`).
 
 A name that a row still refers to is never cleaned as garbage: right before each delete or
 discard, the row is read again, and a name that has one (now) is left alone (``kept``).
@@ -100,6 +106,8 @@ class ReconcileReport:
     mismatch: int = 0
     uncommitted: int = 0
     in_flight: int = 0
+    #: rows in ``deleting`` whose blob the deletion path has not removed yet (not findings)
+    awaiting_deletion: int = 0
     fixed: int = 0
     refused: int = 0
     kept: int = 0  # fixes skipped because a row refers to the name by the time of the fix
@@ -291,6 +299,9 @@ class _Merge:
 
     async def compare(self, row: _Row, blob: BlobInfo) -> None:
         tag = (blob.tags or {}).get("state")
+        if row.state == BlobState.DELETING and tag in (BlobState.COMMITTED, BlobState.DELETING):
+            self.report.awaiting_deletion += 1  # the deletion path's, after the grace
+            return
         if tag == row.state or (row.state == BlobState.ATTACHED and tag == BlobState.COMMITTED):
             return
         if row.state not in _LIVE and not self.past_cutoff(row):
@@ -299,6 +310,9 @@ class _Merge:
         fixed = False
         if self.fix and row.state == BlobState.ATTACHED and tag == BlobState.PENDING:
             fixed = await self.retag_attached(row.name)
+        elif self.fix and row.state == BlobState.COMMITTED and row.ready \
+                and tag == BlobState.PENDING:
+            fixed = await self.retag_ready(row.name)
         self.found(Finding("mismatch", row.name, f"row {row.state!r}, blob {tagged(tag)}",
                            row_state=row.state, tag_state=tag,
                            age_seconds=self.age(row.changed_at), fixed=fixed))
@@ -308,8 +322,23 @@ class _Merge:
         process died between its commit and A3): retag ``committed``, conditioned on
         ``pending``, if the row is still attached. Its commit decided it; tags only go
         forward."""
+        return await self.retag_if_still(
+            name, lambda state, _ready: state == BlobState.ATTACHED.value)
+
+    async def retag_ready(self, name: str) -> bool:
+        """A ready document's blob still tagged ``pending`` (the deferred retag: C4/R4
+        committed, the retag owed and not done, or its worker dead): retag ``committed``,
+        conditioned on ``pending``, if the row is still committed and a ready document still
+        points at it. A row that moved on since the listing (the document replaced or
+        deleted: its row ``deleting``) keeps its ``pending`` tag for the deletion path."""
+        return await self.retag_if_still(
+            name, lambda state, ready: state == BlobState.COMMITTED.value and ready)
+
+    async def retag_if_still(self, name: str, still: Callable[[str, bool], bool]) -> bool:
+        """Retag ``name`` ``committed`` conditioned on ``pending``, only if its row, read
+        again now (the listing and the pages are not one snapshot), ``still`` says so."""
         current = await _row_state(self.ledger, name)
-        if current is None or current[0] != BlobState.ATTACHED.value:
+        if current is None or not still(*current):
             return False
         try:
             await self.ledger.store.set_tags(name, COMMITTED_TAG, if_tags=PENDING_TAG)
@@ -318,7 +347,7 @@ class _Merge:
             return False
         except StoreError as exc:
             self.report.errors += 1
-            log.warning("reconcile: retagging attached %s failed: %s", name, exc)
+            log.warning("reconcile: retagging %s failed: %s", name, exc)
             return False
         self.report.fixed += 1
         return True

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,6 +41,7 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import COMMITTED_TAG as COMMITTED
 from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import STATE_TAG, BlobState
+from blobledger.workers.supervisor import Worker
 
 log = logging.getLogger("blobledger.retag")
 
@@ -134,15 +135,18 @@ class Retagger:
 
 
 async def retag_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
-                        batch: int = 256, linger: float = RETAG_LINGER) -> None:
+                        batch: int = 256, linger: float = RETAG_LINGER,
+                        on_run: Callable[[], None] | None = None) -> None:
     """Run the retag worker every ``interval`` seconds, or ``linger`` seconds after a C4/R4
     of this process left a retag owed, until ``stop`` is set. Failures are logged and
-    retried."""
+    retried; ``on_run`` is called after each run that completed."""
     retagger = Retagger(ledger, batch=batch)
     while not stop.is_set():
         ledger.retag_owed.clear()
         try:
             await retagger.run_once()
+            if on_run is not None:
+                on_run()
         except (BlobLedgerError, SQLAlchemyError, OSError) as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             log.warning("retag run failed: %s: %s", type(exc).__name__, first)
@@ -157,13 +161,12 @@ async def retag_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
             await asyncio.sleep(linger)  # the rest of the burst joins this claim
 
 
-def background_retagger(deferred: bool, interval: float
-                        ) -> Callable[[Ledger], Awaitable[None]] | None:
+def background_retagger(deferred: bool, interval: float) -> Worker | None:
     """A worker for ``serve`` doing owed retags (None when the retag is inline)."""
     if not deferred:
         return None
 
-    async def retagger(ledger: Ledger) -> None:
-        await retag_forever(ledger, interval=interval, stop=asyncio.Event())
+    async def retagger(ledger: Ledger, beat: Callable[[], None]) -> None:
+        await retag_forever(ledger, interval=interval, stop=asyncio.Event(), on_run=beat)
 
-    return retagger
+    return Worker("retagger", interval, retagger)

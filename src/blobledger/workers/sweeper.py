@@ -82,6 +82,7 @@ from blobledger.protocol.models import (
     BlobState,
 )
 from blobledger.workers.retagger import Retagger
+from blobledger.workers.supervisor import Worker
 
 log = logging.getLogger("blobledger.sweeper")
 
@@ -529,12 +530,14 @@ async def sweep_forever(
     stop: asyncio.Event,
     wait_for_lock: bool = False,
     on_report: Callable[[SweepReport], None] | None = None,
+    on_idle: Callable[[], None] | None = None,
 ) -> None:
     """Run the sweeper every ``interval`` seconds until ``stop`` is set.
 
-    Failures of one run are logged and the loop goes on. A second sweeper on SQLite raises
-    SweeperBusy, unless ``wait_for_lock`` (inside ``serve``: another process sweeps, this one
-    retries each interval).
+    Failures of one run are logged and the loop goes on (``on_report`` is called after each
+    run that completed). A second sweeper on SQLite raises SweeperBusy, unless
+    ``wait_for_lock`` (inside ``serve``: another process sweeps, this one retries each
+    interval, calling ``on_idle`` each time it finds the lock taken).
     """
     sweeper = Sweeper(ledger, batch=batch)
     busy_logged = False
@@ -554,6 +557,8 @@ async def sweep_forever(
             if not busy_logged:
                 log.info("background sweep idle: %s", exc)
                 busy_logged = True
+            if on_idle is not None:
+                on_idle()
         if await _wait(stop, interval):
             return
 
@@ -615,20 +620,18 @@ def _rowcount(result: object) -> int:
 SWEEP_INTERVAL_ENV = "BLOBLEDGER_SWEEP_INTERVAL"
 
 
-def background_sweeper(
-    interval: float | None, *, batch: int = 256
-) -> Callable[[Ledger], Awaitable[None]] | None:
+def background_sweeper(interval: float | None, *, batch: int = 256) -> Worker | None:
     """A worker for ``serve`` sweeping every ``interval`` seconds (None or 0: no worker).
 
     On SQLite, where one sweeper is allowed, an instance that finds the lock taken stays
-    idle and tries again each interval.
+    idle and tries again each interval (a well worker: another process sweeps).
     """
     if not interval:
         return None
     period = interval
 
-    async def sweeper(ledger: Ledger) -> None:
+    async def sweeper(ledger: Ledger, beat: Callable[[], None]) -> None:
         await sweep_forever(ledger, interval=period, batch=batch, stop=asyncio.Event(),
-                            wait_for_lock=True)
+                            wait_for_lock=True, on_report=lambda _: beat(), on_idle=beat)
 
-    return sweeper
+    return Worker("sweeper", period, sweeper)

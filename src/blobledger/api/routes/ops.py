@@ -7,6 +7,8 @@
   ``GET /documents`` shows it, and that never lists a pending or deleting row, so it gets
   their counts, kinds, sizes and ages without a name or an id;
 - ``GET /ops/metrics``: the Prometheus counters the page charts, sampled over time;
+- ``GET /ops/workers``: each background worker's state (up, restarts, last completed run,
+  last error, and why ``/readyz`` refuses, if it does);
 - ``POST /ops/check``: the invariant check (:func:`blobledger.workers.invariants.check`), read-only;
 - ``POST /ops/reconcile``: a report-only reconcile (never ``--fix``), read-only;
 - ``POST /ops/doctor``: the store doctor's table. It writes and deletes probe blobs, so it
@@ -39,6 +41,7 @@ from blobledger.protocol.models import BlobRow, BlobState, DocumentRow
 from blobledger.workers.doctor import run_doctor
 from blobledger.workers.invariants import check
 from blobledger.workers.reconciler import reconcile
+from blobledger.workers.supervisor import WorkerState
 
 router = APIRouter(prefix="/ops", tags=["operations"])
 
@@ -195,10 +198,24 @@ async def overview(
                      "oldest": await _rows(request, BlobState.DELETING, limit, named)},
         **metrics.last_reports(),
         "event_queue": await _event_queue(ledger),
+        "workers": _workers(request),
         "settings": {"upload_deadline": settings.upload_deadline,
                      "sweep_after": settings.sweep_after,
                      "delete_grace": settings.delete_grace},
     }
+
+
+def _workers(request: Request) -> list[dict[str, Any]]:
+    states: dict[str, WorkerState] = getattr(request.app.state, "workers", {})
+    now = time.time()
+    return [state.to_json(now) for state in states.values()]
+
+
+@router.get("/workers", dependencies=[Depends(require("read"))])
+async def workers(request: Request) -> dict[str, Any]:
+    """Each background worker of this process: ``up``, ``restarts``, ``last_success`` (Unix
+    time), ``last_error``, ``state`` (running, restarting or stalled) and ``problem``."""
+    return {"workers": _workers(request)}
 
 
 @router.get("/metrics", dependencies=[Depends(require("read"))])

@@ -647,13 +647,23 @@ async function loadOps() {
               el("td", age(r.age_seconds)));
     return tr;
   }));
+  const workers = ops.workers || [];
+  $("workers-none").hidden = workers.length > 0;
+  $("worker-rows").replaceChildren(...workers.map((w) => {
+    const tr = el("tr");
+    tr.title = w.problem || w.last_error || "";
+    tr.append(el("td", w.name), el("td", w.state, w.state === "running" ? "ok" : "bad"),
+              el("td", String(w.restarts)),
+              el("td", w.seconds_since_success === null ? "never" : `${age(w.seconds_since_success)} ago`));
+    return tr;
+  }));
   summary("sweep-summary", ops.sweep, [
     ["claimed", "claimed"], ["swept", "swept"], ["rolled_forward", "rolled forward"],
     ["moved_to_deleting", "moved to deleting"], ["deleted", "deleted"], ["absent", "absent"],
     ["refused", "guard refusals"], ["errors", "errors"], ["seconds", "seconds"], ["aborted", "aborted"]]);
   summary("reconcile-summary", ops.reconcile, [
     ["blobs", "blobs"], ["rows", "rows"], ["orphan", "orphans"], ["missing", "missing"],
-    ["missing_ready", "missing (ready)"], ["mismatch", "mismatches"],
+    ["missing_ready", "missing (ready)"], ["mismatch", "mismatches"], ["awaiting_deletion", "awaiting deletion"],
     ["uncommitted", "uncommitted"], ["errors", "errors"], ["seconds", "seconds"]]);
   $("charts").replaceChildren(...history.series.map((key) => lineChart(TITLES[key] || key, history.points, key)));
 }

@@ -33,7 +33,8 @@ async def _store_report(settings: Settings, create: bool) -> Report:
     try:
         await store.ping()
         if settings.store_url.startswith("s3://"):
-            return await store_report(store, s3_extras(store, settings.retag_warn_after))
+            return await store_report(store, s3_extras(
+                store, settings.retag_warn_after if settings.retag == "deferred" else None))
         return await store_report(store)
     finally:
         await store.close()

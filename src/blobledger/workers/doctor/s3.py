@@ -15,12 +15,12 @@ from blobledger.errors import StoreError
 from blobledger.stores.base import Store
 from blobledger.stores.s3 import S3Store, map_errors
 from blobledger.workers.doctor.checks import (
+    FAIL,
     INFO,
     LIFECYCLE,
     PASS,
     SOFT_DELETE,
     UNKNOWN,
-    WARN,
     Report,
 )
 from blobledger.workers.lifecycle import RETAG_FACTOR
@@ -74,10 +74,11 @@ def _lifecycle(rules: list[dict[str, Any]] | StoreError,
                       if str(r.get("ID", "")).startswith("blobledger-")
                       and "Days" in r.get("Expiration", {})
                       and int(r["Expiration"]["Days"]) * 86400 < RETAG_FACTOR * retag_warn_after)
-        if near:
-            return (LIFECYCLE, False, WARN, f"rules {', '.join(near)} expire blobs sooner "
+        if near:  # a must-have with the deferred retag: the rule would delete live bytes
+            return (LIFECYCLE, True, FAIL, f"rules {', '.join(near)} expire blobs sooner "
                     f"than {RETAG_FACTOR} times BLOBLEDGER_RETAG_WARN_AFTER: a ready "
-                    "document's blob still owing its retag (tagged pending) could be deleted")
+                    "document's blob still owing its retag (tagged pending) could be deleted "
+                    "(print a longer rule with `blobledger lifecycle-policy`)")
     if ours:
         return LIFECYCLE, False, PASS, f"rules present: {', '.join(sorted(ours))}"
     return (LIFECYCLE, False, INFO, "no blobledger rule: compare with "
