@@ -475,7 +475,7 @@ ARGUED: dict[str, str] = {
         "direct_put): the If-None-Match: * the client is told to send asks the same again, "
         "and a client that leaves it out is refused by the permission",
     # the reconciler's retag of an attached row's pending blob
-    "recheck:reconciler:retag_attached:ignored": "the scan read the row attached; it can "
+    "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
         "deleted first): the retag, conditioned on pending, moves a deleting row's blob to "
         "committed as the writer's A3 would have (tags only go forward; the deletion path "

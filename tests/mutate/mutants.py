@@ -568,6 +568,8 @@ def _store_more(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterato
 RECHECK_CALLS = {"pointed_at", "owner_holds"}
 #: a row's column computed by the guard's read: a lease that lapsed
 RECHECK_ATTRS = {"lapsed"}
+#: calls that take the re-check's verdict as a predicate (``lambda state, ready: ...``)
+RECHECK_PREDICATES = {"retag_if_still"}
 #: store calls that destroy or retag: a re-check guarding one is weakened to "go ahead"
 DESTROYS = {"delete", "delete_many", "set_tags"}
 
@@ -594,6 +596,17 @@ def _recheck_more(source: _Source, contexts: dict[int, str], ids: _Ids) -> Itera
     destroying call made to pass, one in front of a refusal never to; a comprehension's
     filter on such a re-read dropped."""
     short = _short(source.path)
+    for call in ast.walk(source.tree):
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in RECHECK_PREDICATES):
+            for arg in call.args:
+                if isinstance(arg, ast.Lambda):
+                    context = contexts.get(id(arg), "?")
+                    start, end = source.span(arg.body)
+                    yield Mutant(ids(f"recheck:{short}:{context}:still-forced"), "recheck",
+                                 source.path, arg.lineno, context,
+                                 f"the re-read row's verdict `{_flat(source.text(arg.body))}` "
+                                 "forced true", start, end, "True")
     for function in ast.walk(source.tree):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -896,6 +909,10 @@ NOT_FENCES: dict[str, str] = {
     "blobledger/workers/sweeper.py:exclusive:fs": "the one-sweeper rule on SQLite spares its "
         "single writer; two sweepers are fenced by their claims' compare-and-set, as on "
         "PostgreSQL where they run at once (docs/crash-matrix.md's postgresql columns)",
+    "blobledger/config.py:_installed": "an installation check (each feature's extra or "
+        "program present), no safety rule",
+    "blobledger/_base/requirements.py:scan_program_problem": "whether the scan command "
+        "names a program that exists: an installation check, no safety rule",
     "blobledger/workers/invariants.py:_ready_problem": "`blobledger check`'s report of a "
         "ready row's blob, deciding nothing",
     "blobledger/workers/invariants.py:_attached_problem": "`blobledger check`'s report of "
