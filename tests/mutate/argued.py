@@ -474,6 +474,17 @@ ARGUED: dict[str, str] = {
         "does not exist and refuses an overwrite whatever the request's headers (see "
         "direct_put): the If-None-Match: * the client is told to send asks the same again, "
         "and a client that leaves it out is refused by the permission",
+    # an event's marks: a delivery claim's token (claim_token: "e:" and 120 random bits,
+    # new per claim) is written only by _claim, on pending rows, and every step out of
+    # pending (_delivered, _dead) clears it, as _failed and _replay do: a row carrying the
+    # token is pending
+    "where:events:_delivered:events.state": "a claim's token (new per claim) is put only on "
+        "pending events by the claim, and every step out of pending clears it (delivered, "
+        "dead; a failure and a replay clear it too): an event bearing the token is pending",
+    "where:events:_failed:events.state": "an event bearing the claim's token is pending "
+        "(see _delivered:events.state)",
+    "where:events:_dead:events.state": "an event bearing the claim's token is pending "
+        "(see _delivered:events.state)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
