@@ -1,7 +1,10 @@
 """The delivery side's statements on their own: a claim's marks land on its own event, under
-its own token only, and a claim passes over events another worker's lease still holds."""
+its own token only; a claim passes over events another worker's lease still holds; a replay
+sends its own event again only."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from blobledger import Ledger
 from blobledger.protocol import events
@@ -54,3 +57,26 @@ async def test_a_claim_passes_over_an_event_another_workers_lease_holds(
     async with ledger.db.transaction() as conn:
         _, second = await events.claim(conn, 1, lease)
     assert ([e.subject for e in first], [e.subject for e in second]) == ([one.id], [two.id])
+
+
+async def test_a_replay_sends_its_own_event_again_only(evledger: Ledger) -> None:
+    """Two events a target took: replaying one makes it pending with its log's success
+    marked replayed (the target is sent it again); the other stays delivered, its success
+    kept (a retry of it would skip that target)."""
+    ledger, lease = evledger, evledger.settings.event_lease
+    await ledger.create("kept.txt", b"k")
+    await ledger.create("again.txt", b"a")
+    async with ledger.db.transaction() as conn:
+        token, claimed = await events.claim(conn, 10, lease)
+    kept, again = (e.event_id for e in claimed)
+    now = datetime.now(UTC)
+    async with ledger.db.transaction() as conn:
+        for event_id in (kept, again):
+            await events.log_attempt(conn, event_id, 1, "handler:t", token, now, now, ok=True)
+            assert await events.mark_delivered(conn, event_id, token)
+    async with ledger.db.transaction() as conn:
+        assert await events.replay(conn, again)
+        assert await events.succeeded_targets(conn, kept) == {"handler:t"}
+        assert await events.succeeded_targets(conn, again) == set()
+    states = {e.event_id: e.state for e in await all_events(ledger)}
+    assert states == {kept: "delivered", again: "pending"}, states
