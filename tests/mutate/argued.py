@@ -485,6 +485,12 @@ ARGUED: dict[str, str] = {
         "(see _delivered:events.state)",
     "where:events:_dead:events.state": "an event bearing the claim's token is pending "
         "(see _delivered:events.state)",
+    # the delivery claim's update, in the transaction whose read (_due) chose the ids with
+    # the same terms, as the sweeper's claim does
+    "where:events:_claim:events.state": "the ids were read pending in this transaction and "
+        "are held: locked FOR UPDATE (SKIP LOCKED) on PostgreSQL until it ends, and on "
+        "SQLite no other writer runs inside a write transaction, so the update finds them "
+        "pending (as where:transitions:claim:blobs.state)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
