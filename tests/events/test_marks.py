@@ -80,3 +80,17 @@ async def test_a_replay_sends_its_own_event_again_only(evledger: Ledger) -> None
         assert await events.succeeded_targets(conn, again) == set()
     states = {e.event_id: e.state for e in await all_events(ledger)}
     assert states == {kept: "delivered", again: "pending"}, states
+
+
+async def test_a_claim_passes_over_events_already_delivered(evledger: Ledger) -> None:
+    """A delivered event is never due again: a claim of one event, after one was delivered,
+    takes the next pending one (older delivered events never fill its limit)."""
+    ledger, lease = evledger, evledger.settings.event_lease
+    await ledger.create("sent.txt", b"s")
+    async with ledger.db.transaction() as conn:
+        token, (sent,) = await events.claim(conn, 1, lease)
+        assert await events.mark_delivered(conn, sent.event_id, token)
+    waiting = await ledger.create("waiting.txt", b"w")
+    async with ledger.db.transaction() as conn:
+        _, taken = await events.claim(conn, 1, lease)
+    assert [e.subject for e in taken] == [waiting.id]

@@ -491,6 +491,15 @@ ARGUED: dict[str, str] = {
         "are held: locked FOR UPDATE (SKIP LOCKED) on PostgreSQL until it ends, and on "
         "SQLite no other writer runs inside a write transaction, so the update finds them "
         "pending (as where:transitions:claim:blobs.state)",
+    # an operator's replay (blobledger events replay)
+    "where:events:replay:deliveries.outcome": "only succeeded_targets reads a log line's "
+        "outcome, and it reads \"ok\" alone: a failed line marked replayed is skipped by it "
+        "as before, so every retry sends to the same targets",
+    "where:events:replay:exists": "it only matters for an event neither dead nor "
+        "delivered, which _replay then refuses (the command says so): that pending event's "
+        "successes marked replayed make its next attempt send again to targets that took it, "
+        "a duplicate that at-least-once delivery allows and receivers drop by its "
+        "webhook-id; nothing is lost or reordered",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
