@@ -167,3 +167,19 @@ def test_url_expiry_is_held_to_the_grace_rule(backend: str) -> None:
         assert [error.id for error in errors] == ["blobledger.E001"]
         assert errors[0].level == checks.ERROR and "must never outlive" in errors[0].msg
     assert check_storages() == []
+
+
+def test_manage_py_check_refuses_a_feature_this_machine_cannot_run() -> None:
+    """The one requirements check (blobledger._base.requirements) is Django's too: a
+    scanner program that is not installed is an error of ``manage.py check``."""
+    from django.conf import settings
+
+    from blobledger.django.apps import check_storages
+
+    block = {**settings.BLOBLEDGER, "PROCESSORS": "scan",
+             "SCAN_COMMAND": "no-such-scanner-program {path}"}
+    with override_settings(BLOBLEDGER=block):
+        errors = check_storages()
+    assert [error.id for error in errors] == ["blobledger.E001"]
+    assert "'no-such-scanner-program' is not an executable program" in errors[0].msg
+    assert check_storages() == []

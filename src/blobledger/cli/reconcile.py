@@ -53,7 +53,8 @@ async def command(as_json: bool, fix: bool, older_than: str | None, no_blocks: b
                 return
             age = ("" if finding.age_seconds is None
                    else f" (age {format_duration(round(max(finding.age_seconds, 0)))})")
-            fixed = " [deleted]" if finding.fixed else ""
+            fixed = ("" if not finding.fixed else " [retagged committed]"
+                     if finding.category == "mismatch" else " [deleted]")
             print(plain(f"{finding.category:<13} {display_name(finding.name)}: "
                         f"{finding.detail}{age}{fixed}"), flush=True)
 
