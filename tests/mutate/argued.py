@@ -516,4 +516,7 @@ ARGUED: dict[str, str] = {
 PENDING: dict[str, str] = {
     "where:events:_claim:events.lease_until": "a claim's update itself refuses an event "
         "whose lease another worker's claim still holds",
+    "tag:reconciler:retag_if_still:set_tags-without-if_tags": "reconcile --fix's retag, "
+        "made after its re-read, must refuse a blob the deletion path tagged deleting "
+        "meanwhile (a pause between the re-read and the retag)",
 }
