@@ -878,8 +878,6 @@ NOT_FENCES: dict[str, str] = {
         "caller gave it; the server's compare-and-set on the version decides",
     "blobledger/client/_core.py:delete:condition": "the If-Match the client sends, as the "
         "caller gave it; the server's compare-and-set on the version decides",
-    "blobledger/config.py:_variants_need_pillow": "an installation check (Pillow present), "
-        "no safety rule",
     "blobledger/stores/base.py:delete:condition": "the Store API's plumbing of a delete's "
         "condition; the API refuses a delete without one (conformance: "
         "test_a_delete_without_a_condition_is_refused), and each store's request conditions "
