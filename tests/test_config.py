@@ -89,6 +89,23 @@ def test_sweep_after_must_exceed_the_deadline_by_a_margin() -> None:
     assert (ok.upload_deadline, ok.sweep_after) == (900, 3600)
 
 
+def test_a_read_urls_expiry_is_held_within_the_delete_grace() -> None:
+    assert Settings(delete_grace=300, read_url_expiry=240).read_url_expiry == 240
+    with pytest.raises(ConfigError, match=r"BLOBLEDGER_READ_URL_EXPIRY .* must never outlive"):
+        Settings(delete_grace=300, read_url_expiry=241)
+
+
+def test_a_scan_is_set_up_once_and_ends_within_its_lease() -> None:
+    with pytest.raises(ConfigError, match="BLOBLEDGER_PROCESSORS names scan"):
+        Settings(processors="scan")
+    with pytest.raises(ConfigError, match="not both"):
+        Settings(processors="scan", scan_command="true", scan_url="http://127.0.0.1:9/scan")
+    with pytest.raises(ConfigError, match="must exceed BLOBLEDGER_SCAN_TIMEOUT"):
+        Settings(processors="scan", scan_command="true", scan_timeout=700)
+    ok = Settings(processors="scan", scan_command="true")
+    assert ok.processing_lease > ok.scan_timeout
+
+
 def test_defaults_are_the_embedded_store() -> None:
     settings = from_env({})
     assert settings.database_url.startswith("sqlite:///")

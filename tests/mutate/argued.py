@@ -448,12 +448,75 @@ ARGUED: dict[str, str] = {
         "same open transaction (the application's savepoint), which no sweeper sees or waits "
         "past until it commits: the confirm always matches its own row (staging.py raises "
         "IntentLost for a case that cannot happen)",
+    # the local disk's re-check under the lock: a blob's name is linked once (the
+    # create-only os.link) and, once unlinked, never linked again (a new uuid4 name per
+    # intent), so the inode under the name never differs from the one opened
+    "store:stores/local:_locked:inode-check-skipped": "a blob's name is linked once (os.link, "
+        "create-only) and never again after its unlink (names are new per intent), so the "
+        "name never holds another inode than the one opened; the comparison (with its stat) "
+        "only notices a name that vanished between open and flock: the mutant then acts on "
+        "the unlinked inode, where a retag is lost with the deleted bytes (the writer's next "
+        "compare-and-set decides, and the sweeper that deleted them removed the row) and a "
+        "second delete's unlink raises FileNotFoundError, a failed delete retried (then "
+        "absent)",
+    # Azure's single put: overwrite=False is create-only by itself when no other access
+    # condition is passed
+    "store:stores/azure/store:put:upload_blob-without-unpacked": "upload_blob is also called "
+        "with overwrite=False, which the SDK sends as If-None-Match: * when no other access "
+        "condition is passed, and this call passes none: the put stays create-only "
+        "(test_second_create_keeps_first_bytes passes on Azurite); **CREATE_ONLY keeps it so "
+        "if a condition is ever added (Put Block List, which has no overwrite, needs it: "
+        "its mutants are killed)",
+    # the headers a direct upload's client is told to send on Azure: the SAS itself is
+    # create-only
+    "store:stores/azure/store:direct_put:dict-without-If-None-Match": "the SAS grants the "
+        "create permission alone (c), with which the service writes the blob only while it "
+        "does not exist and refuses an overwrite whatever the request's headers (see "
+        "direct_put): the If-None-Match: * the client is told to send asks the same again, "
+        "and a client that leaves it out is refused by the permission",
+    # an event's marks: a delivery claim's token (claim_token: "e:" and 120 random bits,
+    # new per claim) is written only by _claim, on pending rows, and every step out of
+    # pending (_delivered, _dead) clears it, as _failed and _replay do: a row carrying the
+    # token is pending
+    "where:events:_delivered:events.state": "a claim's token (new per claim) is put only on "
+        "pending events by the claim, and every step out of pending clears it (delivered, "
+        "dead; a failure and a replay clear it too): an event bearing the token is pending",
+    "where:events:_failed:events.state": "an event bearing the claim's token is pending "
+        "(see _delivered:events.state)",
+    "where:events:_dead:events.state": "an event bearing the claim's token is pending "
+        "(see _delivered:events.state)",
+    # the delivery claim's update, in the transaction whose read (_due) chose the ids with
+    # the same terms, as the sweeper's claim does
+    "where:events:_claim:events.state": "the ids were read pending in this transaction and "
+        "are held: locked FOR UPDATE (SKIP LOCKED) on PostgreSQL until it ends, and on "
+        "SQLite no other writer runs inside a write transaction, so the update finds them "
+        "pending (as where:transitions:claim:blobs.state)",
+    # an operator's replay (blobledger events replay)
+    "where:events:replay:deliveries.outcome": "only succeeded_targets reads a log line's "
+        "outcome, and it reads \"ok\" alone: a failed line marked replayed is skipped by it "
+        "as before, so every retry sends to the same targets",
+    "where:events:replay:exists": "it only matters for an event neither dead nor "
+        "delivered, which _replay then refuses (the command says so): that pending event's "
+        "successes marked replayed make its next attempt send again to targets that took it, "
+        "a duplicate that at-least-once delivery allows and receivers drop by its "
+        "webhook-id; nothing is lost or reordered",
     # the reconciler's retag of an attached row's pending blob
-    "recheck:reconciler:retag_attached:ignored": "the scan read the row attached; it can "
+    "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
         "deleted first): the retag, conditioned on pending, moves a deleting row's blob to "
         "committed as the writer's A3 would have (tags only go forward; the deletion path "
         "deletes a committed blob as a pending one, and a delete conditioned on pending "
         "that the retag overtook is refused and done by its next run), and a deleted blob "
         "answers not found, counted as an error; names are never reused",
+}
+
+
+#: survivors that are NOT harmless, whose killing test is being written: the record says so
+#: (no argument stands for them), keyed by mutant id, valued by what the test must show
+PENDING: dict[str, str] = {
+    "where:events:_claim:events.lease_until": "a claim's update itself refuses an event "
+        "whose lease another worker's claim still holds",
+    "tag:reconciler:retag_if_still:set_tags-without-if_tags": "reconcile --fix's retag, "
+        "made after its re-read, must refuse a blob the deletion path tagged deleting "
+        "meanwhile (a pause between the re-read and the retag)",
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -16,8 +17,14 @@ from azure.storage.blob import BlobBlock
 from azure.storage.blob import BlobClient as SyncBlobClient
 from azure.storage.blob.aio import BlobServiceClient
 
-from blobledger.errors import BlobAlreadyExists, IntegrityError, StoreUnavailable
+from blobledger.errors import (
+    BlobAlreadyExists,
+    ConditionNotMet,
+    IntegrityError,
+    StoreUnavailable,
+)
 from blobledger.stores.azure import NO_COMMITTED_BLOB, AzureStore
+from blobledger.stores.base import tags_match
 from tests.conftest import new_container
 from tests.stores.contract import PENDING, StoreContract, new_name, put, read_all, stream
 from tests.support.services import Azurite
@@ -136,6 +143,36 @@ async def test_a_conditioned_retag_asks_the_service_to_condition_it(azurite: Azu
         await store.set_tags(name, {"state": "deleting"}, if_tags={"state": "committed"})
         assert await store.get_tags(name) == {"state": "deleting"}
     assert seen == ["\"state\" = 'pending'", "\"state\" = 'committed'"]
+
+
+async def test_a_retag_the_service_refuses_stands(azurite: Azurite) -> None:
+    """On the real service ``x-ms-if-tags`` is the retag's only guard, and its refusal must
+    stand: only a blob with no tags at all (a direct upload's, counted ``pending``) is
+    retagged again without the condition. Azurite ignores the header (see below), so the
+    service's answer is played by the store's one call that sends it (a mismatch refused as
+    the service refuses it, 412), and the store is told it talks to the service."""
+    store = AzureStore(new_container(), connection_string=azurite.connection_string)
+    await store.prepare()
+    store.capabilities = dataclasses.replace(store.capabilities,
+                                             state_conditioned_transition=True)
+    send = store._set_blob_tags
+
+    async def as_the_service(name: str, tags: Any, if_tags: Any) -> None:
+        if if_tags is not None and not tags_match(await store.get_tags(name), if_tags):
+            raise ConditionNotMet(name, "ConditionNotMet")
+        await send(name, tags, if_tags)
+
+    store._set_blob_tags = as_the_service  # type: ignore[method-assign]
+    async with store:
+        name = new_name()
+        await put(store, name, b"deleted soon", state="deleting")
+        with pytest.raises(ConditionNotMet):
+            await store.set_tags(name, {"state": "committed"}, if_tags=PENDING)
+        assert await store.get_tags(name) == {"state": "deleting"}
+        untagged = new_name()
+        await store._client().get_blob_client(untagged).upload_blob(b"direct")
+        await store.set_tags(untagged, {"state": "committed"}, if_tags=PENDING)
+        assert await store.get_tags(untagged) == {"state": "committed"}
 
 
 async def test_emulator_ignores_tag_condition_on_set_tags(azurite: Azurite) -> None:
