@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 import click
 
 from blobledger._base.durations import parse_duration
+from blobledger._base.redact import redact_url
 from blobledger.cli import fail, run_async
 from blobledger.cli._output import display_name, fields, print_json
 from blobledger.errors import ConfigError
@@ -73,21 +75,29 @@ async def show(event_id: str, as_json: bool) -> int:
     if found is None:
         return fail(f"no event {display_name(event_id)!r} (see `blobledger events list`)")
     event, attempts = found
+    shown = _redacted(event.to_json())
+    log = [_redacted(a.to_json()) for a in attempts]
     if as_json:
-        print_json({**event.to_json(), "log": [a.to_json() for a in attempts]})
+        print_json({**shown, "log": log})
         return 0
-    for key, value in event.to_json().items():
+    for key, value in shown.items():
         if key != "data":
             print(f"{key + ':':<17}{display_name(str(value))}")
     for key, value in sorted(event.payload.items()):
         print(f"{'data.' + key + ':':<17}{display_name(str(value))}")
     print(f"log:             {len(attempts)} attempt(s)")
-    for attempt in attempts:
-        line = attempt.to_json()
+    for line in log:
         print("  " + fields([line["attempt"], line["target"], line["outcome"],
                              line["status_code"] or "-", line["started_at"],
                              line["error"] or ""]))
     return 0
+
+
+def _redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """An event's or an attempt's fields with no credential of a webhook's URL in them
+    (its target, its errors: rows written before the attempt log redacted them)."""
+    return {key: redact_url(value) if key in ("target", "error", "last_error")
+            and isinstance(value, str) else value for key, value in data.items()}
 
 
 @command.command(epilog="\b\nExamples:\n  blobledger events replay evt_5d1c...")
