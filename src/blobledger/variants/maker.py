@@ -31,6 +31,7 @@ from blobledger.protocol.transitions import Intent, new_token
 from blobledger.protocol.variant_owner import variant_owner
 from blobledger.protocol.variant_steps import VariantSteps
 from blobledger.stores.base import BlobReader
+from blobledger.variants.budget import PIXEL_BYTES, budget
 from blobledger.variants.errors import ImageRefused, UnknownVariant, VariantBusy, VersionEnded
 
 log = logging.getLogger("blobledger.variants")
@@ -173,8 +174,10 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
         data = await _read(ledger, source)
         await failpoints.hit("variant.after_read")
         image = open_source(data, settings.max_image_pixels)
-        rendered = await asyncio.to_thread(render, image, spec, settings.variant_format,
-                                           settings.variant_quality)
+        width, height = image.size
+        async with budget(settings.max_image_pixels).taken(PIXEL_BYTES * width * height):
+            rendered = await asyncio.to_thread(render, image, spec, settings.variant_format,
+                                               settings.variant_quality)
         await failpoints.hit("variant.after_render")
         digests = await ledger.upload(intent, rendered.data)  # V2
         await failpoints.hit("variant.after_upload")
