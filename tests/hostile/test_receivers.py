@@ -16,6 +16,7 @@ from tests.events.receiver import SECRET
 from tests.hostile.receivers import gzip_of_zeros, receiving, rss_kib
 from tests.hostile.support import clean_env, serve
 from tests.support.server import blobledger_command
+from tests.support.services import free_port
 
 #: the bomb: a quarter of a megabyte on the wire, 256 MiB decoded
 BOMB = 256 * 1024 * 1024
@@ -113,3 +114,16 @@ def _cli(env: dict[str, str], *args: str) -> str:
                           timeout=60, check=False)
     assert done.returncode == 0, done
     return done.stdout.decode()
+
+
+def test_webhooks_are_sent_past_the_environments_proxy() -> None:
+    def good(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    nowhere = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proxies = {name: nowhere for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                          "all_proxy")}
+    with receiving(good) as fine, \
+            serve(env={**_hooks(fine.url, timeout="5s"), **proxies}) as srv:
+        _create(srv.url, "direct.txt")
+        _wait(time.monotonic() + 60, lambda: fine.count() >= 1)
