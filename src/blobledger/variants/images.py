@@ -6,8 +6,10 @@ The rules (docs/pipeline.md, "Variants"):
   (and within Pillow's own ``Image.MAX_IMAGE_PIXELS``: its ``DecompressionBombWarning`` and
   ``DecompressionBombError`` are refusals too), so a small file that would decode to
   gigabytes is refused before any pixel is allocated;
-- its EXIF orientation is applied, then it is shrunk to fit the variant's box, keeping its
-  aspect ratio and never enlarging it (Lanczos); an animated source gives its first frame;
+- only :data:`DECODERS` may read it (never Ghostscript's EPS and PostScript);
+- it is shrunk to fit the variant's box once oriented, keeping its aspect ratio and never
+  enlarging it (Lanczos), and only then turned by its EXIF orientation (no second full-size
+  copy); an animated source gives its first frame;
 - the output is WebP by default (quality ``variant_quality``; transparency kept), or JPEG
   (transparency flattened onto white) or PNG (lossless; quality unused); metadata other
   than the colour profile is dropped (EXIF can carry a location).
@@ -47,8 +49,8 @@ class Rendered:
 
 
 def open_source(data: bytes, max_pixels: int) -> Image.Image:
-    """The source image with only its header read. ImageRefused: 415 when no decoder of
-    Pillow's knows the bytes, 422 when it has more pixels than allowed."""
+    """The source image with only its header read. ImageRefused: 415 when none of
+    :data:`DECODERS` knows the bytes, 422 when it has more pixels than allowed."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)

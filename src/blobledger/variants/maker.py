@@ -91,7 +91,7 @@ async def make_variants(ledger: Ledger, doc_id: str, *, version: int | None = No
     that is not an image. The document may be ``ready`` or any other state but ``pending``
     (a processor may call this before the document becomes visible). NotFound if the
     document is gone, VersionEnded if ``version`` is no longer its version, ImageRefused if
-    the image is refused (too many pixels or bytes, a format Pillow cannot read)."""
+    the image is refused (too many pixels or bytes, a format not read)."""
     source = await _source(ledger, doc_id, version)
     if not is_image(source.content_type):
         return []
