@@ -95,3 +95,16 @@ def test_a_postscript_file_declared_an_image_never_reaches_ghostscript(tmp_path:
     assert not (tmp_path / "called").exists(), (tmp_path / "called").read_text()
     assert answer.status_code == 415, answer.text
     assert answer.json()["type"].endswith("unsupported-image")
+
+
+def test_a_refused_image_is_not_decoded_again() -> None:
+    broken = big_png()[:4096]  # its header, then its pixels cut short: they do not decode
+    # serve dies the second time a source is read for a render
+    with serve(env={"BLOBLEDGER_VARIANTS": "thumb=64x64",
+                    "BLOBLEDGER_FAILPOINTS": "variant.after_read=kill@2"}) as srv:
+        doc_id = _upload(srv, "broken.png", broken, "image/png")
+        for _ in range(3):
+            answer = httpx.get(f"{srv.url}/documents/{doc_id}/variants/thumb", timeout=60)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["type"].endswith("invalid-image")
+        assert srv.process.poll() is None

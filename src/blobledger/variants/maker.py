@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from blobledger import failpoints
 from blobledger._base.names import new_blob_name
 from blobledger._base.variant_specs import FORMATS, VariantSpec
+from blobledger.config import Settings
 from blobledger.errors import BlobNotFound, IntentLost, NotFound
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobKind, DocumentRow, DocumentStatus
@@ -123,6 +125,8 @@ async def make_variant(ledger: Ledger, doc_id: str, name: str, *, version: int |
             raise ImageRefused(f"the image holds {source.size} bytes, more than "
                                f"{settings.max_image_bytes}", status=422,
                                kind="image-too-large")
+        if (refused := _refusals.get(_refusal_key(source, settings))) is not None:
+            raise ImageRefused(str(refused), status=refused.status, kind=refused.kind)
         owner = variant_owner(doc_id, source.version, spec, settings.variant_format,
                               settings.variant_quality)
         if (row := await steps.attached(owner)) is not None:
@@ -189,6 +193,10 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
         await failpoints.hit("variant.after_tag")
     except IntentLost:
         return None
+    except ImageRefused as refused:  # the source's bytes never change: nor will this
+        _remember(_refusal_key(source, settings), refused)
+        await asyncio.shield(ledger.abandon(intent))
+        raise
     except BaseException:
         await asyncio.shield(ledger.abandon(intent))  # a refusal leaves nothing behind
         raise
@@ -198,6 +206,24 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
     await failpoints.hit("variant.after_attach")
     return Variant(source.id, source.version, spec.name, intent.blob_name, digests.size,
                    digests.sha256, digests.md5, intent.content_type)
+
+
+#: sources refused lately (their blob and the limits): a refusal costs a decode, which is
+#: not made again for every request (a blob's bytes never change, its name is never reused)
+_refusals: OrderedDict[tuple[str, int, int], ImageRefused] = OrderedDict()
+#: how many refusals are remembered, at most (the oldest forgotten first)
+REFUSALS = 1024
+
+
+def _refusal_key(source: _Source, settings: Settings) -> tuple[str, int, int]:
+    return source.blob, settings.max_image_pixels, settings.max_image_bytes
+
+
+def _remember(key: tuple[str, int, int], refused: ImageRefused) -> None:
+    _refusals[key] = refused
+    _refusals.move_to_end(key)
+    while len(_refusals) > REFUSALS:
+        _refusals.popitem(last=False)
 
 
 async def _read(ledger: Ledger, source: _Source) -> bytes:

@@ -174,7 +174,8 @@ class Delivery:
             done = await events.succeeded_targets(conn, event.event_id)
         errors: list[str] = []
         attempt_no = event.attempts + 1
-        handlers, hooks = [], []
+        handlers: list[Target] = []
+        hooks: list[Target] = []
         for name, send in self.targets(event):
             if name not in done:
                 (hooks if name.startswith("webhook:") else handlers).append((name, send))
