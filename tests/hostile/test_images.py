@@ -70,7 +70,7 @@ def test_four_images_at_the_pixel_limit_render_within_the_promised_memory() -> N
     for answer in answers:  # oriented: shown tall
         assert Image.open(io.BytesIO(answer.content)).size == (164, 256)
     # one source's pixels (RGB: 183 MiB) decoded at a time, turned only once shrunk: about
-    # 250 MiB; the four decoded at once cost about 1 GiB, each turned whole about 2.9 GiB
+    # 250 MiB; the four rendered side by side about 1 GiB, each turned whole 2.9 GiB
     assert peak - before < 512 * MIB, (before, peak)
 
 

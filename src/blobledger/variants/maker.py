@@ -15,9 +15,11 @@ Failpoints: ``variant.after_{claim,read,render,upload,confirm,tag,attach}``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,6 @@ from blobledger.protocol.transitions import Intent, new_token
 from blobledger.protocol.variant_owner import variant_owner
 from blobledger.protocol.variant_steps import VariantSteps
 from blobledger.stores.base import BlobReader
-from blobledger.variants.budget import PIXEL_BYTES, budget
 from blobledger.variants.errors import ImageRefused, UnknownVariant, VariantBusy, VersionEnded
 
 log = logging.getLogger("blobledger.variants")
@@ -178,10 +179,9 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
         data = await _read(ledger, source)
         await failpoints.hit("variant.after_read")
         image = open_source(data, settings.max_image_pixels)
-        width, height = image.size
-        async with budget(settings.max_image_pixels).taken(PIXEL_BYTES * width * height):
-            rendered = await asyncio.to_thread(render, image, spec, settings.variant_format,
-                                               settings.variant_quality)
+        rendered = await asyncio.get_running_loop().run_in_executor(
+            _renderer(), render, image, spec, settings.variant_format,
+            settings.variant_quality)
         await failpoints.hit("variant.after_render")
         digests = await ledger.upload(intent, rendered.data)  # V2
         await failpoints.hit("variant.after_upload")
@@ -224,6 +224,15 @@ def _remember(key: tuple[str, int, int], refused: ImageRefused) -> None:
     _refusals.move_to_end(key)
     while len(_refusals) > REFUSALS:
         _refusals.popitem(last=False)
+
+
+@functools.cache
+def _renderer() -> ThreadPoolExecutor:
+    """The one thread that renders, for the whole process: a render decodes its source
+    whole (up to 4 bytes a pixel, 256 MiB at the default pixel limit), so two at once would
+    hold twice that, and the memory a thread's allocator keeps after a render is only
+    reused by that same thread. Renders wait their turn here."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="blobledger-render")
 
 
 async def _read(ledger: Ledger, source: _Source) -> bytes:
