@@ -130,6 +130,7 @@ from blobledger._base.hosts import (
     split_list,
 )
 from blobledger._base.names import check_prefix
+from blobledger._base.redact import redact_url
 from blobledger._base.requirements import unmet
 from blobledger._base.variant_specs import VariantSpec, parse_variants
 from blobledger.errors import ConfigError
@@ -525,7 +526,8 @@ class Settings(BaseModel):
         if self.azure.connection_string:
             data["azure"]["connection_string"] = _mask_connection_string(
                 self.azure.connection_string)
-        data["database_url"] = _mask_url(self.database_url)
+        data["database_url"] = redact_url(self.database_url)
+        data["webhook_urls"] = [redact_url(url) for url in self.webhook_urls]
         if self.webhook_secret:
             data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
         if self.signing_key:
@@ -540,14 +542,6 @@ def _mask_connection_string(text: str) -> str:
         secret = key.strip().lower() in ("accountkey", "sharedaccesssignature")
         parts.append(f"{key}{sep}****" if secret and sep else item)
     return ";".join(parts)
-
-
-def _mask_url(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:****@{host}"
 
 
 def env_name(location: tuple[int | str, ...]) -> str:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
+
+from blobledger._base.redact import redact, redact_url
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 #: the fields a line starts with, in this order (the others follow as they came)
@@ -38,17 +39,6 @@ _LEADING = ("time", "level", "logger", "event", "message")
 #: the arguments of uvicorn's access-log record, in its order
 _ACCESS_FIELDS = ("http.client", "http.method", "http.target", "http.version", "http.status")
 _format = "text"
-#: a query parameter whose value is a credential, and its value (up to ``&``, ``#`` or a space)
-_CREDENTIAL = re.compile(
-    r"(?i)([?&](?:token|access_token|sig|x-amz-signature|x-amz-security-token|"
-    r"x-amz-credential)=)[^&#\s]*")
-
-
-def redact(target: str) -> str:
-    """A request target with the value of every credential query parameter replaced."""
-    return _CREDENTIAL.sub(r"\1REDACTED", target)
-
-
 class RedactTokens(logging.Filter):
     """Rewrites uvicorn's access-log record so that its target (the path and query) holds
     no credential: a direct upload's ``PUT /uploads/<id>/content?token=...`` is logged
@@ -59,6 +49,17 @@ class RedactTokens(logging.Filter):
         if isinstance(args, tuple) and len(args) == len(_ACCESS_FIELDS) \
                 and isinstance(args[2], str):
             record.args = (*args[:2], redact(args[2]), *args[3:])
+        return True
+
+
+class RedactUrls(logging.Filter):
+    """Rewrites a record's URL arguments so that none holds a credential (httpx's
+    ``HTTP Request: POST <url>`` line of a webhook's call: its password, its ``token``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_url(str(arg)) if "://" in str(arg) else arg
+                                for arg in record.args)
         return True
 
 
@@ -142,6 +143,9 @@ def setup_logging(level: str = "WARNING", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.WARNING))
+    outgoing = logging.getLogger("httpx")  # its request lines carry the URL called
+    if not any(isinstance(f, RedactUrls) for f in outgoing.filters):
+        outgoing.addFilter(RedactUrls())
     if log_format == "json" and root.level <= logging.INFO:
         from blobledger import telemetry
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import Any
 
 import click
 
 from blobledger._base.durations import parse_duration
+from blobledger._base.redact import redact_url
 from blobledger.cli import fail, run_async
 from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
 from blobledger.errors import ConfigError
@@ -74,26 +76,35 @@ async def show(event_id: str, as_json: bool) -> int:
     if found is None:
         return fail(f"no event {display_name(event_id)!r} (see `blobledger events list`)")
     event, attempts = found
+    shown = _redacted(event.to_json())
+    log = [_redacted(a.to_json()) for a in attempts]
     if as_json:
-        print_json({**event.to_json(), "log": [a.to_json() for a in attempts]})
+        print_json({**shown, "log": log})
         return 0
-    rows = [(key, str(value)) for key, value in event.to_json().items() if key != "data"]
+    rows = [(key, str(value)) for key, value in shown.items() if key != "data"]
     rows += [(f"data.{key}", str(value)) for key, value in sorted(event.payload.items())]
-    log = [[str(line["attempt"]), str(line["target"]), str(line["outcome"]),
-            str(line["status_code"] or "-"), str(line["started_at"]), str(line["error"] or "")]
-           for line in (attempt.to_json() for attempt in attempts)]
+    lines = [[str(line["attempt"]), str(line["target"]), str(line["outcome"]),
+              str(line["status_code"] or "-"), str(line["started_at"]), str(line["error"] or "")]
+             for line in log]
     if is_terminal(sys.stdout):
         table(None, ["field", "value"], [list(row) for row in rows], multiline=False)
         table(f"log: {len(attempts)} attempt(s)",
-              ["attempt", "target", "outcome", "status", "started", "error"], log,
+              ["attempt", "target", "outcome", "status", "started", "error"], lines,
               multiline=False)
         return 0
     width = max(len(key) for key, _ in rows) + 2  # every value in one column
     for key, value in [*rows, ("log", f"{len(attempts)} attempt(s)")]:
         print(f"{key + ':':<{width}}{display_name(value)}")
-    for line in log:
+    for line in lines:
         print("  " + fields(line))
     return 0
+
+
+def _redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """An event's or an attempt's fields with no credential of a webhook's URL in them
+    (its target, its errors: rows written before the attempt log redacted them)."""
+    return {key: redact_url(value) if key in ("target", "error", "last_error")
+            and isinstance(value, str) else value for key, value in data.items()}
 
 
 @command.command(epilog="\b\nExamples:\n  blobledger events replay evt_5d1c...")

@@ -11,6 +11,9 @@ line (:class:`BadAnswer`), never a traceback nor a guess.
 - A success body is read into a strict pydantic model (no coercion: ``"3"`` is not a
   version): a document, a page of documents, a direct upload's target; anything else is
   :class:`BadAnswer`, "the server answered 201 with a body that is not a document (...)".
+- No body is read whole whatever it holds: an error answer's first :data:`MAX_PROBLEM`
+  bytes, a success answer's first :data:`MAX_ANSWER` (decoded: a compressed answer is
+  counted as it inflates), a document's bytes only as a stream.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from blobledger.errors import BlobLedgerError
 
 #: the most of an error answer's body that is read (a problem document is small)
 MAX_PROBLEM = 64 * 1024
+#: the most of a success answer's body that is read, decoded (a page of 1000 documents
+#: with long names and metadata stays far below it); a longer one is :class:`BadAnswer`
+MAX_ANSWER = 16 * 1024 * 1024
 #: the longest detail shown (the rest is cut)
 MAX_DETAIL = 500
 
@@ -138,6 +144,12 @@ def describe(response: httpx.Response) -> str:
 
 class BadAnswer(BlobLedgerError):
     """A success answer whose body is not what the client expects."""
+
+
+def too_long(response: httpx.Response) -> BadAnswer:
+    """A success answer whose body holds more than :data:`MAX_ANSWER` bytes."""
+    return BadAnswer(f"the server answered {response.status_code} with a body of more than "
+                     f"{MAX_ANSWER} bytes")
 
 
 def read(model: type[M], response: httpx.Response, what: str) -> tuple[M, Any]:

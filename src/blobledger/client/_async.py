@@ -10,7 +10,15 @@ from typing import Any, Self
 import httpx
 
 from blobledger.client import _core
-from blobledger.client._answers import MAX_PROBLEM, DocumentAnswer, Link, Page, ReadURL
+from blobledger.client._answers import (
+    MAX_ANSWER,
+    MAX_PROBLEM,
+    DocumentAnswer,
+    Link,
+    Page,
+    ReadURL,
+    too_long,
+)
 from blobledger.client._core import Call, Data, Operation, Progress, Sleep
 from blobledger.client._retry import Policy, Retried, backoff
 from blobledger.client._setup import Setup, bounded
@@ -147,13 +155,17 @@ class AsyncClient:
 
     @staticmethod
     async def _read(response: httpx.Response) -> httpx.Response:
-        """The answer, read (an error answer's body: at most MAX_PROBLEM bytes and one)."""
+        """The answer, read (an error answer's body: at most MAX_PROBLEM bytes and one; a
+        success answer's: BadAnswer past MAX_ANSWER bytes)."""
         try:
-            limit = MAX_PROBLEM if response.status_code >= 300 else None
+            error = response.status_code >= 300
+            limit = MAX_PROBLEM if error else MAX_ANSWER
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
-                if limit is not None and len(body) > limit:
+                if len(body) > limit:
+                    if not error:
+                        raise too_long(response)
                     break
         finally:
             await response.aclose()

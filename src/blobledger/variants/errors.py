@@ -12,7 +12,7 @@ class UnknownVariant(NotFound):
 
 
 class ImageRefused(InvalidInput):
-    """The source image is refused: ``status`` 415 (a format Pillow cannot read) or 422 (too
+    """The source image is refused: ``status`` 415 (not one of the formats read) or 422 (too
     many pixels, too many bytes, or bytes that do not decode); ``kind`` the problem type."""
 
     def __init__(self, message: str, *, status: int, kind: str) -> None:

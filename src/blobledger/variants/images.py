@@ -6,8 +6,10 @@ The rules (docs/pipeline.md, "Variants"):
   (and within Pillow's own ``Image.MAX_IMAGE_PIXELS``: its ``DecompressionBombWarning`` and
   ``DecompressionBombError`` are refusals too), so a small file that would decode to
   gigabytes is refused before any pixel is allocated;
-- its EXIF orientation is applied, then it is shrunk to fit the variant's box, keeping its
-  aspect ratio and never enlarging it (Lanczos); an animated source gives its first frame;
+- only :data:`DECODERS` may read it (never Ghostscript's EPS and PostScript);
+- it is shrunk to fit the variant's box once oriented, keeping its aspect ratio and never
+  enlarging it (Lanczos), and only then turned by its EXIF orientation (no second full-size
+  copy); an animated source gives its first frame;
 - the output is WebP by default (quality ``variant_quality``; transparency kept), or JPEG
   (transparency flattened onto white) or PNG (lossless; quality unused); metadata other
   than the colour profile is dropped (EXIF can carry a location).
@@ -22,13 +24,18 @@ import io
 import warnings
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from blobledger._base.variant_specs import FORMATS, VariantSpec
 from blobledger.variants.errors import ImageRefused
 
 #: the encoders' names in Pillow
 _PIL_FORMAT = {"webp": "WEBP", "jpeg": "JPEG", "png": "PNG"}
+#: the only decoders a source may use: raster formats Pillow decodes itself (never EPS or
+#: PostScript, which it hands to Ghostscript, nor its rarer plugins)
+DECODERS = ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP")
+#: EXIF orientations that swap the width and the height
+_SWAPS = frozenset({5, 6, 7, 8})
 
 
 @dataclass(frozen=True)
@@ -42,12 +49,12 @@ class Rendered:
 
 
 def open_source(data: bytes, max_pixels: int) -> Image.Image:
-    """The source image with only its header read. ImageRefused: 415 when no decoder of
-    Pillow's knows the bytes, 422 when it has more pixels than allowed."""
+    """The source image with only its header read. ImageRefused: 415 when none of
+    :data:`DECODERS` knows the bytes, 422 when it has more pixels than allowed."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            image = Image.open(io.BytesIO(data), formats=DECODERS)
     except (Image.DecompressionBombWarning, Image.DecompressionBombError):
         raise _too_many("more pixels than Pillow's limit") from None
     except UnidentifiedImageError:
@@ -67,10 +74,13 @@ def render(image: Image.Image, spec: VariantSpec, fmt: str, quality: int) -> Ren
     pixels do not decode."""
     try:
         with image:
-            side = max(spec.width, spec.height)  # orientation may swap the sides
-            image.draft("RGB", (side, side))  # JPEG: decode at a reduced scale if it fits
+            # the orientation first (a PNG's EXIF may follow its pixels: that decodes it);
+            # then shrink, and only then turn the few pixels left: never a second full copy
+            turned = image.getexif().get(ExifTags.Base.Orientation) in _SWAPS
+            box = (spec.height, spec.width) if turned else (spec.width, spec.height)
+            image.draft("RGB", box)  # JPEG: decode at a reduced scale if it still fits
+            image.thumbnail(box, Image.Resampling.LANCZOS)  # reduce(), then Lanczos
             oriented = ImageOps.exif_transpose(image)
-            oriented.thumbnail((spec.width, spec.height), Image.Resampling.LANCZOS)
             out = _mode_for(oriented, fmt)
             buffer = io.BytesIO()
             options: dict[str, object] = {}

@@ -15,14 +15,18 @@ Failpoints: ``variant.after_{claim,read,render,upload,confirm,tag,attach}``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from blobledger import failpoints
 from blobledger._base.names import new_blob_name
 from blobledger._base.variant_specs import FORMATS, VariantSpec
+from blobledger.config import Settings
 from blobledger.errors import BlobNotFound, IntentLost, NotFound
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobKind, DocumentRow, DocumentStatus
@@ -90,7 +94,7 @@ async def make_variants(ledger: Ledger, doc_id: str, *, version: int | None = No
     that is not an image. The document may be ``ready`` or any other state but ``pending``
     (a processor may call this before the document becomes visible). NotFound if the
     document is gone, VersionEnded if ``version`` is no longer its version, ImageRefused if
-    the image is refused (too many pixels or bytes, a format Pillow cannot read)."""
+    the image is refused (too many pixels or bytes, a format not read)."""
     source = await _source(ledger, doc_id, version)
     if not is_image(source.content_type):
         return []
@@ -122,6 +126,8 @@ async def make_variant(ledger: Ledger, doc_id: str, name: str, *, version: int |
             raise ImageRefused(f"the image holds {source.size} bytes, more than "
                                f"{settings.max_image_bytes}", status=422,
                                kind="image-too-large")
+        if (refused := _refusals.get(_refusal_key(source, settings))) is not None:
+            raise ImageRefused(str(refused), status=refused.status, kind=refused.kind)
         owner = variant_owner(doc_id, source.version, spec, settings.variant_format,
                               settings.variant_quality)
         if (row := await steps.attached(owner)) is not None:
@@ -173,8 +179,9 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
         data = await _read(ledger, source)
         await failpoints.hit("variant.after_read")
         image = open_source(data, settings.max_image_pixels)
-        rendered = await asyncio.to_thread(render, image, spec, settings.variant_format,
-                                           settings.variant_quality)
+        rendered = await asyncio.get_running_loop().run_in_executor(
+            _renderer(), render, image, spec, settings.variant_format,
+            settings.variant_quality)
         await failpoints.hit("variant.after_render")
         digests = await ledger.upload(intent, rendered.data)  # V2
         await failpoints.hit("variant.after_upload")
@@ -186,6 +193,10 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
         await failpoints.hit("variant.after_tag")
     except IntentLost:
         return None
+    except ImageRefused as refused:  # the source's bytes never change: nor will this
+        _remember(_refusal_key(source, settings), refused)
+        await asyncio.shield(ledger.abandon(intent))
+        raise
     except BaseException:
         await asyncio.shield(ledger.abandon(intent))  # a refusal leaves nothing behind
         raise
@@ -195,6 +206,33 @@ async def _make(ledger: Ledger, steps: VariantSteps, source: _Source, spec: Vari
     await failpoints.hit("variant.after_attach")
     return Variant(source.id, source.version, spec.name, intent.blob_name, digests.size,
                    digests.sha256, digests.md5, intent.content_type)
+
+
+#: sources refused lately (their blob and the limits): a refusal costs a decode, which is
+#: not made again for every request (a blob's bytes never change, its name is never reused)
+_refusals: OrderedDict[tuple[str, int, int], ImageRefused] = OrderedDict()
+#: how many refusals are remembered, at most (the oldest forgotten first)
+REFUSALS = 1024
+
+
+def _refusal_key(source: _Source, settings: Settings) -> tuple[str, int, int]:
+    return source.blob, settings.max_image_pixels, settings.max_image_bytes
+
+
+def _remember(key: tuple[str, int, int], refused: ImageRefused) -> None:
+    _refusals[key] = refused
+    _refusals.move_to_end(key)
+    while len(_refusals) > REFUSALS:
+        _refusals.popitem(last=False)
+
+
+@functools.cache
+def _renderer() -> ThreadPoolExecutor:
+    """The one thread that renders, for the whole process: a render decodes its source
+    whole (up to 4 bytes a pixel, 256 MiB at the default pixel limit), so two at once would
+    hold twice that, and the memory a thread's allocator keeps after a render is only
+    reused by that same thread. Renders wait their turn here."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="blobledger-render")
 
 
 async def _read(ledger: Ledger, source: _Source) -> bytes:

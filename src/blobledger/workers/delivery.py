@@ -36,11 +36,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 import httpx
 
 from blobledger import failpoints
 from blobledger._base import metrics, webhooks
+from blobledger._base.redact import redact_url
 from blobledger.config import MAX_EVENT_BACKOFF, Settings
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
@@ -104,7 +106,7 @@ class Delivery:
             names.add(name)
             found.append((name, _call(handler)))
         for url in self.settings.webhook_urls:
-            found.append((f"webhook:{url}", self._post(url)))
+            found.append((f"webhook:{redact_url(url)}", self._post(url)))
         return found
 
     def _post(self, url: str) -> Callable[[Event], Awaitable[int | None]]:
@@ -113,12 +115,16 @@ class Delivery:
             assert self.settings.webhook_secret is not None  # the settings insist
             headers = webhooks.headers(self.settings.webhook_secret, event.event_id, body)
             if self._client is None:
-                self._client = httpx.AsyncClient()
-            response = await self._client.post(url, content=body, headers=headers,
-                                               timeout=self.settings.event_timeout)
-            if not 200 <= response.status_code < 300:
-                raise _Refused(response.status_code)
-            return response.status_code
+                self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+            limit = self.settings.event_timeout
+            try:
+                async with asyncio.timeout(limit):  # the whole call, however it trickles
+                    status = await _status(self._client, url, body, headers, limit)
+            except TimeoutError:
+                raise _TimedOut(f"no whole answer within {limit:g}s") from None
+            if not 200 <= status < 300:
+                raise _Refused(status)
+            return status
         return post
 
     async def run_once(self) -> DeliveryReport:
@@ -170,24 +176,22 @@ class Delivery:
             done = await events.succeeded_targets(conn, event.event_id)
         errors: list[str] = []
         attempt_no = event.attempts + 1
+        handlers: list[Target] = []
+        hooks: list[Target] = []
         for name, send in self.targets(event):
-            if name in done:
-                continue
-            began = self.ledger.clock()
-            status: int | None = None
-            error: str | None = None
-            try:
-                status = await send(event)  # what the receiver answered (a handler: None)
-            except _Refused as exc:
-                status, error = exc.status, f"answered {exc.status}"
-            except Exception as exc:  # a handler's or a transport's failure: retried
-                error = f"{type(exc).__name__}: {exc}".strip()
+            if name not in done:
+                (hooks if name.startswith("webhook:") else handlers).append((name, send))
+        # the handlers one after the other, in their order; each webhook beside them, so
+        # that one receiver's trouble (slow, silent) holds no other target's delivery
+        outcomes = await asyncio.gather(self._attempts(event, handlers),
+                                        *(self._attempts(event, [hook]) for hook in hooks))
+        for name, began, ended, status, error in (o for group in outcomes for o in group):
             if error is not None:
                 errors.append(f"{name}: {error}")
                 report.failures += 1
             async with self.ledger.db.transaction() as conn:
                 await events.log_attempt(conn, event.event_id, attempt_no, name, token,
-                                         began, self.ledger.clock(), ok=error is None,
+                                         began, ended, ok=error is None,
                                          status_code=status, error=error)
         await failpoints.hit("events.after_send")
         async with self.ledger.db.transaction() as conn:
@@ -208,6 +212,48 @@ class Delivery:
         if not won:
             report.lost += 1
         await failpoints.hit("events.after_mark")
+
+
+    async def _attempts(self, event: Event, targets: list[Target]) -> list[_Attempt]:
+        """Each of ``targets`` sent the event in turn: (name, began, ended, status, error)."""
+        done: list[_Attempt] = []
+        for name, send in targets:
+            began = self.ledger.clock()
+            status: int | None = None
+            error: str | None = None
+            try:
+                status = await send(event)  # what the receiver answered (a handler: None)
+            except _Refused as exc:
+                status, error = exc.status, f"answered {exc.status}"
+            except Exception as exc:  # a handler's or a transport's failure: retried
+                error = redact_url(f"{type(exc).__name__}: {exc}".strip())
+            done.append((name, began, self.ledger.clock(), status, error))
+        return done
+
+
+#: one attempt: the target's name, its start and end, the status answered, the error
+_Attempt = tuple[str, datetime, datetime, int | None, str | None]
+#: the most of a webhook answer's body that is read (undecoded); nothing of it is used
+ANSWER_READ = 4096
+
+
+async def _status(client: httpx.AsyncClient, url: str, body: bytes,
+                  headers: dict[str, str], per_read: float) -> int:
+    """The status a receiver answers the POST with. Of its body at most
+    :data:`ANSWER_READ` bytes are read, as they came (never decoded: a compressed answer
+    costs what it weighs on the wire); the connection is dropped if it holds more."""
+    async with client.stream("POST", url, content=body, headers=headers,
+                             timeout=per_read) as response:
+        read = 0
+        async for chunk in response.aiter_raw():
+            read += len(chunk)
+            if read > ANSWER_READ:
+                break
+        return response.status_code
+
+
+class _TimedOut(Exception):
+    """A receiver that did not answer in full within ``BLOBLEDGER_EVENT_TIMEOUT``."""
 
 
 class _Refused(Exception):
@@ -261,4 +307,3 @@ def background_delivery(settings: Settings) -> Worker | None:
                               on_report=lambda _: beat())
 
     return Worker("delivery", interval, delivery)
-

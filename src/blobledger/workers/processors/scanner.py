@@ -6,24 +6,32 @@ without a shell) gets the bytes on its standard input, or, when an argument hold
 accepts; exit 1 rejects, with the first lines of its output as the reason; any other exit,
 a signal or ``BLOBLEDGER_SCAN_TIMEOUT`` is a failure, tried again later. These are
 ClamAV's own exit codes (``clamdscan --no-summary -``, ``clamscan --no-summary {path}``).
+The command runs in a process group of its own: at the timeout the whole group is killed
+(a shell's children, a wrapper's scanner), none left running.
 
 An endpoint (``BLOBLEDGER_SCAN_URL``) is sent the bytes in a POST (the declared
 Content-Type, their Content-Length, ``Blobledger-Document: <id>``): a 2xx answer accepts;
 422 rejects, with the body's ``detail`` (problem JSON) or its first line of text as the
 reason; anything else, a connection error or the timeout is a failure, tried again later.
+The call ignores the environment's proxy variables and ``.netrc`` (the URL says where the
+scanner is), reads at most 64 KiB of a rejection's body and nothing of another answer's, and
+names the URL without its password or token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
+import signal
 import tempfile
 from collections.abc import AsyncIterator
 
 import httpx
 
+from blobledger._base.redact import redact_url
 from blobledger.protocol.documents import Document
 from blobledger.workers.processors.base import ACCEPT, ProcessorFailed, Reader, Verdict, reject
 
@@ -60,9 +68,10 @@ class CommandScanner:
 
     async def _exec(self, argv: list[str], stdin: AsyncIterator[bytes] | None) -> Verdict:
         try:
-            process = await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(  # its own process group
                 *argv, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True)
         except OSError as exc:
             raise ProcessorFailed(f"the scanner {argv[0]!r} could not start: {exc}") from None
         try:
@@ -72,7 +81,7 @@ class CommandScanner:
                 await feeding
                 code = await process.wait()
         except TimeoutError:
-            process.kill()
+            _kill_group(process)  # the scanner and whatever it started
             await process.wait()
             raise ProcessorFailed(f"the scanner ran past {self.timeout:g}s") from None
         text = output.decode("utf-8", "replace")
@@ -81,6 +90,15 @@ class CommandScanner:
         if code == 1:
             return reject(_reason(text, "the scanner rejected the document"))
         raise ProcessorFailed(f"the scanner exited {code}: {_reason(text, 'no output')}")
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL to the scanner's process group (its children too: a shell's, a daemon's
+    client's), then to the scanner itself should the group be gone already."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
 
 
 async def _feed(process: asyncio.subprocess.Process,
@@ -118,26 +136,42 @@ class HttpScanner:
         headers = {"Content-Type": doc.content_type, "Blobledger-Document": doc.id}
         if doc.size is not None:  # streamed, yet not chunked: a scanner may not read chunks
             headers["Content-Length"] = str(doc.size)
-        try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client, \
-                    asyncio.timeout(self.timeout):
-                response = await client.post(self.url, content=read(0, None),
-                                             headers=headers)
+        where = redact_url(self.url)
+        try:  # never the environment's proxies: the scanner is where the setting says
+            async with httpx.AsyncClient(timeout=self.timeout, trust_env=False) as client, \
+                    asyncio.timeout(self.timeout), \
+                    client.stream("POST", self.url, content=read(0, None),
+                                  headers=headers) as response:
+                body = await _bounded(response) if response.status_code == REJECTED else b""
         except (httpx.HTTPError, TimeoutError) as exc:
-            raise ProcessorFailed(f"the scanner at {self.url} failed: "
+            raise ProcessorFailed(f"the scanner at {where} failed: "
                                   f"{type(exc).__name__}") from None
         if response.is_success:
             return ACCEPT
         if response.status_code == REJECTED:
-            return reject(_answer(response))
-        raise ProcessorFailed(f"the scanner at {self.url} answered {response.status_code}")
+            return reject(_answer(response, body))
+        raise ProcessorFailed(f"the scanner at {where} answered {response.status_code}")
 
 
-def _answer(response: httpx.Response) -> str:
+#: the most of a rejection's body that is read, decoded (its reason is cut far shorter)
+ANSWER_READ = 64 * 1024
+
+
+async def _bounded(response: httpx.Response) -> bytes:
+    """The first :data:`ANSWER_READ` bytes of the answer's body, decoded."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= ANSWER_READ:
+            break
+    return bytes(body[:ANSWER_READ])
+
+
+def _answer(response: httpx.Response, body: bytes) -> str:
     if "json" in response.headers.get("content-type", ""):
         with contextlib.suppress(ValueError):
-            body = response.json()
-            detail = body.get("detail") if isinstance(body, dict) else None
+            found = json.loads(body)
+            detail = found.get("detail") if isinstance(found, dict) else None
             if isinstance(detail, str):
                 return detail[:1000]
-    return _reason(response.text[:4000], "the scanner rejected the document")
+    return _reason(body[:4000].decode("utf-8", "replace"), "the scanner rejected the document")
