@@ -47,7 +47,7 @@ from blobledger.blocking import BlockingLedger
 from blobledger.config import Settings, read_url_lifetime, url_expiry_problem
 from blobledger.django.conf import blocking_ledger, ledger_settings
 from blobledger.django.links import file_url
-from blobledger.django.staging import in_transaction, stage_in_transaction
+from blobledger.django.staging import in_transaction, ledger_writes, stage_in_transaction
 from blobledger.errors import ConfigError, InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
@@ -127,6 +127,10 @@ class LedgerStorage(Storage):
             raise ConfigError(problem)
         return int(self._url_expiry)
 
+    def alias(self) -> str:
+        """The Django database of the calls in progress (a field's: its row's)."""
+        return _using.get() or self.database
+
     def ledger(self, alias: str | None = None) -> BlockingLedger:
         """The process's connected ledger on a Django database."""
         return blocking_ledger(self.settings_for(alias))
@@ -170,7 +174,9 @@ class LedgerStorage(Storage):
             or mimetypes.guess_type(name)[0]
         for _ in range(8):
             try:
-                return ledger.create(name, _as_data(content), content_type=content_type).name
+                with ledger_writes(self.alias(), f"storage.save({name!r})"):
+                    return ledger.create(name, _as_data(content),
+                                         content_type=content_type).name
             except NameTaken:  # taken between get_available_name and now: another one
                 name = self.get_available_name(name)
         raise SuspiciousFileOperation(f"no free name like {name!r} after 8 attempts")
@@ -193,11 +199,12 @@ class LedgerStorage(Storage):
         ledger = self.ledger()
         doc = self._document(name)
         content_type = content_type or mimetypes.guess_type(name)[0]
-        if doc is None:
-            ledger.create(name, data, content_type=content_type)
-        else:
-            ledger.run(ledger.ledger.replace(doc.id, data, expected_version=doc.version,
-                                             content_type=content_type))
+        with ledger_writes(self.alias(), f"writing {name!r}"):
+            if doc is None:
+                ledger.create(name, data, content_type=content_type)
+            else:
+                ledger.run(ledger.ledger.replace(doc.id, data, expected_version=doc.version,
+                                                 content_type=content_type))
 
     # -- what a name is --------------------------------------------------------------------
     def _attachment(self, name: str) -> tuple[str, int, datetime | None] | None:
@@ -258,7 +265,8 @@ class LedgerStorage(Storage):
         doc = self._document(name)
         if doc is not None:
             ledger = self.ledger()
-            with contextlib.suppress(NotFound):
+            with contextlib.suppress(NotFound), \
+                    ledger_writes(self.alias(), f"storage.delete({name!r})"):
                 ledger.run(ledger.ledger.delete(doc.id))
 
     def size(self, name: str) -> int:
