@@ -68,6 +68,7 @@ def test_a_document_save_inside_a_transaction_says_what_to_do(backend: str) -> N
     SQLite (whose transaction holds the one write lock) it is refused at once, with the
     advice, and the transaction and the ledger are left as they were; after the commit it
     works."""
+    kept = default_storage.save("exports/kept.csv", ContentFile(b"k"))
     with atomic():
         Invoice.objects.create(number="D-1", pdf=ContentFile(b"d", name="d.pdf"))
         with pytest.raises(NotSupportedError, match="on_commit"):
@@ -75,11 +76,14 @@ def test_a_document_save_inside_a_transaction_says_what_to_do(backend: str) -> N
         with pytest.raises(NotSupportedError, match="on_commit"), \
                 default_storage.open("exports/w.csv", "wb") as handle:
             handle.write(b"w")
+        with pytest.raises(NotSupportedError, match="on_commit"):
+            default_storage.delete(kept)
         transaction.on_commit(
             lambda: default_storage.save("exports/after.csv", ContentFile(b"c,d")))
     assert Invoice.objects.filter(number="D-1").exists()
     assert not default_storage.exists("exports/in.csv")
     assert not default_storage.exists("exports/w.csv")
+    assert default_storage.exists(kept)
     with default_storage.open("exports/after.csv") as handle:
         assert handle.read() == b"c,d"
     with atomic():  # reads inside a transaction go on

@@ -40,10 +40,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from collections.abc import Iterator
 from typing import IO, Any
 
-import sqlalchemy.exc
 from django.db import NotSupportedError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -93,24 +91,16 @@ def in_transaction(alias: str) -> bool:
     return connection.vendor == "sqlite" and connection.in_atomic_block
 
 
-@contextlib.contextmanager
-def ledger_writes(alias: str, what: str) -> Iterator[None]:
+def refuse_in_transaction(alias: str, what: str) -> None:
     """A write that commits on the ledger's own connection (a document's save, replace or
-    delete), refused with :class:`~django.db.NotSupportedError` and the advice when Django's
-    SQLite transaction on ``alias`` holds the one write lock: at once when the transaction
-    began ``IMMEDIATE`` (:func:`begin_immediate`), else when SQLite answers that the
-    database is locked. Nothing is written either way: the ledger's transaction never
-    began."""
+    delete) is refused with :class:`~django.db.NotSupportedError` and the advice inside
+    Django's SQLite transaction on ``alias``, before anything is written: begun
+    ``IMMEDIATE`` (:func:`begin_immediate`) that transaction holds SQLite's one write lock,
+    so the ledger's commit would wait for it until the busy timeout; begun deferred, it
+    would make the transaction's own later write fail."""
     connection = connections[alias]
-    inside = connection.vendor == "sqlite" and connection.in_atomic_block
-    if inside and (getattr(connection, "transaction_mode", None) or "DEFERRED") != "DEFERRED":
+    if connection.vendor == "sqlite" and connection.in_atomic_block:
         raise NotSupportedError(_refusal(alias, what))
-    try:
-        yield
-    except sqlalchemy.exc.OperationalError as exc:
-        if inside and "locked" in str(exc):
-            raise NotSupportedError(_refusal(alias, what)) from exc
-        raise
 
 
 def _refusal(alias: str, what: str) -> str:
