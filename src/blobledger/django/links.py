@@ -78,8 +78,8 @@ def public_url(storage: Any, name: str) -> str:
     """A public storage's URL by name, unsigned and without expiry: its ``base_url`` and the
     name, else the app's public view for its ``STORAGES`` key."""
     if storage.base_url is not None:
-        return iri_to_uri(storage.base_url + name.lstrip("/"))
+        return iri_to_uri(f"{storage.base_url}{name.lstrip('/')}")
     alias = storage_alias(storage)
     if alias is None:
         raise ConfigError("a public LedgerStorage outside STORAGES needs a base_url")
-    return reverse("blobledger:public", kwargs={"storage": alias, "name": name})
+    return str(reverse("blobledger:public", kwargs={"storage": alias, "name": name}))
