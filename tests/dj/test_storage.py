@@ -113,7 +113,8 @@ def test_url_streams_through_the_view_on_disk(backend: str) -> None:
     client = Client()
     whole = client.get(url)
     assert whole.status_code == 200 and whole.getvalue() == b"0123456789"
-    assert whole["Content-Disposition"].startswith('attachment; filename="v.pdf"')
+    assert whole["Content-Disposition"].startswith('inline; filename="v.pdf"')  # as the service
+    assert whole["Content-Security-Policy"] == "default-src 'none'; sandbox"
     part = client.get(url, HTTP_RANGE="bytes=2-4")
     assert part.status_code == 206 and part.getvalue() == b"234"
     assert part["Content-Range"] == "bytes 2-4/10"
@@ -127,6 +128,9 @@ def test_url_streams_through_the_view_on_disk(backend: str) -> None:
     assert client.post(url).status_code == 405
     doc = default_storage.save("pub/readme.txt", ContentFile(b"doc"))
     assert client.get(default_storage.url(doc)).getvalue() == b"doc"
+    page = default_storage.save("pub/page.html", ContentFile(b"<script>x</script>"))
+    assert client.get(default_storage.url(page))["Content-Disposition"].startswith(
+        'attachment; filename="page.html"')  # what can script is never rendered
     invoice.delete()  # detached: the link no longer reads it
     assert client.get(url).status_code == 404
 

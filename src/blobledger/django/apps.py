@@ -10,6 +10,7 @@ from django.apps import AppConfig, apps
 from django.core import checks
 from django.core.signals import setting_changed
 from django.db import models
+from django.db.backends.signals import connection_created
 from django.db.models.signals import class_prepared
 
 
@@ -21,7 +22,10 @@ class BlobledgerConfig(AppConfig):
 
     def ready(self) -> None:
         from blobledger.django.signals import hook
+        from blobledger.django.staging import begin_immediate
 
+        connection_created.connect(begin_immediate, weak=False,
+                                   dispatch_uid="blobledger:sqlite")
         for model in apps.get_models(include_auto_created=True):
             hook(model)
         class_prepared.connect(_prepared, weak=False, dispatch_uid="blobledger:prepared")

@@ -11,11 +11,13 @@ import posixpath
 from typing import Any
 
 from django.core import signing
+from django.core.files.storage import storages
 from django.urls import reverse
 from django.utils.crypto import constant_time_compare
+from django.utils.encoding import iri_to_uri
 from django.utils.http import urlencode
 
-from blobledger.errors import NotFound
+from blobledger.errors import ConfigError, NotFound
 
 SALT = "blobledger.django.file"
 
@@ -62,3 +64,22 @@ def file_url(storage: Any, name: str) -> str:
         return str(signed.url)
     return reverse("blobledger:file", kwargs={"name": name}) + "?" + urlencode(
         {"s": sign(name, blob)})
+
+
+def storage_alias(storage: Any) -> str | None:
+    """The ``STORAGES`` key of ``storage`` (None for a storage built elsewhere)."""
+    for alias in dict(storages.backends):
+        if storages[alias] is storage:
+            return str(alias)
+    return None
+
+
+def public_url(storage: Any, name: str) -> str:
+    """A public storage's URL by name, unsigned and without expiry: its ``base_url`` and the
+    name, else the app's public view for its ``STORAGES`` key."""
+    if storage.base_url is not None:
+        return iri_to_uri(f"{storage.base_url}{name.lstrip('/')}")
+    alias = storage_alias(storage)
+    if alias is None:
+        raise ConfigError("a public LedgerStorage outside STORAGES needs a base_url")
+    return str(reverse("blobledger:public", kwargs={"storage": alias, "name": name}))

@@ -40,9 +40,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
-from django.db import connections, transaction
+from django.db import NotSupportedError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from blobledger.blocking import BlockingLedger
 from blobledger.django.conf import failpoint
@@ -54,12 +55,60 @@ from blobledger.protocol.transitions import Intent, begin_stage_in, confirm_stag
 
 log = logging.getLogger("blobledger.django")
 
+#: Django's SQLite wait for the write lock when ``OPTIONS`` sets no ``timeout`` (the ledger's
+#: own connections wait as long: :mod:`blobledger.db`)
+BUSY_TIMEOUT_MS = 30_000
+
+
+def begin_immediate(sender: Any, connection: BaseDatabaseWrapper, **_: Any) -> None:
+    """``connection_created``: a SQLite connection whose ``OPTIONS`` choose no
+    ``transaction_mode`` begins its transactions ``IMMEDIATE``, and one that sets no
+    ``timeout`` waits :data:`BUSY_TIMEOUT_MS` for the write lock.
+
+    A field's save stages on Django's connection inside the transaction (A1 is a write). In
+    a deferred transaction that has already read (the admin's change view reads the row
+    first), that write must upgrade a read snapshot: SQLite (WAL) answers ``database is
+    locked`` at once when another writer holds the lock or committed since the read, and
+    the busy timeout does not apply; nothing can retry it inside the transaction. Begun
+    ``IMMEDIATE``, the transaction takes the write lock before its first read, waiting its
+    turn under the busy timeout, so concurrent saves queue instead of failing. The
+    protocol's steps are unchanged: the lock is only taken earlier, so a process that dies
+    or pauses inside the transaction leaves what it left before (docs/django.md)."""
+    if connection.vendor != "sqlite":
+        return
+    options = connection.settings_dict.get("OPTIONS") or {}
+    if options.get("transaction_mode") is None:
+        connection.transaction_mode = "IMMEDIATE"  # type: ignore[attr-defined]
+    if "timeout" not in options:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
 
 def in_transaction(alias: str) -> bool:
     """Whether a field's save on ``alias`` stages on Django's connection (SQLite, inside a
     transaction: every model save, since ``save_base`` runs in ``atomic()``)."""
     connection = connections[alias]
     return connection.vendor == "sqlite" and connection.in_atomic_block
+
+
+def refuse_in_transaction(alias: str, what: str) -> None:
+    """A write that commits on the ledger's own connection (a document's save, replace or
+    delete) is refused with :class:`~django.db.NotSupportedError` and the advice inside
+    Django's SQLite transaction on ``alias``, before anything is written: begun
+    ``IMMEDIATE`` (:func:`begin_immediate`) that transaction holds SQLite's one write lock,
+    so the ledger's commit would wait for it until the busy timeout; begun deferred, it
+    would make the transaction's own later write fail."""
+    connection = connections[alias]
+    if connection.vendor == "sqlite" and connection.in_atomic_block:
+        raise NotSupportedError(_refusal(alias, what))
+
+
+def _refusal(alias: str, what: str) -> str:
+    return (f"{what} inside transaction.atomic() on the SQLite database {alias!r}: a "
+            "standalone file (a document) commits on the ledger's own connection, and this "
+            "transaction holds SQLite's one write lock until it ends. Do it after the "
+            "commit (transaction.on_commit(lambda: ...)) or outside atomic(); a model's "
+            "FileField saves inside the transaction")
 
 
 def stage_in_transaction(ledger: BlockingLedger, alias: str, data: IO[bytes], *,

@@ -46,8 +46,12 @@ from django.utils.deconstruct import deconstructible
 from blobledger.blocking import BlockingLedger
 from blobledger.config import Settings, read_url_lifetime, url_expiry_problem
 from blobledger.django.conf import blocking_ledger, ledger_settings
-from blobledger.django.links import file_url
-from blobledger.django.staging import in_transaction, stage_in_transaction
+from blobledger.django.links import file_url, public_url
+from blobledger.django.staging import (
+    in_transaction,
+    refuse_in_transaction,
+    stage_in_transaction,
+)
 from blobledger.errors import ConfigError, InvalidName, NameTaken, NotFound
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.documents import Document
@@ -94,12 +98,25 @@ class LedgerStorage(Storage):
     (``store_url``, ``sweep_after``, ...) over ``settings.BLOBLEDGER`` and ``BLOBLEDGER_*``.
     ``url_expiry`` is the lifetime, in seconds, of the URLs :meth:`url` signs: by default
     the service's (``BLOBLEDGER_READ_URL_EXPIRY``, else the delete grace less the clock
-    skew); held to the same rule (:func:`blobledger.config.url_expiry_problem`)."""
+    skew); held to the same rule (:func:`blobledger.config.url_expiry_problem`).
 
-    def __init__(self, database: str = "default", url_expiry: float | None = None,
+    ``public`` (static files, public downloads): :meth:`url` gives a URL by name that does
+    not expire and opens the name's current bytes: ``base_url`` (a CDN, a custom domain)
+    followed by the name, else the app's public view (``files/public/<storage>/<name>``),
+    which serves only a public storage's files, with ``Cache-Control: public`` for
+    ``max_age`` seconds (see docs/django.md for what a cache then keeps)."""
+
+    def __init__(self, database: str = "default", url_expiry: float | None = None, *,
+                 public: bool = False, base_url: str | None = None, max_age: int = 300,
                  **options: Any) -> None:
         self.database = database
         self._url_expiry = None if url_expiry is None else float(url_expiry)
+        if base_url is not None and not public:
+            raise ConfigError("LedgerStorage's base_url gives unsigned URLs: set public=True "
+                              "too (every file of the storage is then readable by name)")
+        self.public = bool(public)
+        self.base_url = None if base_url is None else base_url.rstrip("/") + "/"
+        self.max_age = int(max_age)
         self.options: Mapping[str, Any] = options
         self._settings: dict[str, Settings] = {}
         self._lock = threading.Lock()
@@ -126,6 +143,10 @@ class LedgerStorage(Storage):
         if problem is not None:
             raise ConfigError(problem)
         return int(self._url_expiry)
+
+    def alias(self) -> str:
+        """The Django database of the calls in progress (a field's: its row's)."""
+        return _using.get() or self.database
 
     def ledger(self, alias: str | None = None) -> BlockingLedger:
         """The process's connected ledger on a Django database."""
@@ -169,6 +190,7 @@ class LedgerStorage(Storage):
         content_type = getattr(content, "content_type", None) \
             or mimetypes.guess_type(name)[0]
         for _ in range(8):
+            refuse_in_transaction(self.alias(), f"storage.save({name!r})")
             try:
                 return ledger.create(name, _as_data(content), content_type=content_type).name
             except NameTaken:  # taken between get_available_name and now: another one
@@ -193,6 +215,7 @@ class LedgerStorage(Storage):
         ledger = self.ledger()
         doc = self._document(name)
         content_type = content_type or mimetypes.guess_type(name)[0]
+        refuse_in_transaction(self.alias(), f"writing {name!r}")
         if doc is None:
             ledger.create(name, data, content_type=content_type)
         else:
@@ -257,6 +280,7 @@ class LedgerStorage(Storage):
             return  # released by its owner's transaction, never here
         doc = self._document(name)
         if doc is not None:
+            refuse_in_transaction(self.alias(), f"storage.delete({name!r})")
             ledger = self.ledger()
             with contextlib.suppress(NotFound):
                 ledger.run(ledger.ledger.delete(doc.id))
@@ -313,6 +337,8 @@ class LedgerStorage(Storage):
     def url(self, name: str | None) -> str:
         if not name:
             raise ValueError("this file has no name")
+        if self.public:
+            return public_url(self, name)
         return file_url(self, name)
 
 

@@ -1,4 +1,5 @@
-"""The view that reads files on stores that sign no URL (local disk):
+"""The view that reads files on stores that sign no URL (local disk), and the public view of
+the storages made ``public`` (by name, unsigned):
 
     urlpatterns = [..., path("files/", include("blobledger.django.urls"))]
 """
@@ -10,4 +11,7 @@ from django.urls import path
 from blobledger.django import views
 
 app_name = "blobledger"
-urlpatterns = [path("<path:name>", views.serve, name="file")]
+urlpatterns = [
+    path("public/<str:storage>/<path:name>", views.serve_public, name="public"),
+    path("<path:name>", views.serve, name="file"),
+]

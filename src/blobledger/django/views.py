@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.core.files.storage import default_storage
+from django.core.files.storage import default_storage, storages
 from django.http import (
     Http404,
     HttpRequest,
@@ -23,6 +23,7 @@ from django.utils.http import http_date
 from django.views.decorators.http import require_safe
 
 from blobledger._base.disposition import content_disposition
+from blobledger._base.names import is_media_type
 from blobledger._base.ranges import Unsatisfiable, parse_range
 from blobledger.django.links import check
 from blobledger.django.storage import LedgerStorage
@@ -60,12 +61,28 @@ def serve(request: HttpRequest, name: str,
     found, chunks = _find(store, name)
     if not check(name, found.blob, request.GET.get("s", ""), store.url_lifetime()):
         raise Http404("no such file")  # as for a missing file: a forged or older link
+    return _respond(request, found, chunks, "private, max-age=0")
+
+
+@require_safe
+def serve_public(request: HttpRequest, storage: str, name: str) -> HttpResponseBase:
+    """A file of a ``public`` storage of ``STORAGES``, by name, unsigned: its current bytes
+    (a cache may keep them ``max_age`` seconds; no other storage is served here)."""
+    store = storages[storage] if storage in dict(storages.backends) else None
+    if not isinstance(store, LedgerStorage) or not store.public:
+        raise Http404("no such file")
+    found, chunks = _find(store, name)
+    return _respond(request, found, chunks, f"public, max-age={store.max_age}")
+
+
+def _respond(request: HttpRequest, found: _Found, chunks: Reader,
+             cache_control: str) -> HttpResponseBase:
     etag = f'"{found.sha256}"' if found.sha256 else None
     changed = int(found.changed.timestamp()) if found.changed is not None else None
     conditional = get_conditional_response(request, etag=etag, last_modified=changed)
     if conditional is not None:  # Django's reading of the conditional headers: 304, 412
         if conditional.status_code == 304:
-            _headers(conditional, found, etag)
+            _headers(conditional, found, etag, cache_control)
         return conditional
     start, length, status = 0, found.size, 200
     wanted = request.headers.get("Range")
@@ -84,19 +101,22 @@ def serve(request: HttpRequest, name: str,
     response["Accept-Ranges"] = "bytes"
     if status == 206:
         response["Content-Range"] = f"bytes {start}-{start + length - 1}/{found.size}"
-    _headers(response, found, etag)
+    _headers(response, found, etag, cache_control)
     return response
 
 
-def _headers(response: HttpResponseBase, found: _Found, etag: str | None) -> None:
+def _headers(response: HttpResponseBase, found: _Found, etag: str | None,
+             cache_control: str) -> None:
     if etag is not None:
         response["ETag"] = etag
     if found.changed is not None:
         response["Last-Modified"] = http_date(found.changed.timestamp())
-    if found.filename:  # attachment: a file view never renders what it serves
-        response["Content-Disposition"] = content_disposition(found.filename)
-    response["Cache-Control"] = "private, max-age=0"
+    if found.filename:  # inline only for what cannot script, as the service decides
+        kind = found.content_type if is_media_type(found.content_type or "") else None
+        response["Content-Disposition"] = content_disposition(found.filename, kind)
+    response["Cache-Control"] = cache_control
     response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
 
 
 def _if_range(request: HttpRequest, etag: str | None) -> bool:
