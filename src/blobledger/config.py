@@ -120,6 +120,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from blobledger._base import extras
 from blobledger._base.durations import format_duration, parse_duration, parse_size
 from blobledger._base.hosts import (
     parse_allowed_host,
@@ -451,6 +452,14 @@ class Settings(BaseModel):
     def _variants_need_pillow(self) -> Settings:
         if self.variants and importlib.util.find_spec("PIL") is None:
             raise ValueError("BLOBLEDGER_VARIANTS needs Pillow: pip install 'blobledger[images]'")
+        return self
+
+    @model_validator(mode="after")
+    def _backends_installed(self) -> Settings:
+        for line in (extras.database_problem(self.database_url),
+                     extras.store_problem(self.store_url)):
+            if line is not None:
+                raise ValueError(line)
         return self
 
     @model_validator(mode="after")
