@@ -161,7 +161,7 @@ def test_the_django_install_has_no_cloud_sdk_nor_service(
         done = subprocess.run([*manage, *args], capture_output=True, text=True, timeout=120,
                               env=django_env, cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "django ok invoices/" in done.stdout
+    assert "django ok documents/invoices/" in done.stdout
     assert any((var / "blobs").rglob("*")), "the bytes are on disk"
 
     # the README's library sample, as written (SQLite + file://)
