@@ -75,7 +75,9 @@ def cli_without(hidden: tuple[str, ...], args: list[str], env: dict[str, str],
      "pip install 'blobledger[postgresql]'"),
     (("fastapi", "uvicorn"), ["serve", "--port", "0"], {},
      "blobledger serve needs the serve extra: pip install 'blobledger[serve]'"),
-], ids=["azure", "s3", "postgresql", "serve"])
+    (("azure",), ["experiments"], {},
+     "blobledger experiments needs the azure extra: pip install 'blobledger[azure]'"),
+], ids=["azure", "s3", "postgresql", "serve", "experiments"])
 def test_a_missing_extra_is_one_line_naming_it(
         hidden: tuple[str, ...], args: list[str], env: dict[str, str], line: str,
         tmp_path: Path) -> None:
