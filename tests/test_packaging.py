@@ -77,3 +77,24 @@ def test_the_conformance_suite_needs_only_what_the_testing_extra_brings() -> Non
     imported = {line.split()[1].split(".")[0] for line in source.splitlines()
                 if line.startswith(("import ", "from "))}
     assert imported - {"__future__", "blobledger"} - set(sys.stdlib_module_names) == {"pytest"}
+
+
+def test_the_core_needs_no_cloud_sdk_nor_the_service(wheel: Path) -> None:
+    """The cloud SDKs, the PostgreSQL driver and the service come with their extras only;
+    ``all`` brings every extra, and ``dev`` includes ``all``."""
+    _, meta = metadata(wheel)
+    requires = meta.get_all("Requires-Dist") or []
+    core = {r.split(";")[0].split("[")[0].split(">")[0].split("<")[0].strip().lower()
+            for r in requires if "extra ==" not in r}
+    assert not core & {"azure-storage-blob", "azure-identity", "aiohttp", "aiobotocore",
+                       "asyncpg", "fastapi", "starlette", "uvicorn", "python-multipart",
+                       "prometheus-client", "http-sfv", "fastapi-offline"}, core
+    assert {"sqlalchemy", "alembic", "aiosqlite", "pydantic", "click"} <= core
+    extras = {"postgresql": "asyncpg", "azure": "azure-storage-blob", "s3": "aiobotocore",
+              "serve": "fastapi", "django": "django"}
+    for extra, package in extras.items():
+        assert any(r.lower().startswith(package) and f'extra == "{extra}"' in r
+                   for r in requires), (extra, requires)
+    everything = next(r for r in requires if 'extra == "all"' in r)
+    assert all(extra in everything for extra in extras), everything
+    assert any(r.startswith("blobledger[all]") and 'extra == "dev"' in r for r in requires)

@@ -65,7 +65,7 @@ def start(project: Path, *args: str) -> tuple[str, list[str]]:
 def test_the_first_start_installs_and_says_so(project: Path) -> None:
     out, calls = start(project, "--port", "8500")
     assert "installing blobledger into .venv" in out
-    pip = "python -m pip install --disable-pip-version-check -e .[tus]"
+    pip = "python -m pip install --disable-pip-version-check -e .[serve,tus]"
     assert calls == [pip, "blobledger serve --port 8500"]
     assert " -q" not in pip  # pip's own progress is shown
     assert (project / ".venv" / ".blobledger-install").is_file()
@@ -99,12 +99,14 @@ def test_a_source_change_needs_no_install(project: Path) -> None:
     assert calls == ["blobledger serve"]
 
 
-def test_the_extra_scripts_serve_installs_brings_tuspy() -> None:
-    """The README's tus line needs tuspy in .venv: the `tus` extra is what brings it."""
+def test_the_extras_scripts_serve_installs_bring_the_service_and_tuspy() -> None:
+    """The service needs the `serve` extra; the README's tus line needs tuspy in .venv:
+    the `tus` extra is what brings it."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert [r for r in extras["tus"] if r.startswith("tuspy")]
-    assert 'EXTRAS=tus\n' in (ROOT / "scripts" / "serve").read_text()
+    assert [r for r in extras["serve"] if r.startswith("uvicorn")]
+    assert 'EXTRAS=serve,tus\n' in (ROOT / "scripts" / "serve").read_text()
 
 
 @contextlib.contextmanager

@@ -122,6 +122,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from blobledger._base import extras
 from blobledger._base.durations import format_duration, parse_duration, parse_size, unit_of
 from blobledger._base.hosts import (
     parse_allowed_host,
@@ -131,7 +132,6 @@ from blobledger._base.hosts import (
 )
 from blobledger._base.names import check_prefix
 from blobledger._base.redact import redact_url
-from blobledger._base.requirements import unmet
 from blobledger._base.variant_specs import VariantSpec, parse_variants
 from blobledger.errors import ConfigError
 from blobledger.stores.azure.settings import AzureSettings
@@ -458,11 +458,19 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _installed(self) -> Settings:
-        """Every feature asked for can run here (:func:`blobledger._base.requirements.unmet`:
+        """Every feature asked for can run here (:func:`blobledger._base.extras.unmet`:
         the extras and programs the settings need)."""
-        problems = unmet(self)
+        problems = extras.unmet(self)
         if problems:
             raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _backends_installed(self) -> Settings:
+        for line in (extras.database_problem(self.database_url),
+                     extras.store_problem(self.store_url)):
+            if line is not None:
+                raise ValueError(line)
         return self
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ and a read-only one (``readonly=True``: execution option :data:`READ_ONLY`) with
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -63,7 +64,19 @@ def normalise_url(url: str) -> URL:
         raise ConfigError(
             f"unsupported database {parsed.drivername!r}: use sqlite:///… or postgresql://…"
         )
+    if driver == "postgresql+asyncpg" and not _installed("asyncpg"):
+        # the line blobledger._base.extras gives where the settings are checked (this layer
+        # is below it): a Ledger opened on a URL directly is refused alike
+        raise ConfigError("a postgresql:// database needs the postgresql extra: "
+                          "pip install 'blobledger[postgresql]'")
     return parsed.set(drivername=driver)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

@@ -174,7 +174,7 @@ def test_url_expiry_is_held_to_the_grace_rule(backend: str) -> None:
 
 
 def test_manage_py_check_refuses_a_feature_this_machine_cannot_run() -> None:
-    """The one requirements check (blobledger._base.requirements) is Django's too: a
+    """The one requirements check (blobledger._base.extras) is Django's too: a
     scanner program that is not installed is an error of ``manage.py check``."""
     from django.conf import settings
 

@@ -909,7 +909,7 @@ NOT_FENCES: dict[str, str] = {
         "PostgreSQL where they run at once (docs/crash-matrix.md's postgresql columns)",
     "blobledger/config.py:_installed": "an installation check (each feature's extra or "
         "program present), no safety rule",
-    "blobledger/_base/requirements.py:scan_program_problem": "whether the scan command "
+    "blobledger/_base/extras.py:scan_program_problem": "whether the scan command "
         "names a program that exists: an installation check, no safety rule",
     "blobledger/workers/invariants.py:_ready_problem": "`blobledger check`'s report of a "
         "ready row's blob, deciding nothing",

@@ -2,14 +2,22 @@
 
 Everything is registered in the default registry, which the service exports on ``/metrics``.
 Counters accumulate over the process's life; ``*_last_*`` gauges describe the latest run.
+prometheus-client comes with the ``serve`` extra: in a process without it (the core install:
+the library, Django, the CLI's workers) the metrics count nothing, and nothing exports them.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import Counter, Gauge
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Gauge
+else:
+    try:
+        from prometheus_client import Counter, Gauge
+    except ModuleNotFoundError:  # the core install: metrics nobody reads
+        from blobledger._base._no_metrics import Counter, Gauge
 
 
 class SweepReport(Protocol):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from blobledger._base import extras
 from blobledger._base.logs import announce
 from blobledger.cli import fail, run_async
 from blobledger.cli import settings as current_settings
@@ -140,6 +141,8 @@ async def command(host: str, port: int, body_timeout: float | None,
     """Run the HTTP service (migrates the database first). Configured by the settings
     (BLOBLEDGER_* variables, .env, --config); with none, SQLite and local disk under
     ./var/."""
+    # the service comes with the serve extra: without it, one line naming it (ConfigError)
+    extras.require(extras.SERVE_MODULES, "serve", "blobledger serve")
     settings = current_settings()
     if not settings.api_tokens and not is_loopback(host) and not allow_unauthenticated:
         return fail(f"refusing to serve on {host} without BLOBLEDGER_API_TOKENS "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from blobledger._base import extras
 from blobledger.errors import ConfigError
 from blobledger.stores.base import (
     BlobInfo,
@@ -48,12 +49,17 @@ def check_store_url(url: str) -> tuple[str, str, str]:
 
 def open_store(url: str, settings: Settings | None = None, *, create: bool = True) -> Store:
     """The backend for ``file:///path``, ``azure://container`` or ``s3://bucket[/prefix]``;
-    ConfigError otherwise. ``create``: a local store's folder is made if missing (False:
+    ConfigError otherwise, and for a backend whose extra is not installed (one line naming
+    it: ``pip install 'blobledger[azure]'``). Each backend's SDK is imported here, on first
+    use, never by the core. ``create``: a local store's folder is made if missing (False:
     a missing folder is a ConfigError, for commands that only inspect a store)."""
     from blobledger.config import Settings
 
-    settings = settings or Settings()
     kind, where, prefix = check_store_url(url)
+    missing = extras.store_problem(url)  # before the backend's SDK is imported
+    if missing is not None:
+        raise ConfigError(missing)
+    settings = settings or Settings()
     if kind == "file":
         from blobledger.stores.local import LocalStore
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from blobledger.config import Settings
 from blobledger.stores import open_store
-from blobledger.workers.doctor.azure import azure_report
 from blobledger.workers.doctor.checks import Report, store_report
 from blobledger.workers.doctor.retag import retag_check
-from blobledger.workers.doctor.s3 import s3_extras
 
 __all__ = ["Report", "run_doctor"]
 
@@ -27,12 +25,17 @@ async def run_doctor(settings: Settings, *, create: bool = True) -> Report:
 
 
 async def _store_report(settings: Settings, create: bool) -> Report:
+    # each cloud backend's probes import its SDK (its extra): loaded for its URL only
     if settings.store_url.startswith("azure://"):
+        from blobledger.workers.doctor.azure import azure_report
+
         return await azure_report(settings)
     store = open_store(settings.store_url, settings, create=create)
     try:
         await store.ping()
         if settings.store_url.startswith("s3://"):
+            from blobledger.workers.doctor.s3 import s3_extras
+
             return await store_report(store, s3_extras(
                 store, settings.retag_warn_after if settings.retag == "deferred" else None))
         return await store_report(store)
