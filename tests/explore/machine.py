@@ -12,6 +12,10 @@ them at once, cancel); tus uploads (create, PATCHes whose last one completes, a 
 another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
 application's transaction through the sqlalchemy integration, and detach; variants of the
 documents named ``a`` (PNG images; ``make_variant``, which waits for no other maker here).
+The event delivery workers (the real :class:`~blobledger.workers.delivery.Delivery`, one
+event per claim) run among the operations too, stopping at ``events.after_claim``,
+``events.before_log``, ``events.after_send`` and ``events.after_mark``, to an in-process
+handler that a rule makes refuse or take the events (:mod:`tests.explore.delivery`).
 Besides the
 protocol's failpoints an operation stops inside the stores' calls that read before they
 write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
@@ -39,6 +43,13 @@ it, and the clock is past every cutoff: first with the sweeper alone, then after
 - a held document is never visible to a reader (I5: not through ``get``, not listed) until
   a processing run accepted it; then it is a ready document like another; at a settle none
   is left held.
+- delivery (:class:`tests.explore.delivery.DeliveryModel`): the handler never gets an event
+  before an earlier event of its subject was taken; no two live claims (lease running, not
+  yet marked by their worker) hold one event; a mark lands only for the event's latest claim;
+  no event is dead while a live claim delivered it; no event counts more attempts than claims
+  of it that reached their mark; settled (the handler healthy, past every lease and backoff),
+  every event is delivered, or dead after the maximum of refusals (its subject's later ones
+  held back behind it).
 - a variant answered is its document's, reads back its bytes, and at most one variant is
   attached per version and variant; no attached variant outlives its version (the
   invariants: its version must exist, its bytes must be there) and, settled, no variant blob
@@ -1248,14 +1259,26 @@ class Explorer(RuleBasedStateMachine):
         self._run(self._start(op))
         return op
 
-    @rule(target=ops)
-    def start_delivery(self) -> Op:
-        """A delivery worker run (one event per claim) that stops at each of its steps: a
-        paused worker, whose claim may lapse under it while another worker claims."""
-        op = self._op("delivery")
-        self._event(f"op{op.n}", "start", op.label())
-        self._run(self._start(op))
-        return op
+    @rule(target=ops, workers=st.integers(1, 2))
+    def start_delivery(self, workers: int) -> Any:
+        """Delivery worker runs (one event per claim) that stop at each of their steps: a
+        paused worker, whose claim may lapse under it while another worker claims; two
+        started one after the other race for the same due events."""
+        started = []
+        for _ in range(workers):
+            op = self._op("delivery")
+            self._event(f"op{op.n}", "start", op.label())
+            self._run(self._start(op))
+            started.append(op)
+        return multiple(*started)
+
+    @precondition(lambda self: any(op.kind == "delivery" for op in self._live()))
+    @rule(pick=st.integers(0, 3))
+    def step_delivery(self, pick: int) -> None:
+        """Resume a paused delivery worker to its next step (the workers among the
+        operations, so that their steps interleave with each other often enough)."""
+        paused = [op for op in self._live() if op.kind == "delivery"]
+        self._run(self._until_step(paused[pick % len(paused)]))
 
     @rule(refusing=st.booleans())
     def handler_health(self, refusing: bool) -> None:
