@@ -39,6 +39,11 @@ class Replay:
         op: Op = self.start_create(name=name, keyed=keyed)
         return op
 
+    def delivery(self) -> Op:
+        """A delivery worker started (stopped at its first step, or finished)."""
+        self.start_delivery(workers=1)
+        return self.machine.ops_run[-1]
+
     def created(self, name: str = "a", *, keyed: bool = False) -> Op:
         op = self.create(name, keyed=keyed)
         self.finish(op)
@@ -336,11 +341,11 @@ def delivery_paused_past_its_lease(r: Replay) -> None:
     wakes: its failure mark must not land on the second's claim."""
     r.created()
     r.handler_health(refusing=True)
-    first: Op = r.start_delivery(workers=1)
+    first = r.delivery()
     r.machine.run_to(first, "events.after_send")
     r.jump_clock(seconds=PAST_EVENT_LEASE)
     r.handler_health(refusing=False)
-    second: Op = r.start_delivery(workers=1)
+    second = r.delivery()
     r.machine.run_to(second, "events.after_send")
     r.finish(first)
     r.finish(second)
@@ -350,8 +355,8 @@ def second_delivery_while_the_first_holds(r: Replay) -> None:
     """A second delivery worker runs while the first holds its claim (lease running): it
     claims nothing."""
     r.created()
-    first: Op = r.start_delivery(workers=1)
-    r.finish(r.start_delivery(workers=1))
+    first = r.delivery()
+    r.finish(r.delivery())
     r.finish(first)
 
 
