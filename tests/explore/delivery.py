@@ -130,9 +130,9 @@ class DeliveryModel:
             won = await failed(conn, event_id, token, error, **kwargs)
             return self._marked(event_id, token, "dead" if kwargs["dead"] else "failed", won)
 
-        statements.claim = claiming  # type: ignore[assignment]
-        statements.mark_delivered = marking_delivered  # type: ignore[assignment]
-        statements.mark_failed = marking_failed  # type: ignore[assignment]
+        statements.claim = claiming
+        statements.mark_delivered = marking_delivered
+        statements.mark_failed = marking_failed
 
     def uninstall(self) -> None:
         for name, function in self._saved.items():
@@ -158,9 +158,9 @@ class DeliveryModel:
         """The first violation, or None."""
         if self.problems:
             return self.problems[0]
-        rows = (await conn.execute(select(
+        rows = list((await conn.execute(select(
             events.c.id, events.c.event_id, events.c.subject, events.c.state,
-            events.c.attempts).order_by(events.c.id))).all()
+            events.c.attempts).order_by(events.c.id))).all())
         for found in (self._order(rows), self._claims(rows, offset),
                       self._settled(rows) if settled else None):
             if found is not None:
