@@ -46,7 +46,8 @@ this list and the points the sources hit are the same):
 - the retag worker of the deferred retag (docs/protocol.md): ``retag.after_claim`` (owed
   retags claimed, none done) and ``retag.after_tag`` (a blob retagged, not yet recorded);
 - the event delivery worker (docs/pipeline.md): ``events.after_claim`` (a batch claimed,
-  nothing sent), ``events.after_send`` (every target called and logged, the event not yet
+  nothing sent), ``events.before_log`` (a target called, its answer not yet in the attempt
+  log), ``events.after_send`` (every target called and logged, the event not yet
   marked) and ``events.after_mark``;
 - the processing of held documents (docs/pipeline.md): ``processing.after_claim``,
   ``processing.after_run`` (the verdict known, not recorded) and

@@ -35,7 +35,7 @@ from tests.events import child
 from tests.events.conftest import all_events, event_rows
 from tests.events.receiver import Receiver, receiving
 
-POINTS = ["events.after_claim", "events.after_send", "events.after_mark"]
+POINTS = ["events.after_claim", "events.after_send", "events.after_mark", "events.before_log"]
 FULL = os.environ.get("BLOBLEDGER_CRASH_MATRIX") == "all"
 CASES = [(point, action, db) for db in ("sqlite", "postgresql")
          for i, point in enumerate(POINTS) for action in ("kill", "stop")

@@ -12,6 +12,10 @@ them at once, cancel); tus uploads (create, PATCHes whose last one completes, a 
 another instance, termination); staging (``Ledger.stage``, and attachment uploads), A4 in an
 application's transaction through the sqlalchemy integration, and detach; variants of the
 documents named ``a`` (PNG images; ``make_variant``, which waits for no other maker here).
+The event delivery workers (the real :class:`~blobledger.workers.delivery.Delivery`, one
+event per claim) run among the operations too, stopping at ``events.after_claim``,
+``events.before_log``, ``events.after_send`` and ``events.after_mark``, to an in-process
+handler that a rule makes refuse or take the events (:mod:`tests.explore.delivery`).
 Besides the
 protocol's failpoints an operation stops inside the stores' calls that read before they
 write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
@@ -39,6 +43,13 @@ it, and the clock is past every cutoff: first with the sweeper alone, then after
 - a held document is never visible to a reader (I5: not through ``get``, not listed) until
   a processing run accepted it; then it is a ready document like another; at a settle none
   is left held.
+- delivery (:class:`tests.explore.delivery.DeliveryModel`): the handler never gets an event
+  before an earlier event of its subject was taken; no two live claims (lease running, not
+  yet marked by their worker) hold one event; a mark lands only for the event's latest claim;
+  no event is dead while a live claim delivered it; no event counts more attempts than claims
+  of it that reached their mark; settled (the handler healthy, past every lease and backoff),
+  every event is delivered, or dead after the maximum of refusals (its subject's later ones
+  held back behind it).
 - a variant answered is its document's, reads back its bytes, and at most one variant is
   attached per version and variant; no attached variant outlives its version (the
   invariants: its version must exist, its bytes must be there) and, settled, no variant blob
@@ -121,6 +132,7 @@ from blobledger.workers.reconciler import reconcile
 from blobledger.workers.retagger import Retagger
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.explore.backends import Backend, OwnerRow
+from tests.explore.delivery import DeliveryModel, deliver_all
 from tests.support.clock import set_clock_offset
 
 T = TypeVar("T")
@@ -128,7 +140,10 @@ T = TypeVar("T")
 #: violation, never a sweep)
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0, "delete_grace": 30.0,
             "direct_upload_expiry": 120.0, "resumable_expiry": 120.0,
-            "processors": ("content-type",), "variant_lease": 60.0}
+            "processors": ("content-type",), "variant_lease": 60.0,
+            # every jump (31 s at least) lapses a delivery claim; the backoff after the last
+            # failure (10 s) too; dead after three refusals
+            "event_lease": 30.0, "event_backoff": 5.0, "event_max_attempts": 3}
 #: the variant the documents named ``a`` (images) are asked for
 VARIANTS = "thumb=8x8"
 EXPIRY: float = SETTINGS["direct_upload_expiry"]
@@ -172,9 +187,11 @@ async def _suspend_here(point: str) -> None:
 WRITERS = ("create", "retry", "replace", "delete", "stage", "variant")
 UPLOAD_KINDS = ("direct_begin", "direct_put", "direct_complete", "direct_cancel",
                 "tus_create", "tus_patch", "tus_head", "tus_terminate")
-KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing", "retagger")
+KINDS = (*WRITERS, *UPLOAD_KINDS, "sweeper", "held", "processing", "retagger", "delivery")
 #: the workers among them: they must simply finish
-WORKERS = ("sweeper", "retagger", "processing")
+WORKERS = ("sweeper", "retagger", "processing", "delivery")
+#: the workers that may claim stale rows (a loss after one ran past a row's age is a sweep's)
+RESOLVERS = ("sweeper", "retagger", "processing")
 #: the completions of an upload: each may answer its document or staged blob
 COMPLETIONS = ("direct_complete", "tus_patch", "tus_head")
 
@@ -270,7 +287,8 @@ class Op:
                 "held": f"create({self.name!r}, held)",
                 "processing": "processing run",
                 "variant": f"variant({self.doc_id}, thumb)",
-                "sweeper": "sweeper run", "retagger": "retag worker run"}[self.kind]
+                "sweeper": "sweeper run", "retagger": "retag worker run",
+                "delivery": "delivery worker run"}[self.kind]
         return f"op{self.n} {what}"
 
     async def suspend(self, point: str) -> None:
@@ -404,6 +422,10 @@ class Explorer(RuleBasedStateMachine):
         self.resumable = Resumable(self.ledger)
         self.sessions = async_sessionmaker(self.ledger.db.engine, expire_on_commit=False)
         self.http = httpx.AsyncClient(timeout=STEP_TIMEOUT)
+        self.deliveries = DeliveryModel(self.settings.event_lease,
+                                        self.settings.event_max_attempts)
+        self.deliveries.register(self.ledger)
+        self.deliveries.install()
         failpoints.set_hook(_suspend_here)
         STATS.examples += 1
 
@@ -459,6 +481,9 @@ class Explorer(RuleBasedStateMachine):
             if op.kind == "retagger":  # outside the SQLite sweep lock, as in ``serve``
                 await Retagger(self.ledger).run_once()
                 return None
+            if op.kind == "delivery":
+                await self.deliveries.run(self.ledger, f"op{op.n}")
+                return None
             assert op.doc_id is not None and op.expected is not None
             if op.kind == "replace":
                 return await self.ledger.replace(op.doc_id, _chunks(op.data),
@@ -470,7 +495,7 @@ class Explorer(RuleBasedStateMachine):
         await self._until_step(op, starting=True)
 
     async def _until_step(self, op: Op, *, starting: bool = False) -> None:
-        if op.kind in WORKERS:
+        if op.kind in RESOLVERS:
             self.sweeps.append(self.offset)  # it may claim on this clock
         await op.advance(resume=not starting)
         if op.done:
@@ -958,6 +983,13 @@ class Explorer(RuleBasedStateMachine):
         await self._check_attachments()
         await self._check_events()
         await self._check_variants()
+        await self._check_delivery()
+
+    async def _check_delivery(self, *, settled: bool = False) -> None:
+        async with self.ledger.db.transaction(readonly=True) as conn:
+            found = await self.deliveries.check(conn, self.offset, settled=settled)
+        if found is not None:
+            self._fail(found)
 
     async def _check_events(self) -> None:
         """Every committed change has exactly one event, in order per document, and no
@@ -1227,6 +1259,34 @@ class Explorer(RuleBasedStateMachine):
         self._run(self._start(op))
         return op
 
+    @rule(target=ops, workers=st.integers(1, 2))
+    def start_delivery(self, workers: int) -> Any:
+        """Delivery worker runs (one event per claim) that stop at each of their steps: a
+        paused worker, whose claim may lapse under it while another worker claims; two
+        started one after the other race for the same due events."""
+        started = []
+        for _ in range(workers):
+            op = self._op("delivery")
+            self._event(f"op{op.n}", "start", op.label())
+            self._run(self._start(op))
+            started.append(op)
+        return multiple(*started)
+
+    @precondition(lambda self: any(op.kind == "delivery" for op in self._live()))
+    @rule(pick=st.integers(0, 3))
+    def step_delivery(self, pick: int) -> None:
+        """Resume a paused delivery worker to its next step (the workers among the
+        operations, so that their steps interleave with each other often enough)."""
+        paused = [op for op in self._live() if op.kind == "delivery"]
+        self._run(self._until_step(paused[pick % len(paused)]))
+
+    @rule(refusing=st.booleans())
+    def handler_health(self, refusing: bool) -> None:
+        """The handler the events go to refuses them from now on (failed attempts, retries,
+        dead events), or takes them again."""
+        self.deliveries.refusing = refusing
+        self._event("handler", "refuses" if refusing else "takes", "events")
+
     @rule()
     def sweep(self) -> None:
         """One sweeper run to its end: stale intents, then the deletion path. On SQLite one
@@ -1292,6 +1352,9 @@ class Explorer(RuleBasedStateMachine):
         await self._check(settled=True, reconciled=False)  # what the sweeper alone leaves
         await reconcile(self.ledger, fix=True, older_than=self.settings.upload_deadline)
         await self._check(settled=True)
+        self.deliveries.refusing = False
+        self._event("delivery", f"delivered={await deliver_all(self.ledger)}")
+        await self._check_delivery(settled=True)
 
     async def _process_all(self) -> None:
         """Processing runs until none claims anything: every held document is decided (the
@@ -1356,6 +1419,7 @@ class Explorer(RuleBasedStateMachine):
                 STATS.interleavings.add(tuple(self.signature))
         finally:
             failpoints.set_hook(None)
+            self.deliveries.uninstall()
             self.loop.run_until_complete(self._close())
 
     async def _close(self) -> None:

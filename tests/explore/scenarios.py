@@ -16,6 +16,7 @@ Scenario = Callable[["Replay"], None]
 PAST_SWEEP_AFTER = SETTINGS["sweep_after"] + 1
 PAST_GRACE = SETTINGS["delete_grace"] + 1
 PAST_DEADLINE = SETTINGS["upload_deadline"] + 1
+PAST_EVENT_LEASE = SETTINGS["event_lease"] + 1
 
 
 class Replay:
@@ -37,6 +38,11 @@ class Replay:
     def create(self, name: str = "a", *, keyed: bool = False) -> Op:
         op: Op = self.start_create(name=name, keyed=keyed)
         return op
+
+    def delivery(self) -> Op:
+        """A delivery worker started (stopped at its first step, or finished)."""
+        self.start_delivery(workers=1)
+        return self.machine.ops_run[-1]
 
     def created(self, name: str = "a", *, keyed: bool = False) -> Op:
         op = self.create(name, keyed=keyed)
@@ -329,6 +335,31 @@ def processing_paused_past_its_lease(r: Replay) -> None:
     r.settle()
 
 
+def delivery_paused_past_its_lease(r: Replay) -> None:
+    """A delivery worker's attempt is refused by the handler and the worker sleeps before its
+    mark past its claim's lease; a second worker claims the event and delivers it; the first
+    wakes: its failure mark must not land on the second's claim."""
+    r.created()
+    r.handler_health(refusing=True)
+    first = r.delivery()
+    r.machine.run_to(first, "events.after_send")
+    r.jump_clock(seconds=PAST_EVENT_LEASE)
+    r.handler_health(refusing=False)
+    second = r.delivery()
+    r.machine.run_to(second, "events.after_send")
+    r.finish(first)
+    r.finish(second)
+
+
+def second_delivery_while_the_first_holds(r: Replay) -> None:
+    """A second delivery worker runs while the first holds its claim (lease running): it
+    claims nothing."""
+    r.created()
+    first = r.delivery()
+    r.finish(r.delivery())
+    r.finish(first)
+
+
 WRITERS: list[tuple[Scenario, str]] = [
     (duplicate_completion_before_the_first_verified, "sqlite-local"),
     (duplicate_staged_completion_before_the_first_verified, "sqlite-local"),
@@ -348,6 +379,8 @@ WRITERS: list[tuple[Scenario, str]] = [
     (variant_maker_paused_past_its_lease, "postgresql-s3"),
     (variant_maker_paused_while_swept, "sqlite-local"),
     (variant_maker_paused_while_swept, "postgresql-azure"),
+    (delivery_paused_past_its_lease, "sqlite-local"),
+    (second_delivery_while_the_first_holds, "sqlite-local"),
 ]
 
 SCENARIOS: list[Scenario] = [

@@ -22,8 +22,9 @@ lapses; another worker then claims it and sends it again (the same ``webhook-id`
 deduplicate on it). A paused worker that wakes after that can no longer mark the event: its
 token was replaced, so it neither marks another's event delivered nor counts an attempt twice.
 
-Failpoints: ``events.after_claim`` (a batch claimed, nothing sent), ``events.after_send``
-(every target called, the event not yet marked) and ``events.after_mark``.
+Failpoints: ``events.after_claim`` (a batch claimed, nothing sent), ``events.before_log`` (a
+target called, its attempt not yet logged), ``events.after_send`` (every target called, the
+event not yet marked) and ``events.after_mark``.
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ class Delivery:
             if error is not None:
                 errors.append(f"{name}: {error}")
                 report.failures += 1
+            await failpoints.hit("events.before_log")
             async with self.ledger.db.transaction() as conn:
                 await events.log_attempt(conn, event.event_id, attempt_no, name, token,
                                          began, ended, ok=error is None,
