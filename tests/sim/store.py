@@ -25,8 +25,8 @@ from blobledger.stores.base import (
     Condition,
     Hasher,
     Store,
-    UncommittedInfo,
     Tags,
+    UncommittedInfo,
     tags_match,
     verify,
 )
