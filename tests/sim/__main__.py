@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = Config(mutant=args.mutant)
     start = time.monotonic()
-    runs = operations = steps = 0
+    runs = operations = steps = inconclusive = 0
     schedules: set[str] = set()
     preempted: Counter[str] = Counter()
     seed = args.seed
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         steps += result.steps
         schedules.add(result.schedule())
         preempted.update(result.preempted)
+        inconclusive += result.inconclusive is not None
         if result.violation is not None:
             failure = result
             break
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - start
     print(f"{runs} runs in {elapsed:.1f} s: {runs / elapsed:.2f} runs/s, "
           f"{operations / elapsed:.0f} simulated operations/s "
-          f"({steps / elapsed:.0f} scheduling steps/s), {len(schedules)} distinct schedules")
+          f"({steps / elapsed:.0f} scheduling steps/s), {len(schedules)} distinct schedules, "
+          f"{inconclusive} inconclusive (SQLite's lock left held by a crashed task)")
     print("await points preempted at (most often first):")
     for point, count in preempted.most_common(15):
         print(f"  {count:7d}  {point}")

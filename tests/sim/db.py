@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
@@ -32,14 +33,27 @@ BUSY_TIMEOUT = 30.0
 _active: dict[str, Any] = {}
 #: the connections in use, for :func:`release`
 OPEN: set[SimConnection] = set()
+#: :func:`release` of the connections of finished tasks only
+DEAD: Any = object()
 
 
-def release(task: asyncio.Task[Any]) -> int:
+def release(task: asyncio.Task[Any] | None) -> int:
     """A crashed task's connections as its process's death leaves them: a transaction it
-    left open (its clean-up was itself interrupted) is rolled back, the connection closed."""
+    left open (its clean-up was itself interrupted) is rolled back, the connection closed.
+    ``None``: every connection's (once every actor has finished). A connection whose last
+    user has finished with its transaction still open is released too (it is a crashed
+    task's, whose clean-up ran in a task of SQLAlchemy's own)."""
     released = 0
     for conn in list(OPEN):
-        if getattr(conn, "owner", None) is task and conn._connection is not None:
+        owner = getattr(conn, "owner", None)
+        dead = owner is not None and owner.done()
+        mine = task is None or dead or (task is not DEAD and owner is task)
+        if mine and conn._connection is not None:
+            # a statement left unfinished (rows of an INSERT ... RETURNING never fetched)
+            # holds its implicit transaction's lock until its cursor is closed
+            for cursor in list(conn.cursors):
+                cursor.close()
+            conn.cursors.clear()
             if conn._connection.in_transaction:
                 conn._connection.rollback()
                 conn.stop()
@@ -59,6 +73,7 @@ class SimConnection(aiosqlite.Connection):
                  point: Callable[[str], Awaitable[None]]) -> None:
         super().__init__(connector, iter_chunk_size)
         self._point = point
+        self.cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
         self._tx = _Inline()  # type: ignore[assignment]  # SQLAlchemy queues to it directly
 
     def __await__(self) -> Any:
@@ -78,6 +93,9 @@ class SimConnection(aiosqlite.Connection):
         await self._point("db")
         self.owner = asyncio.current_task()
         OPEN.add(self)
+        cursor = getattr(fn, "__self__", None)
+        if isinstance(cursor, sqlite3.Cursor):
+            self.cursors.add(cursor)
         waited, backoff = 0.0, 0.001
         while True:
             try:
@@ -85,6 +103,8 @@ class SimConnection(aiosqlite.Connection):
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or waited >= BUSY_TIMEOUT:
                     raise
+            if waited == 0.0:
+                release(DEAD)  # a dead task's open transaction: its lock goes with it
             await asyncio.sleep(backoff)
             waited += backoff
             backoff = min(backoff * 2, 1.0)

@@ -30,7 +30,7 @@ def task_of(handle: asyncio.Handle) -> asyncio.Task[Any] | None:
 def await_point(task: asyncio.Task[Any]) -> str:
     """Where the task is suspended: the innermost frame of blobledger's code (else any)."""
     coro: Any = task.get_coro()
-    where = "?"
+    where = "(the harness)"
     while coro is not None:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
         if frame is not None:
