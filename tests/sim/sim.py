@@ -57,7 +57,23 @@ PAUSES = (5.0, 61.0, 181.0, SWEEP_LEASE + 1, 3600.0)
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
 SETTLE = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE + 1
 #: the fences a run can be told to weaken (a monkeypatch of this harness, never of src/)
-MUTANTS = ("sweep-delete-unconditional",)
+MUTANTS = ("sweep-delete-unconditional", "store-tag-conditions-ignored", "c4-no-attempt")
+
+
+def c4_without_attempt() -> dict[str, Any]:
+    """C4/R4's compare-and-set without its ``attempt`` term (the intent still this
+    attempt's): the statements the transitions module uses in its place (to restore)."""
+    from sqlalchemy import update
+
+    from blobledger.protocol import single
+    from blobledger.protocol import transitions as t
+
+    saved = {n: getattr(t, n) for n in ("_commit_blob", "_commit_blob_owed", "_c4_one")}
+    weak = update(t.blobs).where(*t._mine[:2]).values(t._commit_blob._values)
+    t._commit_blob = weak
+    t._commit_blob_owed = weak.values(retag_due=t.NOW)
+    t._c4_one = single.c4_deferred(t._commit_blob_owed, t._ready_document)
+    return saved
 
 
 class Violation(AssertionError):
@@ -157,7 +173,9 @@ class _Run:
         self.running: list[asyncio.Task[Any]] = []  # operations that may crash
         self.checker: asyncio.Task[Any] | None = None
         self.store = MemoryStore(clock=lambda: EPOCH + timedelta(seconds=self.loop.time()),
-                                 point=self.point, after_write=self.fault)
+                                 point=self.point, after_write=self.fault,
+                                 ignore_tag_conditions=(
+                                     config.mutant == "store-tag-conditions-ignored"))
 
     def note(self, line: str) -> None:
         self.result.trace.append(f"{self.loop.time():10.3f} {line}")
@@ -408,6 +426,7 @@ class _Run:
             return f"{counter(8 * (n or 32)):0{2 * (n or 32)}x}"
 
         saved = (uuid.uuid4, secrets.token_hex, ledger_module.utcnow)
+        mutated = c4_without_attempt() if self.config.mutant == "c4-no-attempt" else {}
         uuid.uuid4 = uuid4  # type: ignore[assignment]
         secrets.token_hex = token_hex
         ledger_module.utcnow = lambda: EPOCH + timedelta(seconds=self.loop.time())
@@ -432,6 +451,9 @@ class _Run:
             self.result.violation = f"the run failed: {exc!r}"
         finally:
             failpoints.set_hook(None)
+            from blobledger.protocol import transitions
+            for attribute, value in mutated.items():
+                setattr(transitions, attribute, value)
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex, ledger_module.utcnow = saved  # type: ignore[assignment]
             with contextlib.suppress(Exception):
