@@ -160,13 +160,14 @@ def sim_clock(point: Callable[[str], Awaitable[None]] = _nothing) -> Iterator[No
         kwargs["timeout"] = 0
 
         def connector() -> sqlite3.Connection:
-            return sqlite3.connect(str(database), **kwargs)
+            connection: sqlite3.Connection = sqlite3.connect(str(database), **kwargs)
+            return connection
 
         return SimConnection(connector, iter_chunk_size, point)
 
     OPEN.clear()
     _active["on"] = True
-    aiosqlite.connect = connect  # type: ignore[assignment]
+    aiosqlite.connect = connect
     try:
         yield
     finally:

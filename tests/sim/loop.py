@@ -65,14 +65,18 @@ class SimLoop(asyncio.BaseEventLoop):
     def _process_events(self, event_list: Any) -> None:
         pass
 
-    def run_in_executor(self, executor: Executor | None, func: Callable[..., T],
-                        *args: Any) -> asyncio.Future[T]:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Executor | None, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
         future: asyncio.Future[T] = self.create_future()
         try:
             future.set_result(func(*args))
         except BaseException as exc:
             future.set_exception(exc)
         return future
+
+    _ready: Any  # BaseEventLoop's own (not in its stubs)
+    _scheduled: Any
 
     def _eligible(self) -> list[int]:
         if self.exclusive is None:

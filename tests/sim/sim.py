@@ -38,6 +38,7 @@ from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import BlobLedgerError, NotFound, StoreUnavailable
 from blobledger.protocol import ledger as ledger_module
+from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.migrate import migrate_database
 from blobledger.stores.base import Condition, DeleteOutcome
@@ -69,7 +70,7 @@ def c4_without_attempt() -> dict[str, Any]:
     from blobledger.protocol import transitions as t
 
     saved = {n: getattr(t, n) for n in ("_commit_blob", "_commit_blob_owed", "_c4_one")}
-    weak = update(t.blobs).where(*t._mine[:2]).values(t._commit_blob._values)
+    weak = update(t.blobs).where(*t._mine[:2]).values(dict(t._commit_blob._values or {}))
     t._commit_blob = weak
     t._commit_blob_owed = weak.values(retag_due=t.NOW)
     t._c4_one = single.c4_deferred(t._commit_blob_owed, t._ready_document)
@@ -422,14 +423,14 @@ class _Run:
         def uuid4() -> uuid.UUID:
             return uuid.UUID(int=counter(128), version=4)
 
-        def token_hex(n: int | None = None) -> str:
-            return f"{counter(8 * (n or 32)):0{2 * (n or 32)}x}"
+        def token_hex(nbytes: int | None = None) -> str:
+            return f"{counter(8 * (nbytes or 32)):0{2 * (nbytes or 32)}x}"
 
-        saved = (uuid.uuid4, secrets.token_hex, ledger_module.utcnow)
+        saved = (uuid.uuid4, secrets.token_hex, models.utcnow)
         mutated = c4_without_attempt() if self.config.mutant == "c4-no-attempt" else {}
-        uuid.uuid4 = uuid4  # type: ignore[assignment]
+        uuid.uuid4 = uuid4
         secrets.token_hex = token_hex
-        ledger_module.utcnow = lambda: EPOCH + timedelta(seconds=self.loop.time())
+        setattr(ledger_module, "utcnow", lambda: EPOCH + timedelta(seconds=self.loop.time()))  # noqa: B010
         failpoints.set_hook(self.point)
         logging.disable(logging.CRITICAL)
         self.loop.on_step = self.step
@@ -455,7 +456,8 @@ class _Run:
             for attribute, value in mutated.items():
                 setattr(transitions, attribute, value)
             logging.disable(logging.NOTSET)
-            uuid.uuid4, secrets.token_hex, ledger_module.utcnow = saved  # type: ignore[assignment]
+            uuid.uuid4, secrets.token_hex = saved[0], saved[1]
+            setattr(ledger_module, "utcnow", saved[2])  # noqa: B010
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
