@@ -1,0 +1,210 @@
+"""An in-memory store with the local disk's semantics, for the simulation.
+
+Create-only puts (published atomically when the last byte is hashed), tags with equality
+conditions, deletes conditioned on tags or the ETag, lexical listing, staged uploads whose
+parts are uncommitted bytes. Every call is an ``await`` (``point``: the simulation's
+preemption, pause and crash point, named ``store.<call>``), and a write may be followed by an
+injected fault (``after_write``): the write applied, the caller told it failed (an error or a
+timeout whose answer was lost). ``tests/sim/test_store.py`` runs the store conformance suite
+on it, so the simulation's store cannot drift from what the real backends guarantee.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from blobledger._base.names import check_blob_name
+from blobledger.errors import BlobAlreadyExists, BlobNotFound, ConditionNotMet, Digests
+from blobledger.stores.base import (
+    BlobInfo,
+    BlobReader,
+    ByteReader,
+    Condition,
+    Hasher,
+    Store,
+    Tags,
+    UncommittedInfo,
+    tags_match,
+    verify,
+)
+
+READ_CHUNK = 64 * 1024
+
+Hook = Callable[[str], Awaitable[None]]
+
+
+async def _nothing(point: str) -> None:
+    return None
+
+
+@dataclass
+class Blob:
+    data: bytes
+    tags: dict[str, str]
+    etag: str
+    modified: datetime
+    content_type: str | None
+    digests: Digests
+
+
+@dataclass
+class MemoryStore(Store):
+    """Blobs in a dict; ``clock`` gives the time stamped on them (the simulation's)."""
+
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC).replace(tzinfo=None)
+    #: awaited at the start of every call (a preemption point)
+    point: Hook = _nothing
+    #: awaited after every write that applied (may raise: the caller is told it failed)
+    after_write: Hook = _nothing
+    blobs: dict[str, Blob] = field(default_factory=dict)
+    parts: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    url: str = "memory://sim"
+    #: a mutant of the simulation: the store's own tag checks skipped (``set_tags``' and the
+    #: delete's ``if_tags``), as the mutation kind ``store`` does to the real backends
+    ignore_tag_conditions: bool = False
+    _etags: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _parts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def _blob(self, name: str) -> Blob:
+        check_blob_name(name)
+        blob = self.blobs.get(name)
+        if blob is None:
+            raise BlobNotFound(name)
+        return blob
+
+    def _info(self, name: str, blob: Blob) -> BlobInfo:
+        return BlobInfo(name=name, size=len(blob.data), last_modified=blob.modified,
+                        etag=blob.etag, content_type=blob.content_type,
+                        sha256=blob.digests.sha256, md5=blob.digests.md5,
+                        tags=dict(blob.tags))
+
+    async def put(self, name: str, data: AsyncIterable[bytes], *, tags: Tags,
+                  content_type: str | None = None, expected_sha256: str | None = None,
+                  expected_md5: str | None = None) -> Digests:
+        check_blob_name(name)
+        await self.point("store.put")
+        hasher = Hasher()
+        chunks = []
+        reader = ByteReader(data)
+        while chunk := await reader.read(READ_CHUNK):
+            hasher.update_sync(chunk)
+            chunks.append(bytes(chunk))
+        digests = hasher.digests()
+        verify(digests, expected_sha256, expected_md5)
+        if name in self.blobs:
+            raise BlobAlreadyExists(name, digests)
+        self.blobs[name] = Blob(b"".join(chunks), dict(tags), f'"{next(self._etags)}"',
+                                self.clock(), content_type, digests)
+        await self.after_write("store.put")
+        return digests
+
+    async def stat(self, name: str) -> BlobInfo:
+        check_blob_name(name)
+        await self.point("store.stat")
+        return self._info(name, self._blob(name))
+
+    async def get_tags(self, name: str) -> dict[str, str]:
+        check_blob_name(name)
+        await self.point("store.get_tags")
+        return dict(self._blob(name).tags)
+
+    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
+        check_blob_name(name)
+        await self.point("store.set_tags")
+        blob = self._blob(name)
+        if not self.ignore_tag_conditions and not tags_match(blob.tags, if_tags):
+            raise ConditionNotMet(name, f"tags {dict(if_tags or {})}")
+        blob.tags = dict(tags)
+        await self.after_write("store.set_tags")
+
+    async def _delete(self, name: str, condition: Condition) -> bool:
+        check_blob_name(name)
+        await self.point("store.delete")
+        blob = self.blobs.get(name)
+        if blob is None:
+            return False
+        if condition.tags:
+            holds = self.ignore_tag_conditions or tags_match(blob.tags, condition.tags)
+        else:
+            holds = blob.etag.strip('"') == (condition.etag or "").strip('"')
+        if not holds:
+            raise ConditionNotMet(name, f"tags {condition.tags} etag {condition.etag}")
+        del self.blobs[name]
+        await self.after_write("store.delete")
+        return True
+
+    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
+        check_blob_name(name)
+        await self.point("store.open")
+        blob = self._blob(name)
+        info = self._info(name, blob)
+        start = max(0, min(start, info.size))
+        available = info.size - start
+        length = available if length is None else max(0, min(length, available))
+        return BlobReader(info, start, length, self._chunks(blob.data[start:start + length]))
+
+    @staticmethod
+    async def _chunks(data: bytes) -> AsyncIterator[bytes]:
+        for offset in range(0, len(data), READ_CHUNK):
+            yield data[offset:offset + READ_CHUNK]
+
+    async def list(self, prefix: str = "", *, tags: bool = True,
+                   checksums: bool = True) -> AsyncIterator[BlobInfo]:
+        await self.point("store.list")
+        for name in sorted(n for n in self.blobs if n.startswith(prefix)):
+            blob = self.blobs.get(name)
+            if blob is not None:  # deleted while the listing streamed
+                yield self._info(name, blob)
+
+    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
+        await self.point("store.list_uncommitted")
+        for name in sorted(n for n in self.parts if n.startswith(prefix)):
+            parts = self.parts.get(name)
+            if parts:
+                yield UncommittedInfo(name=name, blocks=len(parts),
+                                      size=sum(len(p) for p in parts.values()),
+                                      committed=name in self.blobs,
+                                      last_modified=self.clock())
+
+    async def discard_uncommitted(self, name: str) -> bool:
+        check_blob_name(name)
+        await self.point("store.discard_uncommitted")
+        return bool(self.parts.pop(name, None))
+
+    async def begin_staged(self, name: str, *, tags: Tags,
+                           content_type: str | None = None) -> str:
+        check_blob_name(name)
+        return ""
+
+    async def stage(self, name: str, handle: str, number: int, data: bytes) -> str:
+        check_blob_name(name)
+        await self.point("store.stage")
+        part = f"{number:06d}-{next(self._parts)}"
+        self.parts.setdefault(name, {})[part] = bytes(data)
+        return part
+
+    async def commit_staged(self, name: str, handle: str, parts: Sequence[str], *,
+                            tags: Tags, content_type: str | None = None) -> Digests:
+        check_blob_name(name)
+        held = self.parts.get(name, {})
+        if any(part not in held for part in parts):
+            raise BlobNotFound(f"{name} (a part is missing)")
+        data = [held[part] for part in parts]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for chunk in data:
+                yield chunk
+
+        try:
+            return await self.put(name, chunks(), tags=tags, content_type=content_type)
+        finally:
+            self.parts.pop(name, None)
+
+    async def abort_staged(self, name: str, handle: str) -> None:
+        await self.discard_uncommitted(name)
+
+    async def ping(self) -> None:
+        return None
