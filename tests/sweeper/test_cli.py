@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from blobledger import Ledger
-from blobledger.workers.sweeper import Sweeper
+from blobledger.workers.sweeper import Sweeper, sweep_forever
 from tests.support.services import connection_string, free_port
 from tests.support.terminal import on_a_terminal as run_on_a_terminal
 from tests.sweeper.support import rows, seed_intent, stored
@@ -59,6 +60,24 @@ async def test_a_second_sweeper_on_sqlite_says_so(ledger: Ledger) -> None:
     assert "another sweeper is running" in one_error_line(result)
     assert result.stdout == ""
     assert await rows(ledger) == {name: "pending"}
+
+
+async def test_sweep_once_runs_beside_serves_background_sweeper(ledger: Ledger) -> None:
+    """``serve`` sweeps in the background (on SQLite under the one-sweeper lock): it holds
+    the lock for a run only, so an operator's ``sweep --once`` runs between two of its runs
+    instead of being refused."""
+    name = await seed_intent(ledger, tag="pending")
+    stop = asyncio.Event()
+    background = asyncio.create_task(sweep_forever(
+        ledger, interval=0.2, batch=10, stop=stop, wait_for_lock=True))
+    try:
+        await asyncio.sleep(0.5)  # a run or two done, the loop between runs
+        result = await asyncio.to_thread(cli, ledger, "sweep", "--once")
+    finally:
+        stop.set()
+        await background
+    assert result.returncode == 0, result.stderr
+    assert await rows(ledger) == {}, name
 
 
 async def test_unreachable_store_deletes_nothing(ledger: Ledger) -> None:

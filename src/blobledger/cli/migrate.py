@@ -1,4 +1,5 @@
-"""``blobledger migrate``: apply the database migrations."""
+"""``blobledger migrate``: apply the database migrations, and set up the store as ``serve``
+would (a local store's folder, a container)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import click
 from blobledger.cli import run_async, settings
 from blobledger.db import Database
 from blobledger.protocol.migrate import migrate_database
+from blobledger.stores import open_store
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger migrate\n"
@@ -14,7 +16,9 @@ from blobledger.protocol.migrate import migrate_database
 @click.option("--database-url", help="overrides BLOBLEDGER_DATABASE_URL")
 @run_async
 async def command(database_url: str | None) -> int:
-    """Apply every database migration (BLOBLEDGER_DATABASE_URL)."""
+    """Apply every database migration (BLOBLEDGER_DATABASE_URL); with the service's own
+    database, also create its store (BLOBLEDGER_STORE_URL) if missing, as `serve` does, so
+    that the workers and queries, which create nothing, find both."""
     current = settings()
     db = Database(database_url or current.database_url)
     if current.version_table:  # embedded in an application's database
@@ -23,5 +27,8 @@ async def command(database_url: str | None) -> int:
         await migrate_database(db)
     finally:
         await db.dispose()
+    if database_url is None:
+        async with open_store(current.store_url, current) as store:
+            await store.prepare()
     print("migrations applied")
     return 0

@@ -23,6 +23,10 @@ Examples:
 """
 
 
+#: how long ``--once`` waits on SQLite for another process's run (``serve``'s) to end
+ONCE_LOCK_WAIT = 5.0
+
+
 @click.command(epilog=EXAMPLES)
 @click.option("--once", is_flag=True, help="one run, then exit (the default)")
 @click.option("--interval", metavar="DURATION",
@@ -47,7 +51,7 @@ async def command(once: bool, interval: str | None, batch: int) -> int:
                 processed = await ProcessingWorker(ledger).run_once()
                 emit(processed)
                 failed = processed.failed
-            report = await Sweeper(ledger, batch=batch).run_once()
+            report = await Sweeper(ledger, batch=batch, lock_wait=ONCE_LOCK_WAIT).run_once()
             emit(report)
             if report.aborted:
                 print(f"blobledger: error: sweep stopped: {report.aborted}", file=sys.stderr)

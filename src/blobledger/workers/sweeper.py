@@ -156,7 +156,10 @@ class Sweeper:
         lease: float = SWEEP_LEASE,
         max_batches: int | None = None,
         parallel: int = PARALLEL,
+        lock_wait: float = 0.0,
     ) -> None:
+        """``lock_wait``: on SQLite, how long a run waits for another process's run to end
+        (and release the one-sweeper lock) before it raises SweeperBusy."""
         if batch < 1 or parallel < 1:
             raise ValueError("batch and parallel must be at least 1")
         self.ledger = ledger
@@ -165,6 +168,7 @@ class Sweeper:
         self.lease = lease
         self.max_batches = max_batches
         self.parallel = parallel
+        self.lock_wait = lock_wait
         self._lock_fd: int | None = None
 
     # -- the one-sweeper rule on SQLite -----------------------------------------------------
@@ -186,9 +190,15 @@ class Sweeper:
             yield
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:  # another process's run may end meanwhile
+                    await asyncio.sleep(0.05)
+                    continue
             os.close(fd)
             raise SweeperBusy(
                 f"another sweeper is running on this SQLite database (lock {path}); "
@@ -537,7 +547,8 @@ async def sweep_forever(
     Failures of one run are logged and the loop goes on (``on_report`` is called after each
     run that completed). A second sweeper on SQLite raises SweeperBusy, unless
     ``wait_for_lock`` (inside ``serve``: another process sweeps, this one retries each
-    interval, calling ``on_idle`` each time it finds the lock taken).
+    interval, calling ``on_idle`` each time it finds the lock taken; it holds the lock for
+    each run only, so that another process's run fits between two of its own).
     """
     sweeper = Sweeper(ledger, batch=batch)
     busy_logged = False
@@ -549,6 +560,8 @@ async def sweep_forever(
                     report = await _run_logged(sweeper)
                     if report is not None and on_report is not None:
                         on_report(report)
+                    if wait_for_lock:  # serve holds the lock for a run only: an operator's
+                        break          # `blobledger sweep --once` may run between two
                     if await _wait(stop, interval):
                         return
         except SweeperBusy as exc:
