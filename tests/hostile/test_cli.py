@@ -6,6 +6,7 @@ direct upload target that is not a store's."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -24,6 +25,7 @@ import pytest
 
 from blobledger.cli import main
 from blobledger.cli.ls import display_name
+from blobledger.stores.local import LocalStore
 from tests.hostile.scripted import (
     Hostile,
     Reply,
@@ -154,6 +156,7 @@ def test_ls_escapes_names_that_display_as_something_else(server: Served) -> None
 
 
 def test_an_unreachable_database_exits_3(tmp_path: Path) -> None:
+    asyncio.run(LocalStore(tmp_path / "store").prepare())  # a worker creates no store
     env = clean_env(BLOBLEDGER_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/x",
                     BLOBLEDGER_STORE_URL=f"file://{tmp_path}/store")
     for args in (["sweep", "--once"], ["migrate"], ["serve", "--port", str(free_port())]):
