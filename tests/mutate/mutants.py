@@ -911,6 +911,12 @@ NOT_FENCES: dict[str, str] = {
         "program present), no safety rule",
     "blobledger/_base/extras.py:scan_program_problem": "whether the scan command "
         "names a program that exists: an installation check, no safety rule",
+    "blobledger/_base/extras.py:store_problem": "whether a store URL's extra is "
+        "installed: an installation check, no safety rule",
+    "blobledger/_base/extras.py:database_problem": "whether a database URL's driver is "
+        "installed: an installation check, no safety rule",
+    "blobledger/config.py:_backends_installed": "an installation check (each backend's "
+        "extra present), no safety rule",
     "blobledger/workers/invariants.py:_ready_problem": "`blobledger check`'s report of a "
         "ready row's blob, deciding nothing",
     "blobledger/workers/invariants.py:_attached_problem": "`blobledger check`'s report of "
