@@ -65,8 +65,10 @@ def test_check_and_doctor_create_nothing_in_an_empty_folder(tmp_path: Path) -> N
     assert not (tmp_path / "var").exists()
     assert f"store file://{tmp_path}/var/blobs does not exist" in line
     assert "BLOBLEDGER_STORE_URL" in line and "doctor creates nothing" in line
-    # the database there, the store not: check names the store
-    assert run("migrate", cwd=tmp_path).returncode == 0
+    # the database there, the store not: check names the store (migrate of the database
+    # alone: with the service's settings it would set the store up too)
+    assert run("migrate", "--database-url", "sqlite:///./var/blobledger.db",
+               cwd=tmp_path).returncode == 0
     line = one_error(run("check", cwd=tmp_path), 2)
     assert f"store file://{tmp_path}/var/blobs does not exist" in line
     assert not (tmp_path / "var" / "blobs").exists()
@@ -92,7 +94,9 @@ def test_check_creates_no_container_nor_bucket(kind: str, tmp_path: Path,
         moto: MotoS3 = request.getfixturevalue("moto")
         env = {"BLOBLEDGER_STORE_URL": f"s3://{name}", **moto.environment()}
     env["BLOBLEDGER_DATABASE_URL"] = f"sqlite:///{tmp_path}/db.sqlite"
-    assert run("migrate", cwd=tmp_path, **env).returncode == 0
+    # the database alone (migrate with the service's settings would set the store up too)
+    assert run("migrate", "--database-url", env["BLOBLEDGER_DATABASE_URL"], cwd=tmp_path,
+               **env).returncode == 0
     for _ in range(2):  # the second run finds it missing still: the first created nothing
         line = one_error(run("check", cwd=tmp_path, **env), 2)
         assert name in line and "does not exist" in line, line
