@@ -252,6 +252,22 @@ def _lost_test(test: ast.expr, names: set[str]) -> bool:
             and test.comparators[0].value is None)
 
 
+def _result_check(source: _Source, node: ast.Compare, short: str, context: str,
+                  ids: _Ids) -> Iterator[Mutant]:
+    """A compare-and-set's result check (``== 1`` / ``!= 1``) inverted, and forced to won."""
+    start, end = source.span(node)
+    text = source.text(node)
+    equal = isinstance(node.ops[0], ast.Eq)
+    other = "!=" if equal else "=="
+    yield Mutant(ids(f"rowcount:{short}:{context}:inverted"), "rowcount", source.path,
+                 node.lineno, context, f"`{_flat(text)}` inverted ({other})", start,
+                 end, f"({source.text(node.left)} {other} "
+                      f"{source.text(node.comparators[0])})")
+    yield Mutant(ids(f"rowcount:{short}:{context}:won"), "rowcount", source.path,
+                 node.lineno, context, f"`{_flat(text)}` forced to won", start, end,
+                 f"(({text}) or True)" if equal else f"(({text}) and False)")
+
+
 def _rowcount(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
     short = _short(source.path)
     for node in ast.walk(source.tree):
@@ -261,17 +277,7 @@ def _rowcount(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[
                 and (node.left.func.id == "_count" or (
                     node.left.func.id == "len" and isinstance(node.comparators[0], ast.Constant)))):
             context = contexts.get(id(node), "?")
-            start, end = source.span(node)
-            text = source.text(node)
-            equal = isinstance(node.ops[0], ast.Eq)
-            other = "!=" if equal else "=="
-            yield Mutant(ids(f"rowcount:{short}:{context}:inverted"), "rowcount", source.path,
-                         node.lineno, context, f"`{_flat(text)}` inverted ({other})", start,
-                         end, f"({source.text(node.left)} {other} "
-                              f"{source.text(node.comparators[0])})")
-            yield Mutant(ids(f"rowcount:{short}:{context}:won"), "rowcount", source.path,
-                         node.lineno, context, f"`{_flat(text)}` forced to won", start, end,
-                         f"(({text}) or True)" if equal else f"(({text}) and False)")
+            yield from _result_check(source, node, short, context, ids)
     for function in ast.walk(source.tree):
         if not isinstance(function, ast.AsyncFunctionDef | ast.FunctionDef):
             continue
@@ -464,17 +470,7 @@ def _rowcount_more(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iter
         context = contexts.get(id(node), "?")
         if (isinstance(node, ast.Compare) and len(node.ops) == 1
                 and isinstance(node.ops[0], ast.Eq | ast.NotEq) and _is_rowcount(node.left)):
-            start, end = source.span(node)
-            text = source.text(node)
-            equal = isinstance(node.ops[0], ast.Eq)
-            other = "!=" if equal else "=="
-            yield Mutant(ids(f"rowcount:{short}:{context}:inverted"), "rowcount", source.path,
-                         node.lineno, context, f"`{_flat(text)}` inverted ({other})", start,
-                         end, f"({source.text(node.left)} {other} "
-                              f"{source.text(node.comparators[0])})")
-            yield Mutant(ids(f"rowcount:{short}:{context}:won"), "rowcount", source.path,
-                         node.lineno, context, f"`{_flat(text)}` forced to won", start, end,
-                         f"(({text}) or True)" if equal else f"(({text}) and False)")
+            yield from _result_check(source, node, short, context, ids)
         elif isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
                 and len(node.test.ops) == 1 and isinstance(node.test.comparators[0], ast.Constant) \
                 and node.test.comparators[0].value is None:
