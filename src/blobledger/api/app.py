@@ -22,7 +22,16 @@ from fastapi import FastAPI
 from blobledger import __version__, web
 from blobledger.api import browser, docs, openapi, problems
 from blobledger.api.guard import Guard
-from blobledger.api.routes import content, direct, documents, ops, service, tus, variants
+from blobledger.api.routes import (
+    content,
+    direct,
+    documents,
+    ops,
+    pipeline,
+    service,
+    tus,
+    variants,
+)
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
@@ -102,6 +111,7 @@ def create_app(
     app.include_router(tus.router)
     app.include_router(direct.router)
     app.include_router(ops.router)
+    app.include_router(pipeline.router)
     app.include_router(web.router)
     app.include_router(docs.router)
     app.state.metrics_history = ops.MetricsHistory()

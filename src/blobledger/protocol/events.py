@@ -330,10 +330,11 @@ async def find(conn: AsyncConnection, event_id: str) -> tuple[Event, list[Attemp
 
 
 async def listing(conn: AsyncConnection, *, state: str | None = None, type: str | None = None,
-                  subject: str | None = None, limit: int = 100) -> list[Event]:
-    """Events in order, filtered by state, type and subject (a document's id or an
-    attachment's blob name)."""
-    query = select(events).order_by(events.c.id).limit(limit)
+                  subject: str | None = None, limit: int = 100,
+                  newest: bool = False) -> list[Event]:
+    """Events in order (``newest``: the latest first), filtered by state, type and subject
+    (a document's id or an attachment's blob name)."""
+    query = select(events).order_by(events.c.id.desc() if newest else events.c.id).limit(limit)
     if state:
         query = query.where(events.c.state == state)
     if type:

@@ -259,20 +259,27 @@ class Held:
         async with self.db.transaction(readonly=True) as conn:
             doc = (await conn.execute(select(documents).where(
                 documents.c.id == doc_id, documents.c.status == HELD))).one_or_none()
-            rows = (await conn.execute(select(
-                processing.c.processor, processing.c.state, processing.c.reason,
-                processing.c.owner, processing.c.name, processing.c.version).where(
-                processing.c.document_id == doc_id).order_by(
-                processing.c.version.desc(), processing.c.processor))).all()
-        verdicts = {r.processor: r.state for r in rows}
-        if doc is not None:
-            return HoldState(doc_id, doc.name, doc.version, HELD, doc.owner,
-                             processors=verdicts, document=Document.from_row(doc))
-        rejected = next((r for r in rows if r.state == REJECTED), None)
-        if rejected is None:
-            return None
-        return HoldState(doc_id, rejected.name, rejected.version, REJECTED, rejected.owner,
-                         reason=rejected.reason, processors=verdicts)
+            rows = (await conn.execute(_verdicts([doc_id]))).all()
+        return _hold_state(doc_id, doc, rows)
+
+    async def of_owner(self, owner: str, limit: int = 50) -> list[HoldState]:
+        """One writer's held documents (newest first), then its rejected ones (most recently
+        rejected first), up to ``limit`` of each: what the page shows that writer."""
+        async with self.db.transaction(readonly=True) as conn:
+            held = {row.id: row for row in (await conn.execute(
+                select(documents).where(documents.c.status == HELD, documents.c.owner == owner)
+                .order_by(documents.c.updated_at.desc(), documents.c.id).limit(limit))).all()}
+            rejected = list((await conn.execute(
+                select(processing.c.document_id).where(
+                    processing.c.state == REJECTED, processing.c.owner == owner)
+                .group_by(processing.c.document_id)
+                .order_by(func.max(processing.c.changed_at).desc(), processing.c.document_id)
+                .limit(limit))).scalars())
+            ids = [*held, *(doc_id for doc_id in rejected if doc_id not in held)]
+            rows = (await conn.execute(_verdicts(ids))).all() if ids else []
+        found = (_hold_state(doc_id, held.get(doc_id),
+                             [r for r in rows if r.document_id == doc_id]) for doc_id in ids)
+        return [state for state in found if state is not None]
 
     async def waiting(self) -> tuple[int, float | None]:
         """How many documents are held, and how many seconds the oldest has waited since
@@ -292,3 +299,26 @@ class Held:
             return _count(await conn.execute(delete(processing).where(
                 processing.c.state == REJECTED, processing.c.changed_at < CUTOFF),
                 self.transitions.times(cutoff=retention)))
+
+
+def _verdicts(doc_ids: list[str]) -> Any:
+    """The work rows of these documents, newest version first, by processor."""
+    return select(
+        processing.c.document_id, processing.c.processor, processing.c.state,
+        processing.c.reason, processing.c.owner, processing.c.name, processing.c.version,
+    ).where(processing.c.document_id.in_(doc_ids)).order_by(
+        processing.c.document_id, processing.c.version.desc(), processing.c.processor)
+
+
+def _hold_state(doc_id: str, doc: Any, rows: list[Any]) -> HoldState | None:
+    """A document's :class:`HoldState` from its row (None once it is not held) and its work
+    rows (:func:`_verdicts`)."""
+    verdicts = {r.processor: r.state for r in rows}
+    if doc is not None:
+        return HoldState(doc_id, doc.name, doc.version, HELD, doc.owner,
+                         processors=verdicts, document=Document.from_row(doc))
+    rejected = next((r for r in rows if r.state == REJECTED), None)
+    if rejected is None:
+        return None
+    return HoldState(doc_id, rejected.name, rejected.version, REJECTED, rejected.owner,
+                     reason=rejected.reason, processors=verdicts)

@@ -1,7 +1,10 @@
 // The blobledger page: documents, uploads and operations over the service's own API.
 // Every name and value from the service is set with textContent (never parsed as HTML); the
 // token lives in sessionStorage and travels only in the Authorization header (a download
-// follows a short-lived link the service signs, which never holds the token).
+// follows a short-lived link the service signs, which never holds the token). The pipeline
+// view and the thumbnails are pipeline.js.
+
+import { pipelineView } from "./pipeline.js";
 
 const TOKEN_KEY = "blobledger.token";
 const CHUNK = 8 * 1024 * 1024;
@@ -125,6 +128,8 @@ async function api(method, path, { body, headers, raw } = {}) {
   return response.json();
 }
 
+const pipeline = pipelineView({ $, el, api, say, can, wrapping, when, age, authHeaders });
+
 // -- token and scopes ------------------------------------------------------------------------
 
 function askForToken(reason) {
@@ -156,7 +161,7 @@ async function whoami() {
 // -- views -----------------------------------------------------------------------------------
 
 function show(view) {
-  const name = ["documents", "upload", "operations"].includes(view) ? view : "documents";
+  const name = ["documents", "upload", "operations", "pipeline"].includes(view) ? view : "documents";
   const target = name === "upload" && !can("write") ? "documents" : name;
   document.querySelectorAll(".view").forEach((v) => { v.hidden = v.id !== target; });
   document.querySelectorAll("nav a").forEach((a) => {
@@ -169,6 +174,10 @@ function show(view) {
   if (target === "operations") {
     loadOps();
     state.opsTimer = setInterval(loadOps, 5000);
+  }
+  if (target === "pipeline") {
+    pipeline.load();
+    state.opsTimer = setInterval(pipeline.load, 5000);
   }
 }
 
@@ -197,6 +206,7 @@ async function loadPage() {
   if (state.listFailed) { say("documents", ""); state.listFailed = false; }
   state.next = page.next_cursor;
   const rows = $("doc-rows");
+  pipeline.releaseThumbnails();
   rows.replaceChildren(...page.items.map(docRow));
   $("doc-empty").hidden = page.items.length > 0;
   $("prev-page").disabled = state.page === 0;
@@ -208,7 +218,10 @@ async function loadPage() {
 function docRow(doc) {
   const tr = el("tr");
   tr.dataset.id = doc.id;
-  tr.append(wrapping("td", doc.name, "name"),
+  const name = wrapping("td", doc.name, "name");
+  const thumb = pipeline.thumbnail(doc);
+  if (thumb) name.append(thumb);
+  tr.append(name,
             labelled(el("td", bytes(doc.size), "num size"), "Size"),
             labelled(wrapping("td", doc.content_type, "mono type"), "Type"),
             labelled(el("td", doc.version, "num version"), "Version"));
@@ -765,6 +778,7 @@ function wire() {
   $("run-check").addEventListener("click", runCheck);
   $("run-reconcile").addEventListener("click", runReconcile);
   $("run-doctor").addEventListener("click", runDoctor);
+  pipeline.wire();
   window.addEventListener("hashchange", () => show(window.location.hash.slice(1)));
 }
 
@@ -775,7 +789,7 @@ async function boot() {
     say(null, `The service did not answer: ${err.message}`, true);
     return;
   }
-  await detectTus();
+  await Promise.all([detectTus(), pipeline.configure()]);
   show(window.location.hash.slice(1));
   document.body.dataset.ready = "true";
 }
