@@ -1,6 +1,7 @@
 """Standard Webhooks signing (https://www.standardwebhooks.com/): the three headers of a
-delivery, so that a receiver verifies it with any Standard Webhooks library (the
-``standardwebhooks`` package: ``Webhook(secret).verify(body, headers)``).
+delivery, signed by the ``standardwebhooks`` package, the specification's own library, with
+which receivers verify them (``Webhook(secret).verify(body, headers)``): the signature is
+the receivers' by construction.
 
 The signature is ``v1,`` and the base64 of HMAC-SHA256, keyed with the secret's bytes (the
 base64 after ``whsec_``), of ``{webhook-id}.{webhook-timestamp}.{body}``. The id is the event's
@@ -10,24 +11,16 @@ whole seconds since the epoch (receivers refuse one too far from their clock).
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import time
+from datetime import UTC, datetime
 
-SECRET_PREFIX = "whsec_"
-
-
-def secret_key(secret: str) -> bytes:
-    """The key bytes of a ``whsec_…`` secret."""
-    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+from standardwebhooks.webhooks import Webhook
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
-    """The ``webhook-signature`` value of one delivery."""
-    signed = f"{message_id}.{timestamp}.".encode() + body
-    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
+    """The ``webhook-signature`` value of one delivery (the body is the event's JSON)."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return Webhook(secret).sign(message_id, moment, body.decode())
 
 
 def headers(secret: str, message_id: str, body: bytes,
