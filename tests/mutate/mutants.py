@@ -49,8 +49,9 @@ TRANSITIONS = tuple(f"blobledger/protocol/transitions/{room}.py" for room in (
 SINGLE = "blobledger/protocol/single.py"
 RECONCILER = "blobledger/workers/reconciler.py"
 RETAGGER = "blobledger/workers/retagger.py"
-STORES = ("blobledger/stores/local.py", "blobledger/stores/azure/store.py",
-          "blobledger/stores/s3/store.py")
+#: the stores: the Azure store's rooms (its writes, its conditioned writes, its reads)
+AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
+STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
          "integration", "setting")
 
@@ -126,7 +127,9 @@ class _Source:
 #: package of rooms) -> the module's id part. A guard keeps its function's (or statement's)
 #: name in its room, so its id is the one it had in the module
 SPLIT = {"blobledger/protocol/transitions/": "transitions",
-         "blobledger/protocol/ledger/": "ledger"}
+         "blobledger/protocol/ledger/": "ledger",
+         "blobledger/workers/sweeper/": "sweeper",
+         **dict.fromkeys(AZURE, "stores/azure/store")}
 
 
 def _short(path: str) -> str:
@@ -845,7 +848,7 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/protocol/owners.py", ("where",)),  # the owner's hold: pointed_at's re-check
     # C3's retag and a lost writer's clean-up; the sweeper's deletion guard and retag
     ("blobledger/protocol/ledger/steps.py", ("tag", "recheck-more")),
-    ("blobledger/workers/sweeper.py", ("tag", "recheck-more")),
+    ("blobledger/workers/sweeper/deletion.py", ("tag", "recheck-more")),
     # the application integrations' attach and detach
     ("blobledger/sqlalchemy.py", ("integration",)),
     ("blobledger/django/signals.py", ("integration",)),
@@ -920,8 +923,8 @@ NOT_FENCES: dict[str, str] = {
         "random id: it only asserts that; the parts are published by the create-only put",
     "blobledger/workers/processors/scanner.py:_write:fs": "O_EXCL on the scanner's own temp "
         "file, deciding nothing about the ledger",
-    "blobledger/workers/sweeper.py:exclusive:fs": "the one-sweeper rule on SQLite spares its "
-        "single writer; two sweepers are fenced by their claims' compare-and-set, as on "
+    "blobledger/workers/sweeper/__init__.py:exclusive:fs": "the one-sweeper rule on SQLite "
+        "spares its single writer; two sweepers are fenced by their claims' compare-and-set, as on "
         "PostgreSQL where they run at once (docs/crash-matrix.md's postgresql columns)",
     "blobledger/config.py:_installed": "an installation check (each feature's extra or "
         "program present), no safety rule",
@@ -946,8 +949,10 @@ def _fenced(mutant: Mutant) -> bool:
 
 def _split_from(path: str, paths: Iterable[str]) -> set[str]:
     """The paths of the rooms ``path`` shares a module with (:data:`SPLIT`), itself too."""
-    rooms = [room for room in SPLIT if path.startswith(room)]
-    return {other for other in paths if rooms and other.startswith(rooms[0])}
+    def split(path: str) -> str | None:
+        return next((short for room, short in SPLIT.items() if path.startswith(room)), None)
+
+    return {other for other in paths if split(path) is not None and split(other) == split(path)}
 
 
 def enumerate_mutants(src: Path, *, check: bool = True) -> list[Mutant]:

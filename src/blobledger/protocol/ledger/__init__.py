@@ -40,11 +40,7 @@ from blobledger import failpoints, telemetry
 from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
-from blobledger.errors import (
-    BlobLedgerError,
-    ConfigError,
-    InvalidInput,
-)
+from blobledger.errors import BlobLedgerError, ConfigError, InvalidInput
 from blobledger.protocol.events import Event
 from blobledger.protocol.held import Held
 from blobledger.protocol.ledger.attachments import AttachmentWriter

@@ -14,25 +14,11 @@ from blobledger._base.names import (
     new_blob_name,
 )
 from blobledger.db import once_more_if_lost
-from blobledger.errors import (
-    Digests,
-    InvalidInput,
-    NotFound,
-    OffsetMismatch,
-    UploadGone,
-)
+from blobledger.errors import Digests, InvalidInput, NotFound, OffsetMismatch, UploadGone
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.protocol.documents import Data
-from blobledger.protocol.ledger.steps import (
-    Steps,
-    _deadline,
-    _plausible_id,
-)
-from blobledger.protocol.models import (
-    BlobKind,
-    BlobState,
-    UploadState,
-)
+from blobledger.protocol.ledger.steps import Steps, _deadline, _plausible_id
+from blobledger.protocol.models import BlobKind, BlobState, UploadState
 from blobledger.protocol.transitions.records import Intent
 from blobledger.protocol.transitions.statements import new_token
 from blobledger.stores.base import BlobReader

@@ -30,18 +30,9 @@ from blobledger.errors import (
     PreconditionFailed,
 )
 from blobledger.protocol.documents import Data, Document
-from blobledger.protocol.ledger.reads import (
-    Reads,
-)
-from blobledger.protocol.ledger.steps import (
-    LOST,
-    _deadline,
-    _step,
-)
-from blobledger.protocol.models import (
-    BlobKind,
-    KeyState,
-)
+from blobledger.protocol.ledger.reads import Reads
+from blobledger.protocol.ledger.steps import LOST, _deadline, _step
+from blobledger.protocol.models import BlobKind, KeyState
 from blobledger.protocol.transitions.records import Intent
 from blobledger.protocol.transitions.statements import PLACEHOLDER, new_token
 

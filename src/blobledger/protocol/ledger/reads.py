@@ -10,26 +10,13 @@ from collections.abc import AsyncIterator
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from blobledger._base.names import (
-    check_name_prefix,
-)
-from blobledger.errors import (
-    BlobNotFound,
-    NotFound,
-    StoreError,
-)
+from blobledger._base.names import check_name_prefix
+from blobledger.errors import BlobNotFound, NotFound, StoreError
 from blobledger.protocol.documents import Document
 from blobledger.protocol.held import HoldState
 from blobledger.protocol.keys import SIGNING, service_key
-from blobledger.protocol.ledger.steps import (
-    Steps,
-    _plausible_id,
-)
-from blobledger.protocol.models import (
-    DocumentRow,
-    DocumentStatus,
-    as_utc,
-)
+from blobledger.protocol.ledger.steps import Steps, _plausible_id
+from blobledger.protocol.models import DocumentRow, DocumentStatus, as_utc
 from blobledger.protocol.transitions.statements import readable
 from blobledger.stores.base import BlobReader
 

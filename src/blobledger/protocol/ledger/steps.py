@@ -28,18 +28,9 @@ from blobledger.errors import (
 )
 from blobledger.protocol.documents import Data, as_stream, limit_size
 from blobledger.protocol.held import Held
-from blobledger.protocol.models import (
-    COMMITTED_TAG as COMMITTED,
-)
-from blobledger.protocol.models import (
-    PENDING_TAG as PENDING,
-)
-from blobledger.protocol.models import (
-    STATE_TAG,
-    BlobKind,
-    BlobRow,
-    BlobState,
-)
+from blobledger.protocol.models import COMMITTED_TAG as COMMITTED
+from blobledger.protocol.models import PENDING_TAG as PENDING
+from blobledger.protocol.models import STATE_TAG, BlobKind, BlobRow, BlobState
 from blobledger.protocol.transitions import Transitions
 from blobledger.protocol.transitions.records import Intent
 from blobledger.stores import Store

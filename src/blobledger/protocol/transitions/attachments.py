@@ -8,27 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Row,
-    bindparam,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Row, bindparam, or_, select, update
 
 from blobledger.errors import AttachLost, Digests, InvalidInput
 from blobledger.protocol import events
-from blobledger.protocol.models import (
-    BlobKind,
-    EventType,
-)
+from blobledger.protocol.models import BlobKind, EventType
 from blobledger.protocol.owners import Owner
-from blobledger.protocol.transitions.base import (
-    Steps,
-)
-from blobledger.protocol.transitions.records import (
-    Intent,
-)
+from blobledger.protocol.transitions.base import Steps
+from blobledger.protocol.transitions.records import Intent
 from blobledger.protocol.transitions.statements import (
     ATTACHED,
     DELETING,

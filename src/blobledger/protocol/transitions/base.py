@@ -5,23 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import (
-    select,
-)
+from sqlalchemy import select
 
 from blobledger.config import Settings, held_by_settings, sweep_margin
 from blobledger.db import Database
-from blobledger.protocol.models import (
-    DocumentStatus,
-    UploadMode,
-)
-from blobledger.protocol.transitions.records import (
-    Intent,
-)
-from blobledger.protocol.transitions.statements import (
-    NOW,
-    _insert_work,
-)
+from blobledger.protocol.models import DocumentStatus, UploadMode
+from blobledger.protocol.transitions.records import Intent
+from blobledger.protocol.transitions.statements import NOW, _insert_work
 
 
 class Steps:

@@ -7,33 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import (
-    Row,
-    delete,
-    select,
-    update,
-)
+from sqlalchemy import Row, delete, select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.config import held_by_settings
 from blobledger.errors import Digests, NameTaken
 from blobledger.protocol import events, single
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import (
-    BlobKind,
-    DocumentStatus,
-    EventType,
-    KeyState,
-    WorkState,
-)
-from blobledger.protocol.transitions.base import (
-    Steps,
-)
-from blobledger.protocol.transitions.records import (
-    Intent,
-    KeyRecord,
-    ReplaceOutcome,
-)
+from blobledger.protocol.models import BlobKind, DocumentStatus, EventType, KeyState, WorkState
+from blobledger.protocol.transitions.base import Steps
+from blobledger.protocol.transitions.records import Intent, KeyRecord, ReplaceOutcome
 from blobledger.protocol.transitions.statements import (
     COMMITTED,
     DELETING,

@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import (
-    BlobKind,
-    UploadMode,
-)
+from blobledger.protocol.models import BlobKind, UploadMode
 from blobledger.protocol.transitions.statements import ATTACHMENT_KEY
 
 

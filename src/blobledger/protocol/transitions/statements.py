@@ -8,18 +8,7 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    Table,
-    bindparam,
-    case,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    true,
-    update,
-)
+from sqlalchemy import Table, bindparam, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.protocol import events, single

@@ -8,26 +8,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    select,
-    update,
-)
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
 from blobledger.errors import NameTaken, QuotaExceeded
-from blobledger.protocol.models import (
-    BlobKind,
-    UploadMode,
-    UploadState,
-)
-from blobledger.protocol.transitions.base import (
-    Steps,
-)
-from blobledger.protocol.transitions.records import (
-    Intent,
-    UploadOwner,
-    UploadRecord,
-)
+from blobledger.protocol.models import BlobKind, UploadMode, UploadState
+from blobledger.protocol.transitions.base import Steps
+from blobledger.protocol.transitions.records import Intent, UploadOwner, UploadRecord
 from blobledger.protocol.transitions.statements import (
     ATTACHMENT_KEY,
     NOW,

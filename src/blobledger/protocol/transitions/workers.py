@@ -8,28 +8,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Row,
-    delete,
-    func,
-    select,
-    update,
-)
+from sqlalchemy import Row, delete, func, select, update
 
 from blobledger.errors import Digests
 from blobledger.protocol import events
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import (
-    BlobKind,
-    BlobState,
-    DocumentStatus,
-    KeyState,
-    UploadState,
-)
+from blobledger.protocol.models import BlobKind, BlobState, DocumentStatus, KeyState, UploadState
 from blobledger.protocol.owners import Owner, owner_holds
-from blobledger.protocol.transitions.base import (
-    Steps,
-)
+from blobledger.protocol.transitions.base import Steps
 from blobledger.protocol.transitions.statements import (
     ATTACHED,
     COMMITTED,
