@@ -32,7 +32,8 @@ from blobledger.db import Database, normalise_url
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.migrate import migrate_database
 from blobledger.protocol.models import BlobKind
-from blobledger.protocol.transitions import Intent, Transitions, _confirm, new_token
+from blobledger.protocol.transitions import Intent, Transitions, new_token
+from blobledger.protocol.transitions.statements import _confirm
 from blobledger.stores.local import LocalStore
 
 TITLE = "the fence's confirm step on PostgreSQL: BEGIN/UPDATE/COMMIT vs one statement"

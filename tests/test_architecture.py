@@ -1,8 +1,10 @@
 """The layers and their import rule (docs/architecture.md), checked on every run.
 
 The contracts are import-linter's, in ``[tool.importlinter]`` of pyproject.toml: the layers
-(imports only go down), the backends' settings models (they import nothing of ours) and no
-cycle between sibling packages or modules at any depth. This runs them on the source tree.
+(imports only go down), the rooms of the transitions and of the ledger (each writer's on the
+shared ones, none on another writer's), of the Azure and S3 stores and of the sweeper, the
+backends' settings models (they import nothing of ours) and no cycle between sibling
+packages or modules at any depth. This runs them on the source tree.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACTS = ("imports only go down the layers", "the backends' settings models import nothing",
-             "no import cycles between the packages at any depth")
+             "no import cycles between the packages at any depth", "the transitions' rooms",
+             "the ledger's rooms", "the Azure store's rooms", "the S3 store's rooms",
+             "the sweeper's rooms")
 
 
 def lint_imports(config: Path, src: Path = ROOT / "src") -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ import importlib
 import pytest
 
 from blobledger.protocol.models import PENDING_TAG
-from blobledger.stores.azure import store as azure_store
+from blobledger.stores.azure import conditions as azure_conditions
 
 ERRORS = ["BlobAlreadyExists", "BlobLedgerError", "BlobNotFound", "ConditionNotMet",
           "ConfigError", "DatabaseUnavailable", "IdempotencyConflict", "IdempotencyInProgress",
@@ -86,7 +86,7 @@ def test_the_ledger_is_one_class_at_every_public_path() -> None:
 
 def test_the_azure_stores_pending_tag_is_the_protocols() -> None:
     """The stores sit below the protocol and keep their own copy of the pending tag."""
-    assert azure_store.PENDING_TAG == PENDING_TAG
+    assert azure_conditions.PENDING_TAG == PENDING_TAG
 
 
 #: the flat module paths of an unreleased layout, and the stubs that forwarded them

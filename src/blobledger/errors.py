@@ -30,7 +30,7 @@
         └── ConditionNotMet    a tag condition did not hold (the guard refused)
 
 Third-party errors are translated to these at one place per backend (``map_errors`` in
-``stores/azure/store.py`` and ``stores/s3/store.py``); nothing above the store layer sees
+``stores/azure/errors.py`` and ``stores/s3/errors.py``); nothing above the store layer sees
 an SDK error.
 """
 

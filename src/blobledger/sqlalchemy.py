@@ -56,7 +56,7 @@ from sqlalchemy.types import TypeDecorator
 from blobledger.errors import AttachLost, InvalidInput
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
 from blobledger.protocol.owners import Owner, owner_key
-from blobledger.protocol.transitions import detach_owner, sync_owner_column
+from blobledger.protocol.transitions.attachments import detach_owner, sync_owner_column
 
 __all__ = [
     "AttachLost",

@@ -41,14 +41,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: the files whose fences are mutated, relative to ``src/``
-TRANSITIONS = "blobledger/protocol/transitions.py"
+#: the files whose fences are mutated, relative to ``src/``: the transitions' rooms (the
+#: package :mod:`blobledger.protocol.transitions`, one room per writer it serves)
+TRANSITIONS = tuple(f"blobledger/protocol/transitions/{room}.py" for room in (
+    "statements", "documents", "uploads", "attachments", "workers"))
 #: C1 and C4 as one statement each (their own joins of the transitions' statements)
 SINGLE = "blobledger/protocol/single.py"
 RECONCILER = "blobledger/workers/reconciler.py"
 RETAGGER = "blobledger/workers/retagger.py"
-STORES = ("blobledger/stores/local.py", "blobledger/stores/azure/store.py",
-          "blobledger/stores/s3/store.py")
+#: the stores: the Azure store's rooms (its writes, its conditioned writes, its reads)
+AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
+STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
          "integration", "setting")
 
@@ -100,6 +103,9 @@ class _Source:
     data: bytes
     tree: ast.Module
     line_starts: list[int] = field(init=False)
+    #: the other rooms of the module this one was split from (:data:`SPLIT`): a tuple of
+    #: terms one of them defines (``_mine``) is expanded here too
+    rooms: list[_Source] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.line_starts = [0]
@@ -117,9 +123,22 @@ class _Source:
         return self.data[start:end].decode()
 
 
+#: a module split into rooms keeps its mutants' ids: a room's path (or the folder of a
+#: package of rooms) -> the module's id part. A guard keeps its function's (or statement's)
+#: name in its room, so its id is the one it had in the module
+SPLIT = {"blobledger/protocol/transitions/": "transitions",
+         "blobledger/protocol/ledger/": "ledger",
+         "blobledger/workers/sweeper/": "sweeper",
+         **dict.fromkeys(AZURE, "stores/azure/store")}
+
+
 def _short(path: str) -> str:
     """A mutant id's module part: the path under the package without its layer folder
-    (``protocol/transitions.py`` is ``transitions``), so the ids outlive a move."""
+    (``protocol/events.py`` is ``events``), so the ids outlive a move; a room of a module
+    split into several (:data:`SPLIT`) answers for the module."""
+    for room, short in SPLIT.items():
+        if path.startswith(room):
+            return short
     short = path.removeprefix("blobledger/").removesuffix(".py")
     for layer in ("protocol/", "workers/", "uploads/"):
         short = short.removeprefix(layer)
@@ -184,16 +203,19 @@ def _call_parts(source: _Source, call: ast.Call) -> list[str]:
 
 
 def _where(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
-    tuples = {node.targets[0].id: [source.text(e) for e in node.value.elts]
-              for node in source.tree.body
-              if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-              and isinstance(node.value, ast.Tuple)}
+    tuples: dict[str, list[str]] = {}
     #: ``_mine = and_(a, b)`` used as ``.where(_mine)``: its terms, each dropped on its own
-    ands = {node.targets[0].id: [source.text(e) for e in node.value.args]
-            for node in source.tree.body
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
-            and node.value.func.id == "and_"}
+    ands: dict[str, list[str]] = {}
+    for room in (*source.rooms, source):  # its own rooms' last: their names win
+        tuples |= {node.targets[0].id: [room.text(e) for e in node.value.elts]
+                   for node in room.tree.body
+                   if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                   and isinstance(node.value, ast.Tuple)}
+        ands |= {node.targets[0].id: [room.text(e) for e in node.value.args]
+                 for node in room.tree.body
+                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
+                 and node.value.func.id == "and_"}
     wheres = [n for n in ast.walk(source.tree) if isinstance(n, ast.Call)
               and isinstance(n.func, ast.Attribute) and n.func.attr == "where"]
     nested = {id(inner) for outer in wheres for arg in outer.args for inner in ast.walk(arg)}
@@ -812,7 +834,8 @@ SQL = ("where", "rowcount", "rowcount-more", "clock")
 #: every module with a fence, and what finds its guards (in this order: a mutant's id counts
 #: the guards of its kind, module and function before it, so new ones go after the old)
 REGISTRY: list[tuple[str, tuple[str, ...]]] = [
-    (TRANSITIONS, ("where", "rowcount", "clock", "retag", "rowcount-more", "recheck-more")),
+    *((path, ("where", "rowcount", "clock", "retag", "rowcount-more", "recheck-more"))
+      for path in TRANSITIONS),
     (SINGLE, ("where", "rowcount", "rowcount-more", "clock")),
     (RETAGGER, ("retag", "retag-answers")),
     (RECONCILER, ("recheck", "age", "tag", "recheck-more")),
@@ -824,8 +847,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/protocol/variant_owner.py", SQL),
     ("blobledger/protocol/owners.py", ("where",)),  # the owner's hold: pointed_at's re-check
     # C3's retag and a lost writer's clean-up; the sweeper's deletion guard and retag
-    ("blobledger/protocol/ledger.py", ("tag", "recheck-more")),
-    ("blobledger/workers/sweeper.py", ("tag", "recheck-more")),
+    ("blobledger/protocol/ledger/steps.py", ("tag", "recheck-more")),
+    ("blobledger/workers/sweeper/deletion.py", ("tag", "recheck-more")),
     # the application integrations' attach and detach
     ("blobledger/sqlalchemy.py", ("integration",)),
     ("blobledger/django/signals.py", ("integration",)),
@@ -878,10 +901,10 @@ NOT_FENCES: dict[str, str] = {
         "condition; the API refuses a delete without one (conformance: "
         "test_a_delete_without_a_condition_is_refused), and each store's request conditions "
         "are enumerated (kind store)",
-    "blobledger/protocol/ledger.py:drop_lost:condition": "the Store API refuses a delete "
+    "blobledger/protocol/ledger/steps.py:drop_lost:condition": "the Store API refuses a delete "
         "without a condition, so it cannot be dropped; the guard is the re-read of the row "
         "before it (recheck:ledger:drop_lost:ignored)",
-    "blobledger/protocol/ledger.py:_abandon:condition": "the Store API refuses a delete "
+    "blobledger/protocol/ledger/steps.py:_abandon:condition": "the Store API refuses a delete "
         "without a condition, so it cannot be dropped; a failed writer deletes its own blob "
         "conditioned on pending, after _abandon's compare-and-set "
         "(where:transitions:_abandon:blobs.attempt)",
@@ -900,8 +923,8 @@ NOT_FENCES: dict[str, str] = {
         "random id: it only asserts that; the parts are published by the create-only put",
     "blobledger/workers/processors/scanner.py:_write:fs": "O_EXCL on the scanner's own temp "
         "file, deciding nothing about the ledger",
-    "blobledger/workers/sweeper.py:exclusive:fs": "the one-sweeper rule on SQLite spares its "
-        "single writer; two sweepers are fenced by their claims' compare-and-set, as on "
+    "blobledger/workers/sweeper/__init__.py:exclusive:fs": "the one-sweeper rule on SQLite "
+        "spares its single writer; two sweepers are fenced by their claims' compare-and-set, as on "
         "PostgreSQL where they run at once (docs/crash-matrix.md's postgresql columns)",
     "blobledger/config.py:_installed": "an installation check (each feature's extra or "
         "program present), no safety rule",
@@ -924,14 +947,26 @@ def _fenced(mutant: Mutant) -> bool:
     return f"{mutant.path}:{mutant.context}" not in NOT_FENCES
 
 
+def _split_from(path: str, paths: Iterable[str]) -> set[str]:
+    """The paths of the rooms ``path`` shares a module with (:data:`SPLIT`), itself too."""
+    def split(path: str) -> str | None:
+        return next((short for room, short in SPLIT.items() if path.startswith(room)), None)
+
+    return {other for other in paths if split(path) is not None and split(other) == split(path)}
+
+
 def enumerate_mutants(src: Path, *, check: bool = True) -> list[Mutant]:
     """Every mutant of the fences under ``src`` (the ``src/`` folder): each module of
     :data:`REGISTRY` searched by its detectors, in order; ``check``: each applied and parsed
     (it must still be Python)."""
     found: list[Mutant] = []
     ids = _Ids()
+    sources = {path: _load(src, path) for path, _ in REGISTRY}
+    for source in sources.values():
+        source.rooms = [other for other in sources.values() if other is not source
+                        and other.path in _split_from(source.path, sources)]
     for path, detectors in REGISTRY:
-        source = _load(src, path)
+        source = sources[path]
         contexts = _contexts(source.tree)
         for name in detectors:
             found += filter(_fenced, DETECTORS[name](source, contexts, ids))

@@ -55,7 +55,7 @@ def test_lists_mutants_of_every_kind_from_the_sources() -> None:
 
 
 def test_a_mutant_is_killed_in_a_copy_and_the_tree_left_alone() -> None:
-    source = (ROOT / "src/blobledger/protocol/transitions.py").read_bytes()
+    source = (ROOT / "src/blobledger/protocol/transitions/documents.py").read_bytes()
     done = mutate("--only", "rowcount:transitions:confirm:won", "--json", "--tests",
                   "tests/ledger/test_fencing.py -k 'sqlite-local and swept_intent'")
     assert done.returncode == 0, done.stderr
@@ -63,7 +63,7 @@ def test_a_mutant_is_killed_in_a_copy_and_the_tree_left_alone() -> None:
     assert [(m["id"], m["status"]) for m in report["mutants"]] == [
         ("rowcount:transitions:confirm:won", "killed")], report
     assert "swept_intent" in report["mutants"][0]["test"]
-    assert (ROOT / "src/blobledger/protocol/transitions.py").read_bytes() == source
+    assert (ROOT / "src/blobledger/protocol/transitions/documents.py").read_bytes() == source
 
 
 def test_every_guard_shaped_site_is_enumerated_or_named_as_no_fence() -> None:

@@ -61,19 +61,24 @@ SETTLE = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE + 1
 MUTANTS = ("sweep-delete-unconditional", "store-tag-conditions-ignored", "c4-no-attempt")
 
 
-def c4_without_attempt() -> dict[str, Any]:
+def c4_without_attempt() -> dict[tuple[Any, str], Any]:
     """C4/R4's compare-and-set without its ``attempt`` term (the intent still this
-    attempt's): the statements the transitions module uses in its place (to restore)."""
+    attempt's): the statements the transitions' rooms use in its place (to restore), by
+    (room, name): the writers' C4 and the sweeper's roll-forward."""
     from sqlalchemy import update
 
     from blobledger.protocol import single
-    from blobledger.protocol import transitions as t
+    from blobledger.protocol.transitions import documents, statements, workers
 
-    saved = {n: getattr(t, n) for n in ("_commit_blob", "_commit_blob_owed", "_c4_one")}
+    t = statements
     weak = update(t.blobs).where(*t._mine[:2]).values(dict(t._commit_blob._values or {}))
-    t._commit_blob = weak
-    t._commit_blob_owed = weak.values(retag_due=t.NOW)
-    t._c4_one = single.c4_deferred(t._commit_blob_owed, t._ready_document)
+    weakened: dict[str, Any] = {"_commit_blob": weak,
+                                "_commit_blob_owed": weak.values(retag_due=t.NOW)}
+    weakened["_c4_one"] = single.c4_deferred(weakened["_commit_blob_owed"], t._ready_document)
+    saved = {(room, n): getattr(room, n) for room in (documents, workers)
+             for n in weakened if hasattr(room, n)}
+    for room, n in saved:
+        setattr(room, n, weakened[n])
     return saved
 
 
@@ -452,9 +457,8 @@ class _Run:
             self.result.violation = f"the run failed: {exc!r}"
         finally:
             failpoints.set_hook(None)
-            from blobledger.protocol import transitions
-            for attribute, value in mutated.items():
-                setattr(transitions, attribute, value)
+            for (room, attribute), value in mutated.items():
+                setattr(room, attribute, value)
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010

@@ -11,7 +11,7 @@ from azure.storage.blob import ContentSettings
 
 from blobledger.errors import StoreError
 from blobledger.stores.azure import AzureStore, listing
-from blobledger.stores.azure.store import _info
+from blobledger.stores.azure.reads import _info
 from blobledger.stores.base import BlobInfo
 from tests.conftest import new_container
 from tests.support.services import Azurite

@@ -12,7 +12,8 @@ from blobledger._base.durations import parse_duration
 from blobledger.cli import run_async
 from blobledger.errors import ConfigError
 from blobledger.workers.processing import ProcessingReport, ProcessingWorker, process_forever
-from blobledger.workers.sweeper import Sweeper, SweepReport, sweep_forever
+from blobledger.workers.sweeper import Sweeper, sweep_forever
+from blobledger.workers.sweeper.batches import SweepReport
 
 from ._worker import worker_ledger
 

@@ -44,12 +44,12 @@ from blobledger.django.storage import LedgerStorage, using
 from blobledger.errors import InvalidInput
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.owners import Owner, owner_key
-from blobledger.protocol.transitions import (
-    ATTACHED,
+from blobledger.protocol.transitions.attachments import (
     column_blobs,
     detach_owner,
     sync_owner_column,
 )
+from blobledger.protocol.transitions.statements import ATTACHED
 
 #: instance attributes: the blobs its fields staged, the names its fields held when loaded
 STAGED = "_blobledger_staged"

@@ -51,7 +51,8 @@ from blobledger.django.sql import DjangoConnection
 from blobledger.errors import IntentLost
 from blobledger.protocol.attachments import StagedBlob
 from blobledger.protocol.models import PENDING_TAG
-from blobledger.protocol.transitions import Intent, begin_stage_in, confirm_staged_in
+from blobledger.protocol.transitions.attachments import begin_stage_in, confirm_staged_in
+from blobledger.protocol.transitions.records import Intent
 
 log = logging.getLogger("blobledger.django")
 

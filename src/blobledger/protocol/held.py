@@ -38,11 +38,11 @@ from sqlalchemy import bindparam, delete, func, select, update
 from blobledger.protocol import events
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import DocumentStatus, KeyState, WorkState, as_utc
-from blobledger.protocol.transitions import (
+from blobledger.protocol.transitions import Transitions
+from blobledger.protocol.transitions.statements import (
     CUTOFF,
     LEASE,
     NOW,
-    Transitions,
     _count,
     _to_deleting,
     claim_token,

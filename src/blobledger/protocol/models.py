@@ -141,7 +141,7 @@ class BlobRow(Base):
     sha256: Mapped[str | None] = mapped_column(String(64))
     md5: Mapped[str | None] = mapped_column(String(32))
     # The owner of a row: an upload attempt or a sweeper's claim, by a token of its own.
-    # Every transition compares it (``transitions.py``); the lease says until when the
+    # Every transition compares it (``transitions/``); the lease says until when the
     # owner may not be displaced. A row in ``committed`` has no owner (NULL).
     attempt: Mapped[str | None] = mapped_column(String(32))
     lease_until: Mapped[datetime] = mapped_column(DateTime(), nullable=False)

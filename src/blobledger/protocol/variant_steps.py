@@ -29,7 +29,9 @@ from sqlalchemy import Row, bindparam, insert, select, update
 from blobledger.errors import Digests
 from blobledger.protocol.models import BlobKind, BlobState, DocumentStatus
 from blobledger.protocol.owners import Owner
-from blobledger.protocol.transitions import LEASE, NOW, Intent, Transitions
+from blobledger.protocol.transitions import Transitions
+from blobledger.protocol.transitions.records import Intent
+from blobledger.protocol.transitions.statements import LEASE, NOW
 from blobledger.protocol.variant_owner import blobs, documents
 
 PENDING, ATTACHED, DELETING = (BlobState.PENDING.value, BlobState.ATTACHED.value,

@@ -53,7 +53,8 @@ from blobledger.protocol.documents import Document, limit_size
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import STATE_TAG, BlobState, UploadMode, UploadState, as_utc
-from blobledger.protocol.transitions import ATTACHMENT_KEY, UploadOwner, UploadRecord
+from blobledger.protocol.transitions.records import UploadOwner, UploadRecord
+from blobledger.protocol.transitions.statements import ATTACHMENT_KEY
 from blobledger.stores.base import DirectPut
 from blobledger.uploads.resumable import (
     Resumable,

@@ -64,14 +64,8 @@ from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import BlobKind, UploadMode, UploadState
-from blobledger.protocol.transitions import (
-    ATTACHMENT_KEY,
-    HOLD_KEY,
-    Intent,
-    UploadOwner,
-    UploadRecord,
-    new_token,
-)
+from blobledger.protocol.transitions.records import Intent, UploadOwner, UploadRecord
+from blobledger.protocol.transitions.statements import ATTACHMENT_KEY, HOLD_KEY, new_token
 from blobledger.stores.base import Store, verify
 
 log = logging.getLogger("blobledger.resumable")

@@ -31,7 +31,8 @@ from blobledger.errors import BlobNotFound, IntentLost, NotFound
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobKind, DocumentRow, DocumentStatus
 from blobledger.protocol.owners import Owner
-from blobledger.protocol.transitions import Intent, new_token
+from blobledger.protocol.transitions.records import Intent
+from blobledger.protocol.transitions.statements import new_token
 from blobledger.protocol.variant_owner import variant_owner
 from blobledger.protocol.variant_steps import VariantSteps
 from blobledger.stores.base import BlobReader

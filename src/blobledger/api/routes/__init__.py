@@ -18,7 +18,7 @@ from blobledger.config import Settings
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.transitions import UploadOwner
+from blobledger.protocol.transitions.records import UploadOwner
 
 log = logging.getLogger("blobledger.api")
 FALLBACK_CONTENT_TYPE = "application/octet-stream"

@@ -35,7 +35,7 @@ from blobledger.errors import IntegrityError, OffsetMismatch
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import UploadState, as_utc
-from blobledger.protocol.transitions import UploadRecord
+from blobledger.protocol.transitions.records import UploadRecord
 from blobledger.uploads.resumable import CHECKSUMS, Checksum, Resumable
 
 router = APIRouter(tags=["resumable uploads (tus)"])

@@ -1,7 +1,8 @@
-"""The Azure Blob backend (``azure://<container>``): the store, its SDK error mapping, its
-doctor (:mod:`.doctor`), its lifecycle policy (:mod:`.lifecycle`) and its settings
-(:mod:`.settings`). The store and the SDK load on first use: importing the settings alone
-does not import the Azure SDK."""
+"""The Azure Blob backend (``azure://<container>``): the store (:mod:`.store`, with its
+reads in :mod:`.reads` and its conditioned writes in :mod:`.conditions`), its SDK error
+mapping (:mod:`.errors`), its doctor (:mod:`.doctor`), its lifecycle policy
+(:mod:`.lifecycle`) and its settings (:mod:`.settings`). The store and the SDK load on
+first use: importing the settings alone does not import the Azure SDK."""
 
 from __future__ import annotations
 
@@ -9,22 +10,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from blobledger.stores.azure.store import (
-        BLOCK_SIZE,
-        CREATE_ONLY,
-        NO_COMMITTED_BLOB,
-        SINGLE_PUT_LIMIT,
-        AzureStore,
-        map_errors,
-        tag_condition,
-        translate,
-    )
+    from blobledger.stores.azure.conditions import CREATE_ONLY, NO_COMMITTED_BLOB, tag_condition
+    from blobledger.stores.azure.errors import map_errors, translate
+    from blobledger.stores.azure.store import BLOCK_SIZE, SINGLE_PUT_LIMIT, AzureStore
 
 __all__ = ["BLOCK_SIZE", "CREATE_ONLY", "NO_COMMITTED_BLOB", "SINGLE_PUT_LIMIT", "AzureStore",
            "map_errors", "tag_condition", "translate"]
 
 
+#: where each name lives: the store, the conditions it sends, its SDK error mapping
+_HOMES = {"BLOCK_SIZE": "store", "SINGLE_PUT_LIMIT": "store", "AzureStore": "store",
+          "CREATE_ONLY": "conditions", "NO_COMMITTED_BLOB": "conditions",
+          "tag_condition": "conditions", "map_errors": "errors", "translate": "errors"}
+
+
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        return getattr(importlib.import_module("blobledger.stores.azure.store"), name)
+        return getattr(importlib.import_module(f"blobledger.stores.azure.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,12 +5,12 @@ Create-only is set explicitly on every write (``If-None-Match: *`` via
 create-only vanishes when other access conditions are passed, so it is never relied upon.
 Staged uploads use block ids of one fixed length. 409 and 412 on a put both mean "exists".
 Every Delete Blob carries a condition the service checks: ``x-ms-if-tags`` (or ``If-Match``
-for an ETag-conditioned delete, never both: Azurite evaluates ``If-Match`` and then skips the
-tag condition). Clearing a name that holds only uncommitted blocks uses a tag condition that
-no committed blob can satisfy (:data:`NO_COMMITTED_BLOB`), so a blob committed under that name
-in the meantime is refused by the service, not by an earlier check. Tag updates carry
-``x-ms-if-tags`` too. SDK errors become blobledger errors in :func:`map_errors` and nowhere
-else.
+for an ETag-conditioned delete, never both: Azurite evaluates ``If-Match`` and then skips
+the tag condition). Clearing a name that holds only uncommitted blocks uses a tag condition
+that no committed blob can satisfy (:data:`~.conditions.NO_COMMITTED_BLOB`), so a blob
+committed under that name in the meantime is refused by the service, not by an earlier
+check. Tag updates carry ``x-ms-if-tags`` too. SDK errors become blobledger errors in
+:func:`~blobledger.stores.azure.errors.map_errors` and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,184 +18,57 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import AsyncIterable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import aiohttp
-from azure.core import MatchConditions
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceExistsError,
-    ResourceModifiedError,
-    ResourceNotFoundError,
-    ServiceRequestError,
-    ServiceResponseError,
-)
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.storage.blob import BlobBlock, BlobSasPermissions, ContentSettings, generate_blob_sas
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, LinearRetry
 
 from blobledger import failpoints
-from blobledger._base.aio import prefetch
 from blobledger._base.disposition import content_disposition, signed_cache_control
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
-    AccessRefused,
     BlobAlreadyExists,
     BlobLedgerError,
     BlobNotFound,
-    ConditionNotMet,
     ConfigError,
     Digests,
-    StoreError,
-    StoreMissing,
-    StoreUnavailable,
 )
-from blobledger.stores.azure import listing
+from blobledger.stores.azure.conditions import CREATE_ONLY, ConditionalWrites
+from blobledger.stores.azure.errors import _first_line, map_errors
+from blobledger.stores.azure.reads import Reads
 from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.base import (
-    BlobInfo,
-    BlobReader,
     ByteReader,
     Capabilities,
-    Condition,
-    DeleteOutcome,
     DirectPut,
     Hasher,
     SignedRead,
-    Store,
     Tags,
-    UncommittedInfo,
-    tags_match,
     verify,
 )
 from blobledger.stores.limits import StoreLimits
-from blobledger.stores.resilience import Breaker, breaker_watch
+from blobledger.stores.resilience import Breaker
 
 SINGLE_PUT_LIMIT = 4 * 1024 * 1024
 BLOCK_SIZE = 4 * 1024 * 1024
 BLOCKS_IN_FLIGHT = 4
 GET_CHUNK = 4 * 1024 * 1024
 DATA_BLOCK_SIZE = 256 * 1024  # bytes per read from a response body
-READ_AHEAD = 1  # chunks fetched ahead of the reader
 # The SDK's default retry waits 15 s, 18 s and 24 s (each ±3 s): far too long for a request
 # path. Here: 0.5 s (±0.25 s) before each retry, as many retries as ``retries`` says.
 RETRY_BACKOFF = 0.5
 RETRY_JITTER = 0.25
-BATCH_LIMIT = 256
-# Blobs per listing page where the SDK's list_blobs reads it (only on an SDK without what
-# blobledger.stores.azure.listing needs): the SDK parses a whole page into objects before
-# yielding the first, so a page costs memory.
-LIST_PAGE = 750
-# If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
-CREATE_ONLY: dict[str, Any] = {"match_condition": MatchConditions.IfMissing}
-# A tag condition no blob can satisfy: the condition on the delete that clears a name holding
-# only uncommitted blocks. Measured on Azurite 3.37: x-ms-if-tags is not evaluated against a
-# name holding only uncommitted blocks (the delete goes through and clears them) and is
-# evaluated against a committed blob, tagged or not (412). If-None-Match: * does not do this
-# there (a committed blob is deleted under it), and If-Match always fails on such a name.
-NO_COMMITTED_BLOB = "\"state\" = 'pending' AND \"state\" = 'committed'"
 
 
-def tag_condition(tags: Tags | None) -> str | None:
-    """The ``x-ms-if-tags`` expression for an equality condition (``"state" = 'pending'``)."""
-    if not tags:
-        return None
-    for key, value in tags.items():
-        if "'" in value or '"' in key:
-            raise ValueError(f"tag condition {key}={value} holds a quote")
-    return " AND ".join(f"\"{key}\" = '{value}'" for key, value in sorted(tags.items()))
-
-
-def _status(exc: BaseException) -> int | None:
-    return getattr(exc, "status_code", None)
-
-
-def _code(exc: BaseException) -> str:
-    return str(getattr(exc, "error_code", "") or "")
-
-
-def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
-    """The blobledger error for an SDK, HTTP or network error (the one mapping)."""
-    status = _status(exc)
-    if isinstance(exc, ClientAuthenticationError) or status == 403:
-        return AccessRefused(f"storage refused the credentials for {name}: {_first_line(exc)} "
-                             "(check BLOBLEDGER_AZURE_CONNECTION_STRING's account key)")
-    conflict = isinstance(exc, (ResourceExistsError, ResourceModifiedError))
-    if put and (status in (409, 412) or conflict):
-        return BlobAlreadyExists(name)
-    if isinstance(exc, ResourceNotFoundError) or status == 404:
-        if _code(exc) == "ContainerNotFound":
-            return StoreMissing(f"container for {name} does not exist; set "
-                                "BLOBLEDGER_STORE_URL to the store in use")
-        return BlobNotFound(name)
-    if status == 412 or isinstance(exc, ResourceModifiedError):
-        return ConditionNotMet(name, _code(exc))
-    if status == 409 or isinstance(exc, ResourceExistsError):
-        return BlobAlreadyExists(name)
-    if status is not None and (status >= 500 or status in (408, 429)):
-        return StoreUnavailable(f"storage answered {status} for {name}")
-    if isinstance(exc, (ServiceRequestError, ServiceResponseError, aiohttp.ClientError,
-                        asyncio.TimeoutError, ConnectionError)):
-        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
-    if isinstance(exc, HttpResponseError):
-        return StoreError(f"storage answered {status} {_code(exc)} for {name}")
-    return StoreUnavailable(f"storage error for {name}: {_first_line(exc)}")
-
-
-@contextmanager
-def map_errors(name: str, *, put: bool = False,
-               breaker: Breaker | None = None) -> Iterator[None]:
-    """Translate whatever the SDK raises inside the block into a blobledger error; with a
-    ``breaker``, fail at once while it is open, and tell it whether the store answered."""
-    with breaker_watch(breaker, _status):
-        try:
-            yield
-        except BlobLedgerError:
-            raise
-        except (TimeoutError, AzureError, aiohttp.ClientError, ConnectionError) as exc:
-            raise translate(exc, name, put=put) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__
-
-
-def _quoted(etag: str) -> str:
-    """ETags as HTTP quotes them: listings return them bare, properties quoted."""
-    return etag if etag.startswith('"') else f'"{etag}"'
-
-
-def _delete_options(condition: Condition) -> dict[str, Any]:
-    """The Delete Blob condition: x-ms-if-tags, or If-Match on the ETag (one of them)."""
-    if condition.tags:
-        return {"if_tags_match_condition": tag_condition(condition.tags)}
-    return {"etag": _quoted(condition.etag or ""), "match_condition": MatchConditions.IfNotModified}
-
-
-def _info(props: Any, tags: Mapping[str, str] | None) -> BlobInfo:
-    metadata = props.metadata or {}
-    settings = props.content_settings
-    return BlobInfo(
-        name=props.name,
-        size=int(props.size or 0),
-        last_modified=props.last_modified,
-        etag=_quoted(str(props.etag)),
-        content_type=settings.content_type if settings else None,
-        sha256=metadata.get("sha256"),
-        md5=metadata.get("md5"),
-        tags=tags,
-    )
-
-
-class AzureStore(Store):
+class AzureStore(ConditionalWrites, Reads):
     """Blobs in one Azure container."""
 
     def __init__(
@@ -568,204 +441,7 @@ class AzureStore(Store):
         with self._mapped(name):
             await self._client().get_blob_client(name).set_blob_metadata(_metadata(digests))
 
-    # -- metadata -------------------------------------------------------------------------
-    async def stat(self, name: str) -> BlobInfo:
-        check_blob_name(name)
-        with self._mapped(name):
-            props = await self._client().get_blob_client(name).get_blob_properties()
-        return _info(props, None)
-
-    async def get_tags(self, name: str) -> dict[str, str]:
-        check_blob_name(name)
-        with self._mapped(name):
-            return dict(await self._client().get_blob_client(name).get_blob_tags())
-
-    async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
-        """Retag under ``x-ms-if-tags``; a condition ``pending`` is also met by a blob with no
-        tags at all (a direct upload's, created untagged: :meth:`direct_put`)."""
-        check_blob_name(name)
-        if if_tags and not self.capabilities.state_conditioned_transition:
-            current = await self.get_tags(name)  # the service ignores the condition
-            if not tags_match(current, if_tags) and not _untagged_pending(current, if_tags):
-                raise ConditionNotMet(name, f"tags are {current}")
-            await failpoints.hit("store.set_tags.after_read")
-        try:
-            await self._set_blob_tags(name, tags, if_tags)
-        except ConditionNotMet:
-            if not _untagged_pending(await self.get_tags(name), if_tags):
-                raise
-            # Untagged: nobody writes ``pending`` on such a blob, so this write (C3's
-            # ``committed``) cannot undo another actor's retag; see docs/backends.md.
-            await self._set_blob_tags(name, tags, None)
-
-    async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
-        with self._mapped(name):
-            await self._client().get_blob_client(name).set_blob_tags(
-                dict(tags), if_tags_match_condition=tag_condition(if_tags)
-            )
-
-    async def _delete(self, name: str, condition: Condition) -> bool:
-        check_blob_name(name)
-        try:
-            with self._mapped(name):
-                await self._client().get_blob_client(name).delete_blob(
-                    delete_snapshots="include", **_delete_options(condition)
-                )
-        except BlobNotFound:
-            return False
-        except ConditionNotMet:
-            # If-Match on an absent blob is a 412 (Azurite), not a 404: absent is absent.
-            if condition.etag and await self._only_uncommitted(name):
-                return False
-            raise
-        return True
-
-    async def _delete_many(self, items: Sequence[tuple[str, Condition]]) -> list[DeleteOutcome]:
-        """Blob Batch deletes, 256 per request, each with its own condition."""
-        outcomes: list[DeleteOutcome] = []
-        for start in range(0, len(items), BATCH_LIMIT):
-            chunk = items[start : start + BATCH_LIMIT]
-            for name, _ in chunk:
-                check_blob_name(name)
-            requests = [
-                {"name": name, "delete_snapshots": "include", **_delete_options(cond)}
-                for name, cond in chunk
-            ]
-            with self._mapped(self.container_name):
-                responses = await self._client().delete_blobs(
-                    *requests, raise_on_any_failure=False
-                )
-                answers = [r async for r in responses]
-            for (name, _), response in zip(chunk, answers, strict=True):
-                status = response.status_code
-                if status in (200, 202):
-                    outcomes.append(DeleteOutcome(name, deleted=True))
-                elif status == 404:
-                    outcomes.append(DeleteOutcome(name))
-                elif status == 412:
-                    outcomes.append(DeleteOutcome(name, error=ConditionNotMet(name, "batch")))
-                elif status >= 500 or status in (408, 429):
-                    outcomes.append(DeleteOutcome(
-                        name, error=StoreError(f"storage answered {status} in a batch")))
-                else:
-                    outcomes.append(DeleteOutcome(
-                        name, error=StoreError(f"storage answered {status} for {name}")))
-        return outcomes
-
-    # -- reads ----------------------------------------------------------------------------
-    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
-        check_blob_name(name)
-        blob = self._client().get_blob_client(name)
-        if length == 0:
-            info = await self.stat(name)
-            return BlobReader(info, min(start, info.size), 0, _empty())
-        with self._mapped(name):
-            try:
-                if start == 0 and length is None:
-                    downloader = await blob.download_blob()
-                else:
-                    downloader = await blob.download_blob(offset=start, length=length)
-            except HttpResponseError as exc:
-                if exc.status_code != 416:
-                    raise
-                info = await self.stat(name)
-                return BlobReader(info, info.size, 0, _empty())
-        props = downloader.properties
-        info = _info(props, None)
-        content_range = str(getattr(props, "content_range", "") or "")
-        if "/" in content_range:  # a ranged answer: properties.size is the range's length
-            total = int(content_range.rsplit("/", 1)[1])
-            info = BlobInfo(**{**info.__dict__, "size": total})
-        actual = int(downloader.size or 0)
-        return BlobReader(info, start, actual, self._chunks(name, downloader))
-
-    async def _chunks(self, name: str, downloader: Any) -> AsyncIterator[bytes]:
-        # One chunk is fetched ahead while the previous one is sent on: the two hops overlap.
-        with self._mapped(name):
-            async for chunk in prefetch(downloader.chunks(), READ_AHEAD):
-                yield chunk
-
-    # -- listing --------------------------------------------------------------------------
-    async def list(
-        self, prefix: str = "", *, tags: bool = True, checksums: bool = True
-    ) -> AsyncIterator[BlobInfo]:
-        include = (["tags"] if tags else []) + (["metadata"] if checksums else [])
-        with self._mapped(self.container_name):
-            async for info in self._listed(prefix, include):
-                yield info
-
-    async def _listed(self, prefix: str, include: Sequence[str]) -> AsyncIterator[BlobInfo]:
-        """The container's flat listing under ``prefix``: read lean as it streams in
-        (:mod:`blobledger.stores.azure.listing`), or by the SDK's ``list_blobs`` where the
-        installed SDK lacks what that needs. The caller maps the errors."""
-        client = self._client()
-        if listing.supported(client):
-            async for info in listing.blobs(client, prefix or None, include):
-                yield info
-            return
-        async for props in client.list_blobs(
-            name_starts_with=prefix or None, include=list(include) or None,
-            results_per_page=LIST_PAGE,
-        ):
-            yield _info(props, dict(props.tags or {}) if "tags" in include else None)
-
-    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        """Names holding uncommitted blocks: those with no committed blob (from the
-        ``uncommittedblobs`` listing) and committed blobs whose block list shows leftovers.
-        A name whose blocks vanished since the listing (a sweep, a tus termination: the
-        block list is then not found) is skipped."""
-        client = self._client()
-        with self._mapped(self.container_name):
-            async for info in self._listed(prefix, ["uncommittedblobs"]):
-                await failpoints.hit("scan.uncommitted")
-                blob = client.get_blob_client(info.name)
-                try:
-                    committed, uncommitted = await blob.get_block_list("all")
-                except ResourceNotFoundError:
-                    continue
-                if uncommitted:
-                    yield UncommittedInfo(
-                        name=info.name,
-                        blocks=len(uncommitted),
-                        size=sum(int(b.size or 0) for b in uncommitted),
-                        committed=bool(committed),
-                        last_modified=info.last_modified,
-                    )
-
-    async def discard_uncommitted(self, name: str) -> bool:
-        """Delete a name that holds only uncommitted blocks (clears them).
-
-        The delete carries :data:`NO_COMMITTED_BLOB`: the service refuses it (412) if a
-        committed blob holds the name, also one committed after any check of ours. A
-        committed blob's leftover blocks cannot be dropped without re-committing it, which
-        would rewrite its properties; the service discards them after seven days.
-        """
-        check_blob_name(name)
-        try:
-            with self._mapped(name):
-                await self._client().get_blob_client(name).delete_blob(
-                    if_tags_match_condition=NO_COMMITTED_BLOB)
-        except (BlobNotFound, ConditionNotMet):
-            return False  # nothing there, or a committed blob holds the name
-        return True
-
-
-#: the protocol's pending tag (``blobledger.protocol.models.PENDING_TAG``, a test pins them
-#: equal): the stores sit below the protocol and do not import it
-PENDING_TAG: Tags = {"state": "pending"}
-
-
-def _untagged_pending(current: Mapping[str, str], if_tags: Tags | None) -> bool:
-    """A blob with no tags at all meets the condition ``pending`` (and nothing else)."""
-    return not current and if_tags == PENDING_TAG
 
 
 def _metadata(digests: Digests) -> dict[str, str]:
     return {"sha256": digests.sha256, "md5": digests.md5}
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover
-
-

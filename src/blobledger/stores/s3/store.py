@@ -17,7 +17,7 @@ ETag, compares the tag, then deletes with ``If-Match`` on that ETag: S3 itself r
 delete other bytes than those checked, while the tag comparison rests on the database fence
 (the sweeper and the deletion path win the row's compare-and-set before they delete, so no
 writer can commit that blob afterwards). ``docs/backends.md`` has the table. botocore errors
-become blobledger errors in :func:`map_errors` and nowhere else.
+become blobledger errors in :func:`~blobledger.stores.s3.errors.map_errors` and nowhere else.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, AsyncExitStack, contextmanager
+from collections.abc import AsyncIterable, Mapping, Sequence
+from contextlib import AbstractContextManager, AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -37,9 +37,7 @@ from blobledger._base.disposition import content_disposition, signed_cache_contr
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
-    AccessRefused,
     BlobAlreadyExists,
-    BlobLedgerError,
     BlobNotFound,
     ConditionNotMet,
     ConfigError,
@@ -50,7 +48,6 @@ from blobledger.errors import (
 )
 from blobledger.stores.base import (
     BlobInfo,
-    BlobReader,
     ByteReader,
     Capabilities,
     Condition,
@@ -58,101 +55,31 @@ from blobledger.stores.base import (
     DirectPut,
     Hasher,
     SignedRead,
-    Store,
     Tags,
-    UncommittedInfo,
     tags_match,
     verify,
 )
 from blobledger.stores.limits import StoreLimits
-from blobledger.stores.resilience import Breaker, breaker_watch
+from blobledger.stores.resilience import Breaker
+from blobledger.stores.s3.errors import _status, map_errors, translate
+from blobledger.stores.s3.reads import CHECKSUM_TAGS, CONCURRENCY, Reads, _empty, _visible
 from blobledger.stores.s3.settings import S3Settings
 
 SINGLE_PUT_LIMIT = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
 MIN_PART_SIZE = 5 * 1024 * 1024
-GET_CHUNK = 256 * 1024
-CONCURRENCY = 16  # per-object requests in flight (tags while listing, deletes in a batch)
-CHECKSUM_TAGS = ("sha256", "md5")
 KNOWN_DIGESTS = 4096  # checksums of objects this process stored or hashed, for their retag
-
-
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
-def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None) or {}
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return int(status) if status is not None else None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__
-
-
-def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
-    """The blobledger error for a botocore, HTTP or network error (the one mapping)."""
-    from botocore.exceptions import ClientError, NoCredentialsError
-
-    if isinstance(exc, NoCredentialsError):
-        return ConfigError("no AWS credentials found (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
-    if not isinstance(exc, ClientError):
-        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
-    status, code = _status(exc), _code(exc)
-    if code == "NoSuchBucket":
-        return StoreMissing(f"bucket for {name} does not exist; set BLOBLEDGER_STORE_URL to "
-                            "the store in use")
-    if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-        return AccessRefused(f"storage refused the credentials for {name}: {code} (check the "
-                             "AWS credentials and their permissions on the bucket)")
-    if put and (status in (409, 412) or code in ("PreconditionFailed",
-                                                 "ConditionalRequestConflict")):
-        return BlobAlreadyExists(name)
-    if status == 404 or code in ("NoSuchKey", "NotFound", "NoSuchUpload"):
-        return BlobNotFound(name)
-    if status in (409, 412) or code == "PreconditionFailed":
-        return ConditionNotMet(name, code)
-    if status is not None and (status >= 500 or status in (408, 429)):
-        return StoreUnavailable(f"storage answered {status} for {name}")
-    return StoreError(f"storage answered {status} {code} for {name}")
-
-
-@contextmanager
-def map_errors(name: str, *, put: bool = False,
-               breaker: Breaker | None = None) -> Iterator[None]:
-    """Translate whatever botocore raises inside the block into a blobledger error; with a
-    ``breaker``, fail at once while it is open, and tell it whether the store answered."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    with breaker_watch(breaker, _status):
-        try:
-            yield
-        except BlobLedgerError:
-            raise
-        except (ClientError, BotoCoreError, OSError, TimeoutError) as exc:
-            raise translate(exc, name, put=put) from exc
 
 
 def _tag_set(tags: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
     return {"TagSet": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}
 
 
-def _tags_of(response: Mapping[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
-
-
-def _visible(tags: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in tags.items() if k not in CHECKSUM_TAGS}
-
-
 def _md5_header(md5_hex: str) -> str:
     return base64.b64encode(bytes.fromhex(md5_hex)).decode()
 
 
-class S3Store(Store):
+class S3Store(Reads):
     """Objects in one bucket, under an optional key prefix."""
 
     #: S3 refuses overwrites and deletes of changed bytes; it has no tag conditions
@@ -462,12 +389,6 @@ class S3Store(Store):
             self._digests.pop(next(iter(self._digests)))
 
     # -- metadata -------------------------------------------------------------------------
-    async def _all_tags(self, name: str) -> dict[str, str]:
-        s3 = await self._client()
-        with self._mapped(name):
-            return _tags_of(await s3.get_object_tagging(Bucket=self.bucket,
-                                                        Key=self._key(name)))
-
     async def stat(self, name: str) -> BlobInfo:
         """Size, ETag, tags and checksums; a blob whose checksum tags are not written yet
         (a multipart or direct upload before its retag) is hashed, never retagged: only
@@ -563,138 +484,3 @@ class S3Store(Store):
                     return DeleteOutcome(name, error=exc)
 
         return list(await asyncio.gather(*(one(n, c) for n, c in items)))
-
-    # -- reads ----------------------------------------------------------------------------
-    async def open(self, name: str, start: int = 0, length: int | None = None) -> BlobReader:
-        s3 = await self._client()
-        key = self._key(name)
-        if length == 0:
-            with self._mapped(name):
-                head = await s3.head_object(Bucket=self.bucket, Key=key)
-            info = BlobInfo(name=name, size=int(head["ContentLength"]),
-                            last_modified=head["LastModified"], etag=str(head["ETag"]),
-                            content_type=head.get("ContentType"))
-            return BlobReader(info, start, 0, _empty())
-        extra = {}
-        if start or length is not None:
-            end = "" if length is None else str(start + length - 1)
-            extra["Range"] = f"bytes={start}-{end}"
-        with self._mapped(name):
-            response = await s3.get_object(Bucket=self.bucket, Key=key, **extra)
-        total = int(response["ContentLength"])
-        if "ContentRange" in response:
-            total = int(str(response["ContentRange"]).rsplit("/", 1)[1])
-        info = BlobInfo(name=name, size=total, last_modified=response["LastModified"],
-                        etag=str(response["ETag"]), content_type=response.get("ContentType"))
-        return BlobReader(info, start, int(response["ContentLength"]),
-                          self._chunks(name, response["Body"]))
-
-    async def _chunks(self, name: str, body: Any) -> AsyncIterator[bytes]:
-        try:
-            while True:
-                with self._mapped(name):
-                    chunk = await body.read(GET_CHUNK)
-                if not chunk:
-                    return
-                yield chunk
-        finally:
-            body.close()
-
-    async def list(
-        self, prefix: str = "", *, tags: bool = True, checksums: bool = True
-    ) -> AsyncIterator[BlobInfo]:
-        """ListObjectsV2 (UTF-8 byte order, which is code point order); tags and checksums
-        cost one GetObjectTagging per object, fetched ``CONCURRENCY`` at once per page."""
-        s3 = await self._client()
-        paginator = s3.get_paginator("list_objects_v2")
-        semaphore = asyncio.Semaphore(CONCURRENCY)
-
-        async def tagged(name: str) -> dict[str, str] | None:
-            async with semaphore:
-                try:
-                    return await self._all_tags(name)
-                except BlobNotFound:
-                    return None
-
-        with self._mapped(self.bucket):
-            pages = paginator.paginate(Bucket=self.bucket, Prefix=self.root + prefix)
-            async for page in pages:
-                objects = [o for o in page.get("Contents", [])
-                           if str(o["Key"]).startswith(self.root)]
-                names = [str(o["Key"])[len(self.root):] for o in objects]
-                found: list[dict[str, str] | None] = [None] * len(objects)
-                if tags or checksums:
-                    found = list(await asyncio.gather(*(tagged(n) for n in names)))
-                for obj, name, all_tags in zip(objects, names, found, strict=True):
-                    if (tags or checksums) and all_tags is None:
-                        continue  # deleted since the page was listed
-                    all_tags = all_tags or {}
-                    yield BlobInfo(
-                        name=name, size=int(obj["Size"]), last_modified=obj["LastModified"],
-                        etag=str(obj["ETag"]),
-                        sha256=all_tags.get("sha256") if checksums else None,
-                        md5=all_tags.get("md5") if checksums else None,
-                        tags=_visible(all_tags) if tags else None)
-
-    async def list_uncommitted(self, prefix: str = "") -> AsyncIterator[UncommittedInfo]:
-        """Incomplete multipart uploads, one entry per name (their parts and bytes). An
-        upload aborted or completed since the listing (a sweep, a tus termination or
-        publication) is left out, and a name none of whose uploads is left is skipped."""
-        s3 = await self._client()
-        paginator = s3.get_paginator("list_multipart_uploads")
-        by_key: dict[str, list[dict[str, Any]]] = {}
-        with self._mapped(self.bucket):
-            async for page in paginator.paginate(Bucket=self.bucket,
-                                                 Prefix=self.root + prefix):
-                for upload in page.get("Uploads", []):
-                    by_key.setdefault(str(upload["Key"]), []).append(upload)
-        for key in sorted(by_key):
-            name = key[len(self.root):]
-            await failpoints.hit("scan.uncommitted")
-            parts = size = 0
-            started: datetime | None = None
-            left = False
-            for upload in by_key[key]:
-                try:
-                    with self._mapped(name):
-                        listed = await s3.list_parts(Bucket=self.bucket, Key=key,
-                                                     UploadId=upload["UploadId"])
-                except BlobNotFound:  # NoSuchUpload: gone since the listing
-                    continue
-                left = True
-                parts += len(listed.get("Parts", []))
-                size += sum(int(p["Size"]) for p in listed.get("Parts", []))
-                initiated = upload.get("Initiated")
-                if isinstance(initiated, datetime):
-                    started = initiated if started is None else min(started, initiated)
-            if not left:
-                continue
-            try:
-                with self._mapped(name):
-                    await s3.head_object(Bucket=self.bucket, Key=key)
-                committed = True
-            except BlobNotFound:
-                committed = False
-            yield UncommittedInfo(name=name, blocks=parts, size=size, committed=committed,
-                                  last_modified=started.astimezone(UTC) if started else None)
-
-    async def discard_uncommitted(self, name: str) -> bool:
-        """Abort the incomplete multipart uploads under ``name``: the service never lets an
-        abort touch a completed object."""
-        s3 = await self._client()
-        key = self._key(name)
-        with self._mapped(name):
-            listed = await s3.list_multipart_uploads(Bucket=self.bucket, Prefix=key)
-        removed = False
-        for upload in listed.get("Uploads", []):
-            if upload["Key"] == key:
-                with contextlib.suppress(BlobNotFound), self._mapped(name):
-                    await s3.abort_multipart_upload(Bucket=self.bucket, Key=key,
-                                                    UploadId=upload["UploadId"])
-                    removed = True
-        return removed
-
-
-async def _empty() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover

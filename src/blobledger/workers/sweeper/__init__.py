@@ -44,15 +44,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
-import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -60,91 +56,38 @@ from blobledger import failpoints, telemetry
 from blobledger._base import metrics
 from blobledger.errors import (
     BlobLedgerError,
-    BlobNotFound,
     ConditionNotMet,
     Digests,
     StoreUnavailable,
     SweeperBusy,
 )
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.models import (
-    COMMITTED_TAG as COMMITTED,
-)
-from blobledger.protocol.models import (
-    DELETING_TAG as DELETING,
-)
-from blobledger.protocol.models import (
-    PENDING_TAG as PENDING,
-)
-from blobledger.protocol.models import (
-    STATE_TAG,
-    BlobKind,
-    BlobState,
-)
+from blobledger.protocol.models import PENDING_TAG as PENDING
+from blobledger.protocol.models import BlobKind, BlobState
 from blobledger.workers.retagger import Retagger
 from blobledger.workers.supervisor import Worker
-
-log = logging.getLogger("blobledger.sweeper")
+from blobledger.workers.sweeper.batches import (
+    CONCURRENCY,
+    SweepReport,
+    _Claim,
+    _Claimed,
+    _gather,
+    _stat_or_error,
+    _tags_or_none,
+    log,
+)
+from blobledger.workers.sweeper.deletion import DeletionPath
 
 #: how long a claimed row belongs to the sweeper that claimed it
 SWEEP_LEASE = 300.0
 #: claimed batches worked at once by one sweeper
 PARALLEL = 4
-#: storage calls in flight at once for the per-blob steps (tags, stat)
-CONCURRENCY = 16
-T = TypeVar("T")
 
 #: the span (and log event) of one batch of each state
 SPANS = {BlobState.PENDING: "sweep.batch", BlobState.DELETING: "deletion.batch"}
 
 
-@dataclass
-class SweepReport:
-    """What one run did; ``to_log()`` is the one summary line."""
-
-    claimed: int = 0
-    swept: int = 0  # stale intents removed (blob deleted or already absent)
-    rolled_forward: int = 0  # creations made ready from a committed blob
-    moved_to_deleting: int = 0  # replacements handed to the deletion path
-    fenced: int = 0  # stale staged attachments fenced and handed to the deletion path
-    deleted: int = 0  # deletion-path rows done (blob deleted or already absent)
-    absent: int = 0  # blobs already gone when their delete was due
-    late: int = 0  # blobs a paused writer made after its row was due to go, deleted after
-    refused: int = 0  # the guard said no (logged); the row is left alone
-    errors: int = 0  # steps that failed; the rows are retried after the lease
-    keys_expired: int = 0  # idempotency keys past their retention, forgotten
-    retagged: int = 0  # owed retags done (the deferred retag: workers/retagger.py)
-    batches: int = 0
-    seconds: float = 0.0
-    aborted: str | None = None  # why the run stopped early (store unreachable)
-
-    def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["seconds"] = round(self.seconds, 3)
-        return data
-
-    def to_log(self) -> str:
-        return json.dumps({"event": "sweep", **self.as_dict()})
-
-
-@dataclass(frozen=True)
-class _Claimed:
-    name: str
-    document_id: str | None
-    kind: str
-
-
-@dataclass
-class _Claim:
-    rows: list[_Claimed]
-    token: str
-    names: list[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.names = [row.name for row in self.rows]
-
-
-class Sweeper:
+class Sweeper(DeletionPath):
     """Resolves stale intents and runs the deletion path, in claimed batches."""
 
     def __init__(
@@ -357,25 +300,6 @@ class Sweeper:
             await self._resolve_refused([r for r, _ in others], token, report,
                                         tags=[tag for _, tag in others])
 
-    async def _delete_late(self, names: Sequence[str], report: SweepReport) -> None:
-        """Delete once more, conditioned on ``pending``, the blobs of rows just removed: a
-        writer paused inside its upload may have created the blob after this sweeper's
-        delete, and found the row still there when its confirm lost (so it left the blob to
-        this sweeper). A writer that finds the row gone deletes its own blob, so one of the
-        two always sees the other. Names are never reused; best effort (what a failure
-        leaves, ``reconcile --fix`` removes)."""
-        if not names:
-            return
-        await failpoints.hit("sweep.after_remove")
-        for outcome in await self.ledger.store.delete_many([(n, PENDING) for n in names]):
-            if outcome.deleted:
-                report.late += 1
-                log.info("sweep: deleted %s, uploaded by a paused writer after its intent "
-                         "was swept", outcome.name)
-            elif outcome.error is not None and not isinstance(outcome.error, ConditionNotMet):
-                report.errors += 1
-                log.warning("sweep: delete of %s failed: %s", outcome.name, outcome.error)
-
     async def _drop_staged(self, names: Sequence[str], report: SweepReport) -> None:
         """The uncommitted parts of swept resumable uploads (best effort: what a failure
         leaves, the reconciler reports and ``--fix`` clears)."""
@@ -459,78 +383,6 @@ class Sweeper:
             elif outcome == "deleting":
                 report.moved_to_deleting += 1
 
-    # -- the deletion path ----------------------------------------------------------------
-    async def _delete_batch(self, claim: _Claim, report: SweepReport) -> None:
-        await failpoints.hit("deletion.after_claim")
-        pointed = await self.ledger.transitions.pointed_at(claim.names)
-        for name in sorted(pointed):
-            report.refused += 1
-            log.error("deletion guard: a document or an owner still points at %s; not deleted",
-                      name)
-        candidates = [name for name in claim.names if name not in pointed]
-        steps = await _gather(CONCURRENCY, [self._tag_deleting(name) for name in candidates])
-        absent = [n for n, step in zip(candidates, steps, strict=True) if step == "absent"]
-        # An abandoned intent's blob may still be tagged pending: its row left ``pending``
-        # for ``deleting`` by compare-and-set, so no writer can commit it any more.
-        items = [(n, DELETING if step == "tagged" else PENDING)
-                 for n, step in zip(candidates, steps, strict=True)
-                 if step in ("tagged", "pending")]
-        for name, step in zip(candidates, steps, strict=True):
-            if step == "refused":
-                report.refused += 1
-                log.error("deletion guard: %s is not tagged committed or deleting; not deleted",
-                          name)
-            elif step == "error":
-                report.errors += 1
-        report.absent += len(absent)
-        await failpoints.hit("deletion.after_tag")
-        done = list(absent)
-        if items:
-            outcomes = await self.ledger.store.delete_many(items)
-            for outcome in outcomes:
-                if outcome.error is None:
-                    done.append(outcome.name)
-                    report.absent += not outcome.deleted
-                elif isinstance(outcome.error, ConditionNotMet):
-                    report.refused += 1
-                    log.error("deletion guard: storage refused to delete %s", outcome.name)
-                else:
-                    report.errors += 1
-                    log.warning("deletion: delete of %s failed: %s", outcome.name,
-                                outcome.error)
-        await failpoints.hit("deletion.after_delete")
-        if done:
-            removed = await self.ledger.transitions.remove_deleted(claim.token, done)
-            report.deleted += len(removed)
-            await self._delete_late(removed, report)
-
-    async def _tag_deleting(self, name: str) -> str:
-        """Tag ``deleting`` conditioned on ``committed``: tagged, absent, pending (an
-        abandoned upload's blob, deleted conditioned on that tag), refused or error."""
-        store = self.ledger.store
-        try:
-            await store.set_tags(name, DELETING, if_tags=COMMITTED)
-            return "tagged"
-        except BlobNotFound:
-            return "absent"
-        except ConditionNotMet:
-            try:
-                tags = await store.get_tags(name)
-                state = tags.get(STATE_TAG)
-            except BlobNotFound:
-                return "absent"
-            if state == BlobState.PENDING:
-                return "pending"
-            if not tags:  # an Azure direct upload's, created untagged; its row is deleting
-                await store.set_tags(name, DELETING)  # for good, so nothing can commit it
-                return "tagged"
-            return "tagged" if state == BlobState.DELETING else "refused"
-        except StoreUnavailable:
-            raise
-        except BlobLedgerError as exc:
-            log.warning("deletion: tagging %s failed: %s", name, exc)
-            return "error"
-
 
 async def sweep_forever(
     ledger: Ledger,
@@ -597,35 +449,6 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     return True
 
 
-async def _gather(limit: int, coros: Sequence[Awaitable[T]]) -> list[T]:
-    """Await every coroutine, at most ``limit`` at a time, in order."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(coro: Awaitable[T]) -> T:
-        async with semaphore:
-            return await coro
-
-    return list(await asyncio.gather(*(one(c) for c in coros)))
-
-
-async def _tags_or_none(
-    get_tags: Callable[[str], Awaitable[dict[str, str]]], name: str
-) -> str | None:
-    try:
-        return (await get_tags(name)).get("state", "")
-    except BlobNotFound:
-        return None
-
-
-async def _stat_or_error(stat: Callable[[str], Awaitable[T]], name: str) -> T | BlobLedgerError:
-    try:
-        return await stat(name)
-    except StoreUnavailable:
-        raise
-    except BlobLedgerError as exc:
-        return exc
-
-
 def _rowcount(result: object) -> int:
     return int(getattr(result, "rowcount", 0))
 
@@ -648,3 +471,7 @@ def background_sweeper(interval: float | None, *, batch: int = 256) -> Worker | 
                             wait_for_lock=True, on_report=lambda _: beat(), on_idle=beat)
 
     return Worker("sweeper", period, sweeper)
+
+
+__all__ = ["PARALLEL", "SWEEP_INTERVAL_ENV", "SWEEP_LEASE", "SweepReport", "Sweeper",
+           "background_sweeper", "sweep_forever"]
