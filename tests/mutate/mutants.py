@@ -134,12 +134,15 @@ SPLIT = {"blobledger/protocol/transitions/": "transitions",
 
 def _short(path: str) -> str:
     """A mutant id's module part: the path under the package without its layer folder
-    (``protocol/events.py`` is ``events``), so the ids outlive a move; a room of a module
-    split into several (:data:`SPLIT`) answers for the module."""
+    (``protocol/events.py`` is ``events``), and ``config`` for every module of the settings'
+    package, so the ids outlive a move; a room of a module split into several
+    (:data:`SPLIT`) answers for the module."""
     for room, short in SPLIT.items():
         if path.startswith(room):
             return short
     short = path.removeprefix("blobledger/").removesuffix(".py")
+    if short.startswith("config/"):
+        return "config"
     for layer in ("protocol/", "workers/", "uploads/"):
         short = short.removeprefix(layer)
     return short
@@ -750,10 +753,11 @@ def _integration(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterat
 #: the settings' safety checks, by module: a signed URL's expiry within the delete grace
 #: (with the clocks' skew), the sweep past the upload deadline (with its margin), an event
 #: claim's lease past one webhook call
-SAFETY = {"blobledger/config.py": {"_sweep_after_past_the_deadline", "_urls_within_the_grace",
-                                   "_webhooks_signed", "_processors_configured",
-                                   "url_expiry_problem", "read_url_lifetime",
-                                   "minimum_sweep_after"},
+SAFETY = {"blobledger/config/settings.py": {"_sweep_after_past_the_deadline",
+                                            "_urls_within_the_grace", "_webhooks_signed",
+                                            "_processors_configured"},
+          "blobledger/config/protocol.py": {"url_expiry_problem", "read_url_lifetime",
+                                            "minimum_sweep_after"},
           "blobledger/django/storage.py": {"url_lifetime"}}
 #: the margins a safety check adds (dropping one leaves the bare comparison)
 MARGINS = {"CLOCK_SKEW", "sweep_margin"}
@@ -854,7 +858,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/django/signals.py", ("integration",)),
     ("blobledger/django/staging.py", ("integration",)),
     # the settings' safety checks
-    ("blobledger/config.py", ("setting",)),
+    ("blobledger/config/settings.py", ("setting",)),
+    ("blobledger/config/protocol.py", ("setting",)),
     ("blobledger/django/storage.py", ("setting",)),
     # a signed read URL's or download link's expiry (the disk store's, served by the API)
     ("blobledger/api/links.py", ("expiry",)),
@@ -926,7 +931,7 @@ NOT_FENCES: dict[str, str] = {
     "blobledger/workers/sweeper/__init__.py:exclusive:fs": "the one-sweeper rule on SQLite "
         "spares its single writer; two sweepers are fenced by their claims' compare-and-set, as on "
         "PostgreSQL where they run at once (docs/crash-matrix.md's postgresql columns)",
-    "blobledger/config.py:_installed": "an installation check (each feature's extra or "
+    "blobledger/config/settings.py:_installed": "an installation check (each feature's extra or "
         "program present), no safety rule",
     "blobledger/_base/extras.py:scan_program_problem": "whether the scan command "
         "names a program that exists: an installation check, no safety rule",
@@ -934,7 +939,7 @@ NOT_FENCES: dict[str, str] = {
         "installed: an installation check, no safety rule",
     "blobledger/_base/extras.py:database_problem": "whether a database URL's driver is "
         "installed: an installation check, no safety rule",
-    "blobledger/config.py:_backends_installed": "an installation check (each backend's "
+    "blobledger/config/settings.py:_backends_installed": "an installation check (each backend's "
         "extra present), no safety rule",
     "blobledger/workers/invariants.py:_ready_problem": "`blobledger check`'s report of a "
         "ready row's blob, deciding nothing",

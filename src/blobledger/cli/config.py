@@ -10,16 +10,28 @@ import click
 
 from blobledger.cli import settings
 from blobledger.config import env_name
+from blobledger.config.table import AREAS, render
 from blobledger.errors import ConfigError
 
 
 @click.command(epilog="\b\nExamples:\n  blobledger config\n"
-               "  blobledger --config blobledger.toml config --json")
+               "  blobledger --config blobledger.toml config --json\n"
+               "  blobledger config --table --area pipeline")
 @click.option("--json", "as_json", is_flag=True, help="print the settings as JSON")
-def command(as_json: bool) -> int:
+@click.option("--table", "as_table", is_flag=True,
+              help="print the table of every setting (markdown, as in the README) instead")
+@click.option("--area", type=click.Choice([area.name for area in AREAS]),
+              help="with --table: only this area's settings")
+def command(as_json: bool, as_table: bool, area: str | None) -> int:
     """Print the effective settings, each with its environment variable; secrets (API
     tokens, the client's token, passwords and account keys) are masked. Exit 2 with one
-    line per mistake when the configuration is wrong."""
+    line per mistake when the configuration is wrong. --table prints what every setting
+    means and its default instead, written from the settings' models."""
+    if area is not None and not as_table:
+        raise click.UsageError("--area goes with --table")
+    if as_table:
+        print(render(area), end="")
+        return 0
     current = settings()
     check_urls(current.database_url, current.store_url)
     data = current.masked()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from blobledger._base import extras
+from blobledger.config import Settings
 from blobledger.errors import ConfigError
 from blobledger.stores.base import (
     BlobInfo,
@@ -15,9 +15,6 @@ from blobledger.stores.base import (
     Store,
     UncommittedInfo,
 )
-
-if TYPE_CHECKING:  # the settings import the backends' settings models from this package
-    from blobledger.config import Settings
 
 __all__ = [
     "BlobInfo", "BlobReader", "Condition", "DeleteOutcome", "Store", "UncommittedInfo",
@@ -53,8 +50,6 @@ def open_store(url: str, settings: Settings | None = None, *, create: bool = Tru
     it: ``pip install 'blobledger[azure]'``). Each backend's SDK is imported here, on first
     use, never by the core. ``create``: a local store's folder is made if missing (False:
     a missing folder is a ConfigError, for commands that only inspect a store)."""
-    from blobledger.config import Settings
-
     kind, where, prefix = check_store_url(url)
     missing = extras.store_problem(url)  # before the backend's SDK is imported
     if missing is not None:
