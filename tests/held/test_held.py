@@ -258,3 +258,41 @@ async def test_a_rejection_takes_the_variants_made_meanwhile(open_ledger: Ledger
         assert rows == {doc.blob: BlobState.DELETING, made[0].blob: BlobState.DELETING}
         await Sweeper(ledger).run_once()
         assert [info async for info in ledger.store.list(ledger.settings.blob_prefix)] == []
+
+
+async def test_each_writer_is_shown_its_own_held_and_rejected_documents(
+        open_ledger: LedgerFactory) -> None:
+    """``Held.of_owner`` (what the page's Pipeline view lists for a writer): that writer's
+    held documents and its rejected ones, never another writer's, never a ready document,
+    the limit counting only what it lists; and each document's state is its own rows'."""
+    async with open_ledger() as ledger:
+        fake = await ledger.create("mine/fake.png", PDF, content_type="image/png", hold=True,
+                                   owner="w1")
+        theirs = await ledger.create("theirs/fake.png", PDF, content_type="image/png",
+                                     hold=True, owner="w2")
+        assert (await ProcessingWorker(ledger).run_once()).rejected == 2
+        first = await ledger.create("mine/first.png", PNG, content_type="image/png", hold=True,
+                                    owner="w1")
+        newest = await ledger.create("mine/newest.png", PNG, content_type="image/png",
+                                     hold=True, owner="w1")
+        await ledger.create("theirs/held.png", PNG, content_type="image/png", hold=True,
+                            owner="w2")
+        await ledger.create("mine/ready.png", PNG, content_type="image/png", owner="w1")
+
+        listed = await ledger.held.of_owner("w1")
+        assert [(s.document_id, s.status) for s in listed] == [
+            (newest.id, "held"), (first.id, "held"), (fake.id, "rejected")]
+        # one of each: the newest held one, then the rejected one (held ones' work rows,
+        # newer than the rejection, do not take the rejected one's place)
+        assert [s.document_id for s in await ledger.held.of_owner("w1", limit=1)] == [
+            newest.id, fake.id]
+        assert [s.name for s in await ledger.held.of_owner("w2")] == [
+            "theirs/held.png", "theirs/fake.png"]
+
+        # a document's state is read from its own work rows only
+        for doc in (first, newest):
+            state = await ledger.hold_state(doc.id)
+            assert state is not None and state.processors == {"content-type": "pending"}
+        for doc, name in ((fake, "mine/fake.png"), (theirs, "theirs/fake.png")):
+            state = await ledger.hold_state(doc.id)
+            assert state is not None and (state.status, state.name) == ("rejected", name)

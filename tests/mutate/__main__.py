@@ -63,7 +63,8 @@ RELEVANT: list[tuple[str, list[str]]] = [
                        "tests/workers/test_reconcile_retag.py"]),
     (r":single:", [*RETAG, "tests/crash/test_single_statements.py", *GUARDS]),
     (r":events:", ["tests/events/test_marks.py", "tests/events/test_events.py"]),
-    (r":held:", ["tests/held/test_held.py", "tests/held/test_processors.py"]),
+    (r":held:", ["tests/held/test_held.py", "tests/held/test_processors.py",
+                 "tests/api/test_pipeline_routes.py"]),
     (r":variant_steps:|:variant_owner:|:variants/", [
         "tests/variants/test_variants.py", "tests/variants/test_pause.py"]),
     (r":owners:", ["tests/sweeper/test_sweeper.py", "tests/attachments/test_attach.py"]),
