@@ -29,7 +29,7 @@ def src_mutant(mutant_id: str, argv: list[str]) -> int:
     from tests.mutate.mutants import enumerate_mutants
 
     root = Path(__file__).resolve().parents[2]
-    found = [m for m in enumerate_mutants(root / "src") if m.id == mutant_id]
+    found = [m for m in enumerate_mutants(root / "src", check=False) if m.id == mutant_id]
     if not found:
         print(f"scripts/simulate: no mutant {mutant_id!r} (scripts/mutate --list)",
               file=sys.stderr)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     label = " ".join(filter(None, [
         f"--scenario {args.scenario}" if args.scenario != "default" else "",
         f"--mutant {args.mutant}" if args.mutant else "",
-        f"(src mutant {os.environ['BLOBLEDGER_SIM_SRC_MUTANT']})"
+        f"--src-mutant {os.environ['BLOBLEDGER_SIM_SRC_MUTANT']}"
         if os.environ.get("BLOBLEDGER_SIM_SRC_MUTANT") else ""]))
     seconds = args.hours * 3600 or args.seconds
     start = time.monotonic()

@@ -110,14 +110,14 @@ async def deliverer(run: _Run, n: int, rounds: int) -> None:
 
 
 def recording_claims(run: _Run) -> Callable[[], None]:
-    """``events.claim`` noting each claim's token per event, in the order claimed (what a
-    tracer of the workers would see; the statements are the real ones); returns the undo."""
+    """``events.claim`` noting each claim's token per event (what a tracer of the workers
+    would see; the statements are the real ones); returns the undo. A claim counts once its
+    transaction committed: when its worker reaches ``events.after_claim`` (:func:`claimed`)."""
     real = events.claim
 
     async def claim(*args: Any, **kwargs: Any) -> tuple[str, list[Event]]:
         token, won = await real(*args, **kwargs)
-        for event in won:
-            run.claims.setdefault(event.event_id, []).append(token)
+        run.unconfirmed[asyncio.current_task()] = [(e.event_id, token) for e in won]
         return token, won
 
     events.claim = claim
@@ -127,33 +127,36 @@ def recording_claims(run: _Run) -> Callable[[], None]:
     return undo
 
 
+def claimed(run: _Run) -> None:
+    """The current task's claim committed (it passes ``events.after_claim``)."""
+    for event_id, token in run.unconfirmed.pop(asyncio.current_task(), []):
+        run.claims.setdefault(event_id, []).append(token)
+
+
 async def check_events(run: _Run, ledger: Ledger) -> None:
-    """What the delivery side left. The mark of a ``dead`` or ``delivered`` event is its
-    latest claim's (a claim whose lease lapsed has had its token replaced and marks
-    nothing): of the claims that logged an attempt, the latest logged a failure if the
-    event is dead, and none if it is delivered. And each subject's events were first
-    received in their order (the claim takes the first undelivered event of a subject)."""
+    """What the delivery side left. A ``dead`` or ``delivered`` event was marked by its
+    latest claim (a claim whose lease lapsed has had its token replaced and marks nothing;
+    no claim wins a marked event): that claim logged a failed attempt if the event is dead,
+    none if it is delivered (and the event's target took it, under some claim). And each
+    subject's events were first received in their order (the claim takes the first
+    undelivered event of a subject only)."""
     from tests.sim.sim import Violation
 
     e, d = events.events, events.deliveries
     async with ledger.db.transaction(readonly=True) as conn:
         rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id))).all()
         log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome))).all()
-    failed: dict[tuple[str, str], bool] = {}
-    for event_id, claim, outcome in log:
-        key = (event_id, claim)
-        failed[key] = failed.get(key, False) or outcome == "failed"
+    failed = {(event_id, claim) for event_id, claim, outcome in log if outcome == "failed"}
+    took = {event_id for event_id, _, outcome in log if outcome != "failed"}
     for event_id, state, seq in rows:
-        if state not in (events.DEAD, events.DELIVERED):
+        if state not in (events.DEAD, events.DELIVERED) or not run.claims.get(event_id):
             continue
-        logged = [c for c in run.claims.get(event_id, []) if (event_id, c) in failed]
-        if not logged:
-            continue
-        latest = logged[-1]
-        if state == events.DEAD and not failed[(event_id, latest)]:
+        latest = run.claims[event_id][-1]
+        if state == events.DEAD and (event_id, latest) not in failed:
             raise Violation(f"event {seq} ({event_id}) is dead, but its latest claim "
-                            f"{latest} was taken by its target (a mark under a lapsed claim)")
-        if state == events.DELIVERED and failed[(event_id, latest)]:
+                            f"{latest} logged no failure (a mark under a lapsed claim)")
+        if state == events.DELIVERED and ((event_id, latest) in failed
+                                          or event_id not in took):
             raise Violation(f"event {seq} ({event_id}) is delivered, but its latest claim "
                             f"{latest} was refused (a mark under a lapsed claim)")
     first: dict[str, int] = {}

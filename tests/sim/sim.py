@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import hashlib
 import importlib
 import logging
@@ -50,6 +51,7 @@ from blobledger.workers.retagger import Retagger
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper
 from tests.sim.actors import (
     check_events,
+    claimed,
     deliverer,
     receiver,
     recording_claims,
@@ -201,6 +203,7 @@ class _Run:
             f"n{i}" for i in range(config.names))
         #: each event's claim tokens in the order claimed (:func:`recording_claims`)
         self.claims: dict[str, list[str]] = {}
+        self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
 
@@ -211,6 +214,8 @@ class _Run:
     async def point(self, name: str) -> None:
         task = asyncio.current_task()
         operation = OPERATION.get()
+        if name == "events.after_claim":
+            claimed(self)
         if task is None or task is self.checker or operation is None:
             return
         self.result.operations += 1
@@ -492,6 +497,10 @@ class _Run:
         # what a cancelled task's clean-up left unretrieved (a crash's loose ends)
         self.loop.set_exception_handler(lambda loop, context: None)
         asyncio.set_event_loop(self.loop)
+        # the cyclic collector finalizes what it finds when it runs (an async generator's
+        # aclose scheduled on the loop): collected before, not during, the run
+        gc.collect()
+        gc.disable()
         try:
             with sim_clock(self.point):
                 self.loop.run_until_complete(self.main())
@@ -518,6 +527,7 @@ class _Run:
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
+            gc.enable()
         self.result.steps = self.loop.steps
         self.result.preempted = self.loop.preempted
         return self.result
