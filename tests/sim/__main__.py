@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the actor mix and where pauses are aimed")
     parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
                         help="weaken one fence (a bug the simulation must find)")
+    parser.add_argument("--skew", type=float, default=None,
+                        help="each actor's clock off by up to this many seconds either way")
     parser.add_argument("--src-mutant", default=None, metavar="ID",
                         help="a mutant of scripts/mutate, applied to a copy of src/")
     args = parser.parse_args(argv)
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                 and (i == 0 or argv[i - 1] != "--src-mutant")]
         return src_mutant(args.src_mutant, rest)
     config = Config(**SCENARIOS[args.scenario], mutant=args.mutant)
+    if args.skew is not None:
+        config.skew = args.skew
     label = " ".join(filter(None, [
         f"--scenario {args.scenario}" if args.scenario != "default" else "",
         f"--mutant {args.mutant}" if args.mutant else "",

@@ -85,7 +85,8 @@ def unconditional_sweep_store(store: MemoryStore) -> MemoryStore:
     """The historical bug: the sweeper's delete without its ``pending`` condition (a view of
     the same blobs whose ``delete_many`` deletes whatever is there)."""
     view = MemoryStore(clock=store.clock, point=store.point, after_write=store.after_write,
-                       blobs=store.blobs, parts=store.parts)
+                       blobs=store.blobs, parts=store.parts, flock=store.flock,
+                       _locks=store._locks)  # the same blobs, under the same locks
 
     async def delete_many(items: Any) -> list[DeleteOutcome]:
         outcomes = []
