@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: that reports it (docs/simulation.md: how many runs and how long)
 FOUND = [("local-retag-delete", "local-no-flock", 21),
          ("azure-duplicate-completion", "azure-commit-overwrites", 0),
-         ("delivery-lease", "events-mark-without-token", 0)]
+         ("delivery-lease", "events-mark-without-token", 0),
+         ("local-retag-delete", "sweep-delete-unconditional", 15),
+         ("local-retag-delete", "store-tag-conditions-ignored", 15)]
 
 #: a crash cancels an actor wherever it is, also between making a coroutine (a sweeper's
 #: batch for its gather) and awaiting it: Python then warns that it was never awaited, which
