@@ -1,18 +1,21 @@
 """One simulated run: the ledger's real code (``Ledger``, the transitions, the sweeper, the
-retag worker of the deferred retag, ``reconcile --fix``) on :class:`tests.sim.loop.SimLoop`,
-real SQLite (:mod:`tests.sim.db`) and the in-memory store (:mod:`tests.sim.store`), all
-decided by one seed.
+retag worker of the deferred retag, ``reconcile --fix``, tus uploads, the delivery worker) on
+:class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an in-memory store
+with the local disk's or Azure's semantics (:mod:`tests.sim.store`), all decided by one seed.
 
 Actors: writers (create under an idempotency key on a few names, retried under the key after
 a failure or a crash; replace and delete of the documents they were acknowledged), sweepers,
-retag workers and reconcilers (``--fix``), several of each, each with a ledger of its own (as
-separate processes on one database and store). Every protocol step (failpoint), statement and
-store call is a preemption point; at one an actor may be paused for a virtual duration past
-the leases; any step may crash an actor's operation (its task cancelled: what it knew is lost,
-its rows and blobs stay); the clock may jump; a store write may be answered by an error after
-it applied. A checker stops the world now and then and after the run settles: the invariants
-(:func:`blobledger.workers.invariants.check`) and the model: every acknowledged write is
-readable with its checksum until its deletion was acknowledged.
+retag workers and reconcilers (``--fix``), several of each, and those of
+:mod:`tests.sim.actors` (tus uploads completed twice, delivery workers), each with a ledger
+of its own (as separate processes on one database and store) whose clock is skewed. A
+scenario (:mod:`tests.sim.scenarios`) chooses the mix and aims the pauses. Every protocol
+step (failpoint), statement and store call is a preemption point; at one an actor may be
+paused for a virtual duration past the leases; any step may crash an actor's operation (its
+task cancelled: what it knew is lost, its rows and blobs stay); the clock may jump; a store
+write may be answered by an error after it applied. A checker stops the world after the run
+settles, before and after ``reconcile --fix``: the invariants
+(:func:`blobledger.workers.invariants.check`), the events' marks and order, and the model:
+every acknowledged write is readable with its checksum until its deletion was acknowledged.
 """
 
 from __future__ import annotations
