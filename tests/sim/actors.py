@@ -112,12 +112,16 @@ async def deliverer(run: _Run, n: int, rounds: int) -> None:
 def recording_claims(run: _Run) -> Callable[[], None]:
     """``events.claim`` noting each claim's token per event (what a tracer of the workers
     would see; the statements are the real ones); returns the undo. A claim counts once its
-    transaction committed: when its worker reaches ``events.after_claim`` (:func:`claimed`)."""
+    transaction committed: when its worker reaches ``events.after_claim`` (:func:`claimed`),
+    which may be long after (a pause as the connection goes back to its pool), so claims are
+    ordered by their statement's turn, not by when they are counted."""
     real = events.claim
 
     async def claim(*args: Any, **kwargs: Any) -> tuple[str, list[Event]]:
         token, won = await real(*args, **kwargs)
-        run.unconfirmed[asyncio.current_task()] = [(e.event_id, token) for e in won]
+        # ordered by its statement (SQLite's writers take turns), counted once committed
+        run.unconfirmed[asyncio.current_task()] = [
+            (next(run.claim_order), e.event_id, token) for e in won]
         return token, won
 
     events.claim = claim
@@ -129,8 +133,8 @@ def recording_claims(run: _Run) -> Callable[[], None]:
 
 def claimed(run: _Run) -> None:
     """The current task's claim committed (it passes ``events.after_claim``)."""
-    for event_id, token in run.unconfirmed.pop(asyncio.current_task(), []):
-        run.claims.setdefault(event_id, []).append(token)
+    for order, event_id, token in run.unconfirmed.pop(asyncio.current_task(), []):
+        run.claims.setdefault(event_id, []).append((order, token))
 
 
 async def check_events(run: _Run, ledger: Ledger) -> None:
@@ -151,7 +155,7 @@ async def check_events(run: _Run, ledger: Ledger) -> None:
     for event_id, state, seq in rows:
         if state not in (events.DEAD, events.DELIVERED) or not run.claims.get(event_id):
             continue
-        latest = run.claims[event_id][-1]
+        latest = max(run.claims[event_id])[1]
         if state == events.DEAD and (event_id, latest) not in failed:
             raise Violation(f"event {seq} ({event_id}) is dead, but its latest claim "
                             f"{latest} logged no failure (a mark under a lapsed claim)")

@@ -26,6 +26,7 @@ import contextvars
 import gc
 import hashlib
 import importlib
+import itertools
 import logging
 import secrets
 import shutil
@@ -205,8 +206,9 @@ class _Run:
         self.names = NAMES if config.names <= len(NAMES) else tuple(
             f"n{i}" for i in range(config.names))
         #: each event's claim tokens in the order claimed (:func:`recording_claims`)
-        self.claims: dict[str, list[str]] = {}
-        self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[str, str]]] = {}
+        self.claims: dict[str, list[tuple[int, str]]] = {}
+        self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[int, str, str]]] = {}
+        self.claim_order = itertools.count()
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
 
