@@ -1,25 +1,32 @@
 """One simulated run: the ledger's real code (``Ledger``, the transitions, the sweeper, the
-retag worker of the deferred retag, ``reconcile --fix``) on :class:`tests.sim.loop.SimLoop`,
-real SQLite (:mod:`tests.sim.db`) and the in-memory store (:mod:`tests.sim.store`), all
-decided by one seed.
+retag worker of the deferred retag, ``reconcile --fix``, tus uploads, the delivery worker) on
+:class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an in-memory store
+with the local disk's or Azure's semantics (:mod:`tests.sim.store`), all decided by one seed.
 
 Actors: writers (create under an idempotency key on a few names, retried under the key after
 a failure or a crash; replace and delete of the documents they were acknowledged), sweepers,
-retag workers and reconcilers (``--fix``), several of each, each with a ledger of its own (as
-separate processes on one database and store). Every protocol step (failpoint), statement and
-store call is a preemption point; at one an actor may be paused for a virtual duration past
-the leases; any step may crash an actor's operation (its task cancelled: what it knew is lost,
-its rows and blobs stay); the clock may jump; a store write may be answered by an error after
-it applied. A checker stops the world now and then and after the run settles: the invariants
-(:func:`blobledger.workers.invariants.check`) and the model: every acknowledged write is
-readable with its checksum until its deletion was acknowledged.
+retag workers and reconcilers (``--fix``), several of each, and those of
+:mod:`tests.sim.actors` (tus uploads completed twice, delivery workers), each with a ledger
+of its own (as separate processes on one database and store) whose clock is skewed. A
+scenario (:mod:`tests.sim.scenarios`) chooses the mix and aims the pauses. Every protocol
+step (failpoint), statement and store call is a preemption point; at one an actor may be
+paused for a virtual duration past the leases; any step may crash an actor's operation (its
+task cancelled: what it knew is lost, its rows and blobs stay); the clock may jump; a store
+write may be answered by an error after it applied. A checker stops the world after the run
+settles, before and after ``reconcile --fix``: the invariants
+(:func:`blobledger.workers.invariants.check`), the events' marks and order, and the model:
+every acknowledged write is readable with its checksum until its deletion was acknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import gc
 import hashlib
+import importlib
+import itertools
 import logging
 import secrets
 import shutil
@@ -41,45 +48,40 @@ from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.migrate import migrate_database
-from blobledger.stores.base import Condition, DeleteOutcome
+from blobledger.workers.delivery import Delivery
 from blobledger.workers.invariants import check
 from blobledger.workers.reconciler import reconcile
 from blobledger.workers.retagger import Retagger
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper
+from tests.sim.actors import (
+    check_events,
+    claimed,
+    deliverer,
+    receiver,
+    recording_claims,
+    tus_writer,
+)
 from tests.sim.db import EPOCH, release, sim_clock
 from tests.sim.loop import SimLoop, await_point
-from tests.sim.store import MemoryStore
+from tests.sim.scenarios import (
+    c4_without_attempt,
+    marks_without_token,
+    unconditional_sweep_store,
+)
+from tests.sim.store import AzureMemoryStore, MemoryStore
 
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
-                            "delete_grace": 30.0, "retag": "deferred"}
+                            "delete_grace": 30.0, "retag": "deferred",
+                            "event_max_attempts": 1, "event_lease": 60.0,
+                            "resumable_expiry": 300.0}
 NAMES = ("a", "b", "c")
 #: pauses: past the upload deadline, past sweep_after, past a sweeper's lease, an hour
 PAUSES = (5.0, 61.0, 181.0, SWEEP_LEASE + 1, 3600.0)
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
-SETTLE = SETTINGS["sweep_after"] + SETTINGS["delete_grace"] + SWEEP_LEASE + 1
-#: the fences a run can be told to weaken (a monkeypatch of this harness, never of src/)
-MUTANTS = ("sweep-delete-unconditional", "store-tag-conditions-ignored", "c4-no-attempt")
-
-
-def c4_without_attempt() -> dict[tuple[Any, str], Any]:
-    """C4/R4's compare-and-set without its ``attempt`` term (the intent still this
-    attempt's): the statements the transitions' rooms use in its place (to restore), by
-    (room, name): the writers' C4 and the sweeper's roll-forward."""
-    from sqlalchemy import update
-
-    from blobledger.protocol import single
-    from blobledger.protocol.transitions import documents, statements, workers
-
-    t = statements
-    weak = update(t.blobs).where(*t._mine[:2]).values(dict(t._commit_blob._values or {}))
-    weakened: dict[str, Any] = {"_commit_blob": weak,
-                                "_commit_blob_owed": weak.values(retag_due=t.NOW)}
-    weakened["_c4_one"] = single.c4_deferred(weakened["_commit_blob_owed"], t._ready_document)
-    saved = {(room, n): getattr(room, n) for room in (documents, workers)
-             for n in weakened if hasattr(room, n)}
-    for room, n in saved:
-        setattr(room, n, weakened[n])
-    return saved
+SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"]) + SETTINGS["delete_grace"]
+          + SWEEP_LEASE + 1)
+#: the operation (an actor's call that may crash) the running task belongs to
+OPERATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("operation", default=None)
 
 
 class Violation(AssertionError):
@@ -99,6 +101,21 @@ class Config:
     fault: float = 0.03  # per store write: an error after it applied
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
     mutant: str | None = None
+    store: str = "local"  # the simulated store's semantics: "local" or "azure"
+    retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
+    tus: int = 0  # writers of tus uploads, each completed twice at once
+    deliverers: int = 0  # event delivery workers
+    receiver_fails: float = 0.0  # per event sent: the receiver answers an error
+    skew: float = 5.0  # each actor's clock off by up to this many seconds either way
+    sweep_periods: tuple[float, ...] = (1.0, 30.0, 200.0)
+    rounds: int = 0  # runs of each sweeper, retagger and deliverer (0: ops)
+    names: int = 3  # document names the writers create (a name is taken once)
+    #: points where a pause is likely (``focus_pause``), with the pause's (min, max) seconds
+    focus: dict[str, tuple[float, float]] = field(default_factory=dict)
+    focus_pause: float = 0.5
+
+    def settings(self) -> Settings:
+        return Settings(**dict(SETTINGS, retag=self.retag))
 
 
 @dataclass
@@ -178,10 +195,22 @@ class _Run:
         self.keys: dict[str, tuple[str, str]] = {}  # idempotency key: (doc id, sha256)
         self.running: list[asyncio.Task[Any]] = []  # operations that may crash
         self.checker: asyncio.Task[Any] | None = None
-        self.store = MemoryStore(clock=lambda: EPOCH + timedelta(seconds=self.loop.time()),
-                                 point=self.point, after_write=self.fault,
-                                 ignore_tag_conditions=(
-                                     config.mutant == "store-tag-conditions-ignored"))
+        kind = AzureMemoryStore if config.store == "azure" else MemoryStore
+        self.store = kind(clock=lambda: EPOCH + timedelta(seconds=self.loop.time()),
+                          point=self.point, after_write=self.fault,
+                          ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
+                          flock=config.mutant != "local-no-flock")
+        if isinstance(self.store, AzureMemoryStore):
+            self.store.create_only_commit = config.mutant != "azure-commit-overwrites"
+        self.receiver_fails = config.receiver_fails
+        self.names = NAMES if config.names <= len(NAMES) else tuple(
+            f"n{i}" for i in range(config.names))
+        #: each event's claim tokens in the order claimed (:func:`recording_claims`)
+        self.claims: dict[str, list[tuple[int, str]]] = {}
+        self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[int, str, str]]] = {}
+        self.claim_order = itertools.count()
+        #: what the events' receiver was sent: (subject, event seq, event id)
+        self.received: list[tuple[str, int, str]] = []
 
     def note(self, line: str) -> None:
         self.result.trace.append(f"{self.loop.time():10.3f} {line}")
@@ -189,22 +218,29 @@ class _Run:
     # -- the runtime's decisions ------------------------------------------------------------
     async def point(self, name: str) -> None:
         task = asyncio.current_task()
-        if task is self.checker or task not in self.running:
+        operation = OPERATION.get()
+        if name == "events.after_claim":
+            claimed(self)
+        if task is None or task is self.checker or operation is None:
             return
         self.result.operations += 1
         # pauses at protocol steps and store calls (a pause inside a transaction holds
         # SQLite's write lock past every other actor's busy timeout: rarer)
         chance = self.config.pause if name != "db" else self.config.pause / 20
+        focus = self.config.focus.get(name)
+        if focus is not None:
+            chance = self.config.focus_pause
         if self.rng.random() < chance:
-            seconds = self.rng.choice(PAUSES)
+            seconds = (self.rng.choice(PAUSES) if focus is None
+                       else round(self.rng.uniform(*focus), 3))
             self.result.pauses += 1
-            self.note(f"pause {task.get_name()} {seconds:.0f}s at {name}")
+            self.note(f"pause {operation} {seconds:.0f}s at {name}")
             await asyncio.sleep(seconds)
         else:
             await asyncio.sleep(0)
 
     async def fault(self, name: str) -> None:
-        if asyncio.current_task() in self.running and self.rng.random() < self.config.fault:
+        if OPERATION.get() is not None and self.rng.random() < self.config.fault:
             self.result.faults += 1
             self.note(f"fault after {name}")
             raise StoreUnavailable(f"simulated: {name} applied, its answer lost")
@@ -226,8 +262,13 @@ class _Run:
     async def op(self, name: str, work: Callable[[], Awaitable[Any]]) -> tuple[str, Any]:
         """Run one operation as a task that may crash: ('ok', value), ('error', exc) for a
         clear error, ('crash', None)."""
-        task = asyncio.ensure_future(work())
-        task.set_name(name)
+        context = contextvars.copy_context()
+        context.run(OPERATION.set, name)  # its own tasks (a gather's) are the operation's too
+
+        async def body() -> Any:
+            return await work()
+
+        task = self.loop.create_task(body(), name=name, context=context)
         self.running.append(task)
         try:
             await asyncio.wait([task])
@@ -250,7 +291,10 @@ class _Run:
         raise Violation(f"{name} failed with an unclear error: {exc!r}") from exc
 
     def ledger(self) -> Ledger:
-        return Ledger(self.db, self.store, Settings(**SETTINGS), migrate=False)
+        """A ledger of its own (an actor's process), its clock off by the run's skew."""
+        ledger = Ledger(self.db, self.store, self.config.settings(), migrate=False)
+        ledger.clock_offset = round(self.rng.uniform(-self.config.skew, self.config.skew), 3)
+        return ledger
 
     # -- actors ---------------------------------------------------------------------------
     async def writer(self, n: int) -> None:
@@ -267,7 +311,7 @@ class _Run:
             elif mine and choice < 0.7:
                 await self.delete(ledger, n, self.rng.choice(mine))
             else:
-                name = self.rng.choice(NAMES)
+                name = self.rng.choice(self.names)
                 data = f"w{n} op{i} {self.rng.getrandbits(32)}".encode()
                 await self.create(ledger, n, f"k{n}-{i}", name, data, owed)
 
@@ -324,7 +368,8 @@ class _Run:
         if kind == "sweeper" and self.config.mutant == "sweep-delete-unconditional":
             ledger.store = unconditional_sweep_store(self.store)
         for _ in range(rounds):
-            await asyncio.sleep(self.rng.choice((1.0, 30.0, 200.0)))
+            await asyncio.sleep(self.rng.choice(
+                self.config.sweep_periods if kind == "sweeper" else (1.0, 30.0, 200.0)))
             self.note(f"{kind}{n} runs")
             if kind == "sweeper":
                 outcome, value = await self.op(f"sweeper{n}", Sweeper(ledger, parallel=1).run_once)
@@ -340,7 +385,7 @@ class _Run:
         # an engine of its own: the world is stopped, a connection another actor holds
         # would never come back
         db = Database(self.url)
-        ledger = Ledger(db, self.store, Settings(**SETTINGS), migrate=False)
+        ledger = Ledger(db, self.store, self.config.settings(), migrate=False)
         try:
             while self.config.check_every and not stop.is_set():
                 await asyncio.sleep(self.config.check_every)
@@ -357,6 +402,7 @@ class _Run:
                 raise Violation(f"invariants (settled={settled}): {report.violations}")
             for doc in self.docs.values():
                 await self.read_back(ledger, doc)
+            await check_events(self, ledger)
         finally:
             self.loop.exclusive = None
 
@@ -389,10 +435,18 @@ class _Run:
             self.note(f"settle: {released} transactions crashed actors left open rolled back")
         self.loop.advance(SETTLE)
         ledger = self.ledger()
+        ledger.clock_offset = 0.0
+        receiver(self, ledger)
         for _ in range(2):
             await Sweeper(ledger).run_once()
             await Retagger(ledger).run_once()
+        # before the reconciler repairs it: what the actors left (a ready document's blob
+        # re-created pending is otherwise retagged by reconcile --fix, not seen)
+        await self.verify(ledger, settled=False)
         await reconcile(ledger, fix=True, older_than=ledger.settings.upload_deadline)
+        if self.config.deliverers:
+            self.receiver_fails = 0.0
+            await Delivery(ledger).run_once()
         self.loop.advance(SETTLE)
         await Sweeper(ledger).run_once()
         await self.verify(ledger, settled=True)
@@ -405,9 +459,12 @@ class _Run:
             self.checker = asyncio.ensure_future(self.checks(stop))
             c = self.config
             actors = [self.writer(n) for n in range(c.writers)]
-            actors += [self.worker("sweeper", n, c.ops) for n in range(c.sweepers)]
-            actors += [self.worker("retagger", n, c.ops) for n in range(c.retaggers)]
+            rounds = c.rounds or c.ops
+            actors += [self.worker("sweeper", n, rounds) for n in range(c.sweepers)]
+            actors += [self.worker("retagger", n, rounds) for n in range(c.retaggers)]
             actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
+            actors += [tus_writer(self, n) for n in range(c.tus)]
+            actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
             try:
                 await asyncio.gather(*actors)
             finally:
@@ -432,16 +489,23 @@ class _Run:
             return f"{counter(8 * (nbytes or 32)):0{2 * (nbytes or 32)}x}"
 
         saved = (uuid.uuid4, secrets.token_hex, models.utcnow)
-        mutated = c4_without_attempt() if self.config.mutant == "c4-no-attempt" else {}
+        mutated = {"c4-no-attempt": c4_without_attempt,
+                   "events-mark-without-token": marks_without_token}.get(
+                       self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
         secrets.token_hex = token_hex
         setattr(ledger_module, "utcnow", lambda: EPOCH + timedelta(seconds=self.loop.time()))  # noqa: B010
         failpoints.set_hook(self.point)
+        unclaim = recording_claims(self)
         logging.disable(logging.CRITICAL)
         self.loop.on_step = self.step
         # what a cancelled task's clean-up left unretrieved (a crash's loose ends)
         self.loop.set_exception_handler(lambda loop, context: None)
         asyncio.set_event_loop(self.loop)
+        # the cyclic collector finalizes what it finds when it runs (an async generator's
+        # aclose scheduled on the loop): collected before, not during, the run
+        gc.collect()
+        gc.disable()
         try:
             with sim_clock(self.point):
                 self.loop.run_until_complete(self.main())
@@ -457,8 +521,10 @@ class _Run:
             self.result.violation = f"the run failed: {exc!r}"
         finally:
             failpoints.set_hook(None)
-            for (room, attribute), value in mutated.items():
-                setattr(room, attribute, value)
+            unclaim()
+            for attribute, value in mutated.items():
+                module, _, name = attribute.rpartition(".")
+                setattr(importlib.import_module(module), name, value)
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010
@@ -466,27 +532,10 @@ class _Run:
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
             asyncio.set_event_loop(None)
+            gc.enable()
         self.result.steps = self.loop.steps
         self.result.preempted = self.loop.preempted
         return self.result
-
-
-def unconditional_sweep_store(store: MemoryStore) -> MemoryStore:
-    """The historical bug: the sweeper's delete without its ``pending`` condition (a view of
-    the same blobs whose ``delete_many`` deletes whatever is there)."""
-    view = MemoryStore(clock=store.clock, point=store.point, after_write=store.after_write,
-                       blobs=store.blobs, parts=store.parts)
-
-    async def delete_many(items: Any) -> list[DeleteOutcome]:
-        outcomes = []
-        for name, _tags in items:
-            etag = view.blobs[name].etag if name in view.blobs else '"0"'
-            deleted = await view._delete(name, Condition(etag=etag))
-            outcomes.append(DeleteOutcome(name, deleted=deleted))
-        return outcomes
-
-    view.delete_many = delete_many  # type: ignore[method-assign]
-    return view
 
 
 def _short(value: object) -> str:

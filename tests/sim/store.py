@@ -7,10 +7,23 @@ preemption, pause and crash point, named ``store.<call>``), and a write may be f
 injected fault (``after_write``): the write applied, the caller told it failed (an error or a
 timeout whose answer was lost). ``tests/sim/test_store.py`` runs the store conformance suite
 on it, so the simulation's store cannot drift from what the real backends guarantee.
+
+Conditional calls are the local disk's (``stores/local.py``): the condition read and the act
+(the retag's write, the delete's unlink) are two steps with a preemption point between them
+(``store.set_tags.after_read``, ``delete.after_check``, the real store's failpoints there),
+taken under the blob's lock as the disk's ``flock`` is; ``flock=False`` leaves the lock out
+(the historical bug, ``store:stores/local:_locked:without-flock``), so an un-fenced call can
+lose the race. :class:`AzureMemoryStore` is Azure's semantics where they differ: a staged
+upload's blocks stay with the blob once committed (a second Put Block List of the same ids
+is answered by the service), and the commit is create-only (``If-None-Match: *``) unless
+``create_only_commit=False`` (the historical bug, which re-creates a committed blob
+``pending``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +78,11 @@ class MemoryStore(Store):
     #: a mutant of the simulation: the store's own tag checks skipped (``set_tags``' and the
     #: delete's ``if_tags``), as the mutation kind ``store`` does to the real backends
     ignore_tag_conditions: bool = False
+    #: the blob's lock around a conditional call's read and act (False: the local store's
+    #: ``_locked`` without its ``flock``)
+    flock: bool = True
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    atomic_conditions = False
     _etags: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _parts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -111,28 +129,46 @@ class MemoryStore(Store):
         await self.point("store.get_tags")
         return dict(self._blob(name).tags)
 
+    @contextlib.asynccontextmanager
+    async def _locked(self, name: str) -> AsyncIterator[Blob]:
+        """The blob, held under its lock (the disk's ``flock``) while the caller reads its
+        condition and acts; BlobNotFound if there is none."""
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock if self.flock else contextlib.nullcontext():
+            yield self._blob(name)
+
+    async def _between(self, point: str) -> None:
+        """Between a conditional call's read and its act: a preemption point on the disk,
+        none where the service checks and acts at once (Azure's ``x-ms-if-tags``)."""
+        if not self.atomic_conditions:
+            await self.point(point)
+
     async def set_tags(self, name: str, tags: Tags, *, if_tags: Tags | None = None) -> None:
         check_blob_name(name)
         await self.point("store.set_tags")
-        blob = self._blob(name)
-        if not self.ignore_tag_conditions and not tags_match(blob.tags, if_tags):
-            raise ConditionNotMet(name, f"tags {dict(if_tags or {})}")
-        blob.tags = dict(tags)
+        async with self._locked(name) as blob:
+            if not self.ignore_tag_conditions and not tags_match(blob.tags, if_tags):
+                raise ConditionNotMet(name, f"tags {dict(if_tags or {})}")
+            await self._between("store.set_tags.after_read")
+            blob.tags = dict(tags)  # on the blob read (an unlinked file's descriptor)
         await self.after_write("store.set_tags")
 
     async def _delete(self, name: str, condition: Condition) -> bool:
         check_blob_name(name)
         await self.point("store.delete")
-        blob = self.blobs.get(name)
-        if blob is None:
+        try:
+            async with self._locked(name) as blob:
+                if condition.tags:
+                    holds = self.ignore_tag_conditions or tags_match(blob.tags, condition.tags)
+                else:
+                    holds = blob.etag.strip('"') == (condition.etag or "").strip('"')
+                if not holds:
+                    raise ConditionNotMet(name, f"tags {condition.tags} etag {condition.etag}")
+                await self._between("delete.after_check")
+                if self.blobs.get(name) is blob:  # unlink: the name (write-once) still links it
+                    del self.blobs[name]
+        except BlobNotFound:
             return False
-        if condition.tags:
-            holds = self.ignore_tag_conditions or tags_match(blob.tags, condition.tags)
-        else:
-            holds = blob.etag.strip('"') == (condition.etag or "").strip('"')
-        if not holds:
-            raise ConditionNotMet(name, f"tags {condition.tags} etag {condition.etag}")
-        del self.blobs[name]
         await self.after_write("store.delete")
         return True
 
@@ -208,3 +244,40 @@ class MemoryStore(Store):
 
     async def ping(self) -> None:
         return None
+
+
+@dataclass
+class AzureMemoryStore(MemoryStore):
+    """Azure's staged uploads: committed blocks stay referable by a later Put Block List of
+    the same ids, which is create-only (``If-None-Match: *``) unless ``create_only_commit``
+    is off: then it re-creates the blob with the commit's tags (``pending``) and bytes."""
+
+    url: str = "azure://sim"
+    atomic_conditions = True
+    create_only_commit: bool = True
+    committed_blocks: dict[str, dict[str, bytes]] = field(default_factory=dict)
+
+    async def commit_staged(self, name: str, handle: str, parts: Sequence[str], *,
+                            tags: Tags, content_type: str | None = None) -> Digests:
+        check_blob_name(name)
+        await self.point("staged.before_commit")
+        blocks = {**self.committed_blocks.get(name, {}), **self.parts.get(name, {})}
+        if any(part not in blocks for part in parts):
+            raise BlobNotFound(f"{name} (a block is missing)")
+        if name in self.blobs and self.create_only_commit:
+            raise BlobAlreadyExists(name)
+        data = b"".join(blocks[part] for part in parts)
+        hasher = Hasher()
+        hasher.update_sync(data)
+        self.blobs[name] = Blob(data, dict(tags), f'"{next(self._etags)}"', self.clock(),
+                                content_type, hasher.digests())
+        self.committed_blocks[name] = {part: blocks[part] for part in parts}
+        self.parts.pop(name, None)  # uncommitted blocks go with a commit
+        await self.after_write("store.commit_staged")
+        return await self.digest_stored(name)
+
+    async def _delete(self, name: str, condition: Condition) -> bool:
+        deleted = await super()._delete(name, condition)
+        if deleted:
+            self.committed_blocks.pop(name, None)  # a blob's blocks go with it
+        return deleted

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.sim.loop import SimLoop
-from tests.sim.sim import run
+from tests.sim.scenarios import SCENARIOS
+from tests.sim.sim import Config, run
+
+ROOT = Path(__file__).resolve().parents[2]
+#: each re-injected bug, the scenario that reaches it and the first seed of a search from 0
+#: that reports it (docs/simulation.md: how many runs and how long)
+FOUND = [("local-retag-delete", "local-no-flock", 21),
+         ("azure-duplicate-completion", "azure-commit-overwrites", 0),
+         ("delivery-lease", "events-mark-without-token", 0),
+         ("local-retag-delete", "sweep-delete-unconditional", 15),
+         ("local-retag-delete", "store-tag-conditions-ignored", 15)]
+#: how many seeds from the recorded one the suite's search tries
+SEARCH = 30
 
 #: a crash cancels an actor wherever it is, also between making a coroutine (a sweeper's
 #: batch for its gather) and awaiting it: Python then warns that it was never awaited, which
@@ -52,3 +67,41 @@ def test_the_ledger_keeps_its_invariants_and_its_answers(seed: int) -> None:
     assert result.violation is None, (result.seed, result.violation, result.trace)
     assert result.inconclusive is None
     assert result.acknowledged > 0 and result.operations > 0
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "default"])
+def test_a_scenario_replays_from_its_seed_and_keeps_the_invariants(scenario: str) -> None:
+    first, second = (run(1, Config(**SCENARIOS[scenario])) for _ in range(2))
+    assert first.trace == second.trace and first.steps == second.steps
+    assert first.violation is None, (scenario, first.violation, first.trace)
+    assert first.inconclusive is None
+    assert first.acknowledged > 0 and first.operations > 0
+
+
+@pytest.mark.parametrize(("scenario", "mutant", "seed"), FOUND)
+def test_the_simulation_reports_a_reinjected_bug_that_the_same_seed_shows_clean_without(
+        scenario: str, mutant: str, seed: int) -> None:
+    """A short search from the seed recorded for the bug (which finds it at once unless a
+    change of the code moved the schedules: then within a few more seeds): a violation
+    with the bug, and none on that seed without it."""
+    for found in range(seed, seed + SEARCH):
+        result = run(found, Config(**SCENARIOS[scenario], mutant=mutant))
+        if result.violation is not None:
+            break
+    else:
+        pytest.fail(f"{mutant} not found in seeds {seed} to {seed + SEARCH - 1} of {scenario}")
+    clean = run(found, Config(**SCENARIOS[scenario]))
+    assert clean.violation is None and clean.inconclusive is None, clean.violation
+
+
+def test_a_mutant_of_the_sources_is_simulated_from_a_mutated_copy() -> None:
+    """``--src-mutant``: the mutation tool's own mutant (the dead mark without the claim
+    token) applied to a copy of src/, the search run in a process that imports the copy."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.sim", "--src-mutant", "where:events:_dead:events.attempt",
+         "--scenario", "delivery-lease", "--seed", "0", "--runs", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "VIOLATION with seed 0" in done.stdout and "is dead, but its latest claim" in \
+        done.stdout, done.stdout
+    assert "--src-mutant where:events:_dead:events.attempt" in done.stdout

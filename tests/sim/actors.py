@@ -1,0 +1,175 @@
+"""The simulation's actors beyond the document writers and the sweep workers: tus uploads
+completed twice at once (a client's retried completion reaching a second process), the
+event delivery workers with a receiver that fails now and then, and the checks of what
+they leave (:func:`check_events`).
+
+Each takes the run (:class:`tests.sim.sim._Run`): its ledgers, its ``op`` (an operation
+that may crash), its seeded ``rng`` and its model of acknowledged documents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from blobledger.protocol import events
+from blobledger.protocol.events import Event
+from blobledger.protocol.ledger import Ledger
+from blobledger.uploads.resumable import Resumable
+from blobledger.workers.delivery import Delivery
+
+if TYPE_CHECKING:
+    from tests.sim.sim import _Run
+
+EVENT_TYPES = ("document.ready", "document.replaced", "document.deleted")
+
+
+async def _body(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def tus_writer(run: _Run, n: int) -> None:
+    """tus uploads on the names of the run, each completed by two processes at once (two
+    ledgers): both answers name one document, whose bytes are then the model's."""
+    here, there = Resumable(run.ledger()), Resumable(run.ledger())
+    for i in range(run.config.ops):
+        name = run.rng.choice(run.names) + f"-t{n}.{i}"  # a name of its own (tus holds it)
+        data = f"t{n} upload{i} {run.rng.getrandbits(32)}".encode()
+        await _upload(run, n, here, there, name, data)
+
+
+async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: str,
+                  data: bytes) -> None:
+    from tests.sim.sim import Doc, Violation, _short
+
+    sha = hashlib.sha256(data).hexdigest()
+    run.note(f"t{n} tus {name} sha={sha[:8]}")
+
+    async def begin() -> str:
+        upload = await here.create(len(data), {"filename": name, "content_type": "text/plain"})
+        await here.append(upload, 0, _body(data))
+        return upload.id
+
+    outcome, upload_id = await run.op(f"t{n}.begin", begin)
+    run.note(f"t{n} tus {name}: {outcome} "
+             f"{upload_id if outcome == 'ok' else _short(upload_id)}")
+    if outcome != "ok":
+        return
+
+    def complete(side: Resumable) -> Callable[[], Awaitable[Any]]:
+        async def go() -> Any:
+            return await side.complete(await side.find(upload_id))
+        return go
+
+    answers = await asyncio.gather(run.op(f"t{n}.complete", complete(here)),
+                                   run.op(f"t{n}.complete'", complete(there)))
+    run.note(f"t{n} tus {upload_id} completions: "
+             + ", ".join(f"{o} {_short(v)}" for o, v in answers))
+    docs = {v.id for o, v in answers if o == "ok"}
+    if len(docs) > 1:
+        raise Violation(f"two completions of upload {upload_id} made {sorted(docs)}")
+    for o, v in answers:
+        if o == "ok":
+            run.result.acknowledged += 1
+            if v.sha256 != sha:
+                raise Violation(f"upload {upload_id} answered {v.sha256}, sent {sha}")
+            run.docs.setdefault(v.id, Doc(v.id, v.version, sha))
+
+
+def receiver(run: _Run, ledger: Ledger) -> None:
+    """The events' one target: an in-process handler that records what it is sent and
+    fails (the receiver answered an error) with the run's ``receiver_fails`` chance. Every
+    worker's handler has one name (``handler:...receive``), as one receiver's would."""
+
+    async def receive(event: Event) -> None:
+        await run.point("receiver")
+        run.received.append((event.subject, event.id, event.event_id))
+        if run.rng.random() < run.receiver_fails:
+            run.note(f"receiver refuses event {event.id}")
+            raise RuntimeError("the receiver answered 503")
+
+    for kind in EVENT_TYPES:
+        ledger.on(kind)(receive)
+
+
+async def deliverer(run: _Run, n: int, rounds: int) -> None:
+    """A delivery worker: ``Delivery.run_once`` now and then."""
+    from tests.sim.sim import _short
+
+    ledger = run.ledger()
+    receiver(run, ledger)
+    for _ in range(rounds):
+        await asyncio.sleep(run.rng.choice((1.0, 10.0, 70.0)))
+        run.note(f"delivery{n} runs")
+        outcome, value = await run.op(f"delivery{n}", Delivery(ledger).run_once)
+        run.note(f"delivery{n}: {outcome} {_short(value)}")
+
+
+def recording_claims(run: _Run) -> Callable[[], None]:
+    """``events.claim`` noting each claim's token per event (what a tracer of the workers
+    would see; the statements are the real ones); returns the undo. A claim counts once its
+    transaction committed: when its worker reaches ``events.after_claim`` (:func:`claimed`),
+    which may be long after (a pause as the connection goes back to its pool), so claims are
+    ordered by their statement's turn, not by when they are counted."""
+    real = events.claim
+
+    async def claim(*args: Any, **kwargs: Any) -> tuple[str, list[Event]]:
+        token, won = await real(*args, **kwargs)
+        # ordered by its statement (SQLite's writers take turns), counted once committed
+        run.unconfirmed[asyncio.current_task()] = [
+            (next(run.claim_order), e.event_id, token) for e in won]
+        return token, won
+
+    events.claim = claim
+
+    def undo() -> None:
+        events.claim = real
+    return undo
+
+
+def claimed(run: _Run) -> None:
+    """The current task's claim committed (it passes ``events.after_claim``)."""
+    for order, event_id, token in run.unconfirmed.pop(asyncio.current_task(), []):
+        run.claims.setdefault(event_id, []).append((order, token))
+
+
+async def check_events(run: _Run, ledger: Ledger) -> None:
+    """What the delivery side left. A ``dead`` or ``delivered`` event was marked by its
+    latest claim (a claim whose lease lapsed has had its token replaced and marks nothing;
+    no claim wins a marked event): that claim logged a failed attempt if the event is dead,
+    none if it is delivered (and the event's target took it, under some claim). And each
+    subject's events were first received in their order (the claim takes the first
+    undelivered event of a subject only)."""
+    from tests.sim.sim import Violation
+
+    e, d = events.events, events.deliveries
+    async with ledger.db.transaction(readonly=True) as conn:
+        rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id))).all()
+        log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome))).all()
+    failed = {(event_id, claim) for event_id, claim, outcome in log if outcome == "failed"}
+    took = {event_id for event_id, _, outcome in log if outcome != "failed"}
+    for event_id, state, seq in rows:
+        if state not in (events.DEAD, events.DELIVERED) or not run.claims.get(event_id):
+            continue
+        latest = max(run.claims[event_id])[1]
+        if state == events.DEAD and (event_id, latest) not in failed:
+            raise Violation(f"event {seq} ({event_id}) is dead, but its latest claim "
+                            f"{latest} logged no failure (a mark under a lapsed claim)")
+        if state == events.DELIVERED and ((event_id, latest) in failed
+                                          or event_id not in took):
+            raise Violation(f"event {seq} ({event_id}) is delivered, but its latest claim "
+                            f"{latest} was refused (a mark under a lapsed claim)")
+    first: dict[str, int] = {}
+    seen: set[str] = set()
+    for subject, seq, event_id in run.received:
+        if event_id in seen:
+            continue
+        seen.add(event_id)
+        if seq < first.get(subject, 0):
+            raise Violation(f"event {seq} of {subject} first received after event "
+                            f"{first[subject]}")
+        first[subject] = seq

@@ -1,0 +1,106 @@
+"""What a run can be told: the scenarios (actor mixes aimed at one part of the protocol,
+with pauses aimed at its points) and the mutants (a fence weakened by a switch of the
+harness or of the simulated store: the historical bugs the simulation must find)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blobledger.stores.base import Condition, DeleteOutcome
+from tests.sim.store import MemoryStore
+
+#: the fences a run can be told to weaken (a monkeypatch of this harness, never of src/;
+#: ``scripts/simulate --src-mutant`` runs a mutant of tests/mutate on a mutated copy of src/)
+MUTANTS = {
+    "sweep-delete-unconditional": "the sweeper's deletes without their pending condition",
+    "store-tag-conditions-ignored": "the store's own tag checks skipped",
+    "c4-no-attempt": "C4/R4's compare-and-set without its attempt term",
+    "local-no-flock": "the local store's conditional calls without their flock "
+                      "(store:stores/local:_locked:without-flock)",
+    "azure-commit-overwrites": "Azure's Put Block List without If-None-Match: * "
+                               "(store:stores/azure/store:commit_staged:"
+                               "commit_block_list-without-unpacked)",
+    "events-mark-without-token": "the delivery marks without the claim token (_mine's "
+                                 "events.attempt term: where:events:_dead:events.attempt, "
+                                 "_delivered's, _failed's)",
+}
+#: actor mixes aimed at one part of the protocol each (``Config(**SCENARIOS[name])``);
+#: ``focus``: points where a pause is ``focus_pause`` likely, not ``pause``
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "default": {},
+    # a writer paused after its confirm past sweep_after, the sweeper's delete and the
+    # writer's inline retag both conditioned on pending, meeting inside the store
+    "local-retag-delete": dict(
+        retag="inline", writers=3, sweepers=1, retaggers=0, reconcilers=0, ops=4, names=50,
+        rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
+        focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
+               "store.set_tags.after_read": (0.0, 1.0)}),
+    # tus uploads completed twice at once on Azure's semantics
+    "azure-duplicate-completion": dict(
+        store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
+        reconcilers=0, ops=3, crash=0.0005, fault=0.0,
+        focus={"staged.before_commit": (5.0, 61.0), "store.stat": (0.0, 5.0)}),
+    # delivery workers paused past their lease between send and mark
+    "delivery-lease": dict(
+        writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
+        receiver_fails=0.4, crash=0.0005, fault=0.0,
+        focus={"events.after_send": (61.0, 61.0), "events.before_log": (61.0, 61.0)}),
+}
+
+
+def c4_without_attempt() -> dict[str, Any]:
+    """C4/R4's compare-and-set without its ``attempt`` term (the intent still this
+    attempt's): the statements the transitions' rooms use in its place (to restore), by
+    ``module.name``: the writers' C4 and the sweeper's roll-forward."""
+    from sqlalchemy import update
+
+    from blobledger.protocol import single
+    from blobledger.protocol.transitions import documents, statements, workers
+
+    t = statements
+    weak = update(t.blobs).where(*t._mine[:2]).values(dict(t._commit_blob._values or {}))
+    weakened: dict[str, Any] = {"_commit_blob": weak,
+                                "_commit_blob_owed": weak.values(retag_due=t.NOW)}
+    weakened["_c4_one"] = single.c4_deferred(weakened["_commit_blob_owed"], t._ready_document)
+    saved: dict[str, Any] = {}
+    for room in (documents, workers):
+        for name, value in weakened.items():
+            if hasattr(room, name):
+                saved[f"{room.__name__}.{name}"] = getattr(room, name)
+                setattr(room, name, value)
+    return saved
+
+
+def marks_without_token() -> dict[str, Any]:
+    """The delivery marks' ``_mine`` without its ``events.attempt == token`` term: a worker
+    whose claim lapsed marks the event another worker claimed since (to restore)."""
+    from sqlalchemy import and_, bindparam, update
+
+    from blobledger.protocol import events as e
+
+    saved = {f"{e.__name__}.{n}": getattr(e, n) for n in ("_delivered", "_failed", "_dead")}
+    mine = and_(e.events.c.event_id == bindparam("e_id"), e.events.c.state == e.PENDING)
+    for name in ("_delivered", "_failed", "_dead"):
+        setattr(e, name, update(e.events).where(mine).values(
+            dict(getattr(e, name)._values or {})))
+    return saved
+
+
+
+def unconditional_sweep_store(store: MemoryStore) -> MemoryStore:
+    """The historical bug: the sweeper's delete without its ``pending`` condition (a view of
+    the same blobs whose ``delete_many`` deletes whatever is there)."""
+    view = MemoryStore(clock=store.clock, point=store.point, after_write=store.after_write,
+                       blobs=store.blobs, parts=store.parts, flock=store.flock,
+                       _locks=store._locks)  # the same blobs, under the same locks
+
+    async def delete_many(items: Any) -> list[DeleteOutcome]:
+        outcomes = []
+        for name, _tags in items:
+            etag = view.blobs[name].etag if name in view.blobs else '"0"'
+            deleted = await view._delete(name, Condition(etag=etag))
+            outcomes.append(DeleteOutcome(name, deleted=deleted))
+        return outcomes
+
+    view.delete_many = delete_many  # type: ignore[method-assign]
+    return view
