@@ -52,18 +52,21 @@ def c4_without_attempt() -> dict[str, Any]:
     """C4/R4's compare-and-set without its ``attempt`` term (the intent still this
     attempt's): the statements the transitions' rooms use in its place (to restore), by
     ``module.name``: the writers' C4 and the sweeper's roll-forward."""
+    import importlib
+
     from sqlalchemy import update
 
     from blobledger.protocol import single
-    from blobledger.protocol.transitions import documents, statements, workers
+    from blobledger.protocol.transitions import statements as t
 
-    t = statements
+    rooms = [importlib.import_module(f"blobledger.protocol.transitions.{room}")
+             for room in ("documents", "workers")]  # (the package's ``documents`` is a table)
     weak = update(t.blobs).where(*t._mine[:2]).values(dict(t._commit_blob._values or {}))
     weakened: dict[str, Any] = {"_commit_blob": weak,
                                 "_commit_blob_owed": weak.values(retag_due=t.NOW)}
     weakened["_c4_one"] = single.c4_deferred(weakened["_commit_blob_owed"], t._ready_document)
     saved: dict[str, Any] = {}
-    for room in (documents, workers):
+    for room in rooms:
         for name, value in weakened.items():
             if hasattr(room, name):
                 saved[f"{room.__name__}.{name}"] = getattr(room, name)
