@@ -491,6 +491,15 @@ ARGUED: dict[str, str] = {
         "are held: locked FOR UPDATE (SKIP LOCKED) on PostgreSQL until it ends, and on "
         "SQLite no other writer runs inside a write transaction, so the update finds them "
         "pending (as where:transitions:claim:blobs.state)",
+    "where:events:_claim:events.lease_until": "the ids were read in this transaction by "
+        "_due with lease_until <= NOW and are held until it ends (FOR UPDATE SKIP LOCKED on "
+        "PostgreSQL: a row another claim holds is skipped, not read; on SQLite BEGIN "
+        "IMMEDIATE: no other writer runs until it commits), so no claim can renew a lease "
+        "between the read and the update; NOW is the same in both statements (PostgreSQL's "
+        "now() is the transaction's start, with the same offset bound) or later (SQLite's "
+        "'now' per statement), so the term holds again for every id: another worker's live "
+        "lease is refused by the read (read:events:_due:events.lease_until is killed by "
+        "test_a_claim_passes_over_an_event_another_workers_lease_holds)",
     # an operator's replay (blobledger events replay)
     "where:events:replay:deliveries.outcome": "only succeeded_targets reads a log line's "
         "outcome, and it reads \"ok\" alone: a failed line marked replayed is skipped by it "
@@ -514,9 +523,4 @@ ARGUED: dict[str, str] = {
 #: survivors that are NOT harmless, whose killing test is being written: the record says so
 #: (no argument stands for them), keyed by mutant id, valued by what the test must show
 PENDING: dict[str, str] = {
-    "where:events:_claim:events.lease_until": "a claim's update itself refuses an event "
-        "whose lease another worker's claim still holds",
-    "tag:reconciler:retag_if_still:set_tags-without-if_tags": "reconcile --fix's retag, "
-        "made after its re-read, must refuse a blob the deletion path tagged deleting "
-        "meanwhile (a pause between the re-read and the retag)",
 }
