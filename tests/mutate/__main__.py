@@ -79,6 +79,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r"retag", [*RETAG, *GUARDS]),
     (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
     (r"upload|record_|handle|verified|_finish", [*GUARDS, *UPLOADS, *SWEEP]),
+    (r"column_blobs", [*ATTACH, "tests/dj/test_attach.py", "tests/dj/test_pause.py"]),
     (r"attach|stage|owned|detach", [*GUARDS, *ATTACH]),
     (r"claim|swept|roll_forward|hand_to|pointed|remove_deleted|purge|to_deleting",
      [*GUARDS, "tests/ledger/test_fencing.py", *SWEEP, "tests/ledger/test_ledger.py"]),

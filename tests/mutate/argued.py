@@ -500,6 +500,13 @@ ARGUED: dict[str, str] = {
         "'now' per statement), so the term holds again for every id: another worker's live "
         "lease is refused by the read (read:events:_due:events.lease_until is killed by "
         "test_a_claim_passes_over_an_event_another_workers_lease_holds)",
+    "lease:events:_claim:events.lease_until:le-to-lt": "the term itself never filters an id "
+        "the claim's read chose (see _claim:events.lease_until); made strict it refuses, at "
+        "most, an id whose lease ends at the very instant NOW, to the clock's resolution (the "
+        "event is claimed by the next run): " + BOUNDARY,
+    "rowcount:events:claim:lost-check-won": "with no id read, the claim's update (ids IN an "
+        "empty list) matches no row and returns none: the same answer, an empty claim "
+        "(as rowcount:transitions:claim:lost-check-won)",
     # an operator's replay (blobledger events replay)
     "where:events:replay:deliveries.outcome": "only succeeded_targets reads a log line's "
         "outcome, and it reads \"ok\" alone: a failed line marked replayed is skipped by it "
@@ -509,6 +516,15 @@ ARGUED: dict[str, str] = {
         "successes marked replayed make its next attempt send again to targets that took it, "
         "a duplicate that at-least-once delivery allows and receivers drop by its "
         "webhook-id; nothing is lost or reordered",
+    "where:events:replay:sub.events.event_id": "the statement already names the event's own "
+        "log lines (deliveries.event_id == event_id); without the term the EXISTS holds "
+        "whenever any event is dead or delivered, so it differs from the full condition only "
+        "when this event is neither: the case of where:events:replay:exists (a pending event, "
+        "which _replay then refuses; at worst a duplicate at-least-once allows)",
+    "where:events:replay:sub.events.state": "the EXISTS then holds whenever the event exists: "
+        "it differs only for an event neither dead nor delivered, the case of "
+        "where:events:replay:exists (which _replay then refuses; at worst a duplicate "
+        "at-least-once allows)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
