@@ -525,6 +525,13 @@ ARGUED: dict[str, str] = {
         "it differs only for an event neither dead nor delivered, the case of "
         "where:events:replay:exists (which _replay then refuses; at worst a duplicate "
         "at-least-once allows)",
+    # the deletion path's judgement of a blob its conditioned tag update refused
+    "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
+        "committed (the update was refused on it), pending nor untagged (both answered "
+        "before); judged tagged, it is deleted conditioned on deleting, which the store "
+        "refuses unless its tag is deleting (the verdict the code gives): counted refused "
+        "as before, the blob and its row kept for the next run; only the log line differs "
+        "(test_the_deletion_path_never_retags_a_blob_tagged_otherwise passes with it)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
