@@ -89,7 +89,7 @@ async def test_doctor_on_local_disk_passes_through_the_store_contract(tmp_path: 
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
                       ETAG_DELETE: PASS, GUARDED_TAGS: PASS, SOFT_DELETE: INFO,
-                      LIFECYCLE: INFO, RETAG_LAG: INFO}
+                      LIFECYCLE: INFO, RETAG_LAG: INFO, DELIVERY_LAG: INFO}
     assert report.failed == []
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "blobs", "uploads"]

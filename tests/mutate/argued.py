@@ -525,6 +525,14 @@ ARGUED: dict[str, str] = {
         "it differs only for an event neither dead nor delivered, the case of "
         "where:events:replay:exists (which _replay then refuses; at worst a duplicate "
         "at-least-once allows)",
+    # the retag worker's verdict on a blob gone between its refused update and its read
+    "retag:retagger:_retag:moved_on-answered-tagged#2": "the blob was deleted after the "
+        "conditioned update was refused: a committed row's blob is never deleted (only a "
+        "pending intent's, a deleting row's or an orphan's), and a row that left committed "
+        "never returns to it, so record_retagged (state committed and the claim's token) "
+        "matches nothing: the name is counted lost instead of moved_on and no row changes "
+        "(the answer of moved_on-answered-tagged, killed, when the update itself finds the "
+        "blob absent)",
     # the deletion path's judgement of a blob its conditioned tag update refused
     "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
         "committed (the update was refused on it), pending nor untagged (both answered "
