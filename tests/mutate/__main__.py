@@ -79,7 +79,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r"retag", [*RETAG, *GUARDS]),
     (r"_open_uploads|_reserved_names", ["tests/ledger/test_quotas.py", *GUARDS, *UPLOADS]),
     (r"upload|record_|handle|verified|_finish", [*GUARDS, *UPLOADS, *SWEEP]),
-    (r"column_blobs", [*ATTACH, "tests/dj/test_attach.py", "tests/dj/test_pause.py"]),
+    (r"column_blobs", ["tests/dj/test_stale.py", "tests/dj/test_attach.py"]),
     (r":pointed_blob:", ["tests/api/test_signed_reads.py", "tests/ledger/test_ledger.py",
                          "tests/hostile/test_reads.py"]),
     (r":pointed_at:", [*GUARDS, *SWEEP, *ATTACH, "tests/dj/test_attach.py"]),

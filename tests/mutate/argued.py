@@ -533,6 +533,28 @@ ARGUED: dict[str, str] = {
         "matches nothing: the name is counted lost instead of moved_on and no row changes "
         "(the answer of moved_on-answered-tagged, killed, when the update itself finds the "
         "blob absent)",
+    # the stale check of the Django integration (a save writing back the name it loaded)
+    "read:transitions:column_blobs:blobs.state": "without the term the read returns the "
+        "owner column's rows in every state; the verdict reads the attached ones (filtered "
+        "by state again in _refuse_stale) and whether the name's own row is among them, "
+        "which the term's second arm (the name itself) read in every state already: the "
+        "other rows it adds (detached ones, deleting) change neither",
+    "integration:django/staging:stage_in_transaction:refusal-ignored": "the confirm always "
+        "matches the row begin_stage_in inserted in the same open savepoint, which no "
+        "sweeper sees before it commits (see rowcount:transitions:confirm_staged_in:won): "
+        "the refusal it ignores cannot happen",
+    # a version's variants detached by R4 and the delete
+    "where:variant_owner:_detach:blobs.owner_table": "the owner key names one document "
+        "version, '<document id>:<version>' with the id a new random one; an application's "
+        "owner key is its row's primary key, never that string, so no other table's row "
+        "matches the key (owner_key is killed by "
+        "test_a_replace_or_a_delete_detaches_its_own_versions_variants_only)",
+    "where:variant_owner:_detach:blobs.state": "a variant row of that version not attached "
+        "is a maker's intent (pending: its V4 not done) or already deleting: the first moved "
+        "to deleting makes its maker lose at its next compare-and-set, as its V4 refuses a "
+        "version ended anyway (VersionEnded: test_a_version_ended_while_its_variant_was_made "
+        "passes with the mutant), its blob then removed by the deletion path; the second "
+        "only gets a later changed_at (its grace starts again)",
     # the deletion path's judgement of a blob its conditioned tag update refused
     "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
         "committed (the update was refused on it), pending nor untagged (both answered "

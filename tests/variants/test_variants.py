@@ -66,6 +66,25 @@ async def test_made_once_removed_with_its_version(ledger: Ledger) -> None:
     assert (await check(ledger, settled=True)).ok
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"])
+async def test_a_replace_or_a_delete_detaches_its_own_versions_variants_only(
+        ledger: Ledger) -> None:
+    """R4 and the delete move to ``deleting`` the variants of the version they end, by its
+    owner key: another document's variant stays attached (readable, never swept)."""
+    one = await ledger.create("one.png", png(), content_type="image/png")
+    other = await ledger.create("other.png", png(), content_type="image/png")
+    first = await make_variant(ledger, one.id, "thumb")
+    kept = await make_variant(ledger, other.id, "thumb")
+    await ledger.replace(one.id, png(30, 30), expected_version=1, content_type="image/png")
+    assert await variant_rows(ledger) == {first.blob: "deleting", kept.blob: "attached"}
+    second = await make_variant(ledger, one.id, "thumb")
+    await ledger.delete(one.id)
+    assert await variant_rows(ledger) == {first.blob: "deleting", second.blob: "deleting",
+                                          kept.blob: "attached"}
+    await settle(ledger)
+    assert await stored_variants(ledger) == [kept.blob]
+
+
 @pytest.mark.parametrize("backend", ["sqlite-local"])
 async def test_what_has_no_variant(ledger: Ledger) -> None:
     text = await ledger.create("notes.txt", b"hello", content_type="text/plain")
