@@ -543,6 +543,15 @@ ARGUED: dict[str, str] = {
         "matches the row begin_stage_in inserted in the same open savepoint, which no "
         "sweeper sees before it commits (see rowcount:transitions:confirm_staged_in:won): "
         "the refusal it ignores cannot happen",
+    # a signed read's decision (Ledger.former): a rejected document's bytes are never read
+    "read:transitions:pointed_blob:processing.state": "a document's processing rows other "
+        "than rejected ones exist only while it is held (only a creation holds; the last "
+        "acceptance deletes them with its ready step), when former refuses it anyway (not "
+        "readable), or after a held document was deleted before its verdict: a document "
+        "never ready, whose blob no URL the service signs ever named (it signs a ready "
+        "document's current blob only). The mutant only refuses more, and only reads never "
+        "signed (processing.document_id is killed by "
+        "test_a_held_or_rejected_document_is_never_readable)",
     # a version's variants detached by R4 and the delete
     "where:variant_owner:_detach:blobs.owner_table": "the owner key names one document "
         "version, '<document id>:<version>' with the id a new random one; an application's "
