@@ -564,6 +564,48 @@ ARGUED: dict[str, str] = {
         "version ended anyway (VersionEnded: test_a_version_ended_while_its_variant_was_made "
         "passes with the mutant), its blob then removed by the deletion path; the second "
         "only gets a later changed_at (its grace starts again)",
+    # a variant's steps (V1, confirm, V4): a claim is a row with a fresh blob name and a
+    # fresh token, both new per claim and never reused
+    "read:variant_steps:_attached:blobs.owner_table": "the owner key names one document "
+        "version (see where:variant_owner:_detach:blobs.owner_table): no other table's row "
+        "has that key",
+    "read:variant_steps:_live:blobs.owner_table": "the owner key names one document "
+        "version (see where:variant_owner:_detach:blobs.owner_table): no other table's row "
+        "has that key",
+    "read:variant_steps:_lock_version:documents.status": "the maker read the document ready "
+        "at that version before V1, and a document never returns to pending (see "
+        "_point_document:documents.status): the row with that id and version is never "
+        "pending",
+    "where:variant_steps:_fence_lapsed:blobs.name": "the token seen names one row by itself "
+        "(minted per claim, inserted with that claim's own new row only)",
+    "where:variant_steps:_fence_lapsed:blobs.state": "a maker's token is on its row only "
+        "while it is pending: the fence and V4 clear it, nothing puts one on another state",
+    "where:variant_steps:_fence_lapsed:blobs.attempt": "the blob name names one claim's row "
+        "(new per claim, never reused), read in this transaction with the token compared",
+    "where:variant_steps:_confirm:blobs.name": "the maker's token names its own row by "
+        "itself (see _fence_lapsed:blobs.name)",
+    "where:variant_steps:_confirm:blobs.state": "a maker's token is on its row only while it "
+        "is pending (see _fence_lapsed:blobs.state)",
+    "where:variant_steps:_confirm:blobs.attempt": "the blob name is the maker's own claim's "
+        "(new per claim, never reused): pending, the row is still its claim (a fence or a "
+        "sweeper's claim moves it to deleting, refused by the state term)",
+    "where:variant_steps:_attach:blobs.name": "the maker's token names its own row by itself "
+        "(see _fence_lapsed:blobs.name)",
+    "where:variant_steps:_attach:blobs.state": "a maker's token is on its row only while it "
+        "is pending (see _fence_lapsed:blobs.state)",
+    "where:variant_steps:_attach:blobs.attempt": "the blob name is the maker's own claim's "
+        "(see _confirm:blobs.attempt): pending, it is still its claim",
+    "where:variant_steps:_attach:blobs.kind": "V1 inserted the claim's row with kind "
+        "attachment, and a row's kind never changes",
+    "rowcount:variant_steps:claim:lost-check-won": "a claim made for a version that ended "
+        "is refused at V4, which repeats the version check under the same lock (as when the "
+        "version ends after V1: test_a_version_ended_while_its_variant_was_made); the "
+        "claim's row then goes as a lost maker's does",
+    "recheck:variant_steps:claim:ignored": "the fence repeats the lease check in its own "
+        "terms (lease_until < NOW): a live row is not fenced (rowcount 0) and the answer is "
+        "busy, as before",
+    "lease:variant_steps:_fence_lapsed:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:variant_steps:_live:blobs.lease_until:lt-to-le": BOUNDARY,
     # the deletion path's judgement of a blob its conditioned tag update refused
     "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
         "committed (the update was refused on it), pending nor untagged (both answered "

@@ -161,6 +161,10 @@ async def test_a_maker_paused_past_its_lease_is_taken_over(
 @pytest.mark.parametrize("end", ["replace", "delete"])
 async def test_a_version_ended_while_its_variant_was_made(
         ledger: Ledger, holds: Holds, end: str) -> None:
+    """V4 checks the maker's own document version under its row's lock: another document
+    at the same version number (the bystander) never lets a variant attach to a version
+    that ended."""
+    await ledger.create("bystander.png", png(), content_type="image/png")
     doc = await ledger.create("a.png", png(), content_type="image/png")
     holds.at("variant.after_tag")
     maker = asyncio.create_task(make_variant(ledger, doc.id, "thumb", version=1))
