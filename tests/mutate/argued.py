@@ -15,6 +15,8 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
                 "resolution: it decides only the report or fix at that very instant, as an "
                 "instant later (the thresholds carry margins: older_than is at least the "
                 "upload deadline)")
+#: a held document's version in the processing steps' terms
+HELD_VERSION = ("only a creation holds (Ledger.create's hold; begin_replace needs a ready document), so a held document is at version 1 and every processing row of a document is its version 1's (the last acceptance deletes them with its ready step): the document id alone names them")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
@@ -606,6 +608,22 @@ ARGUED: dict[str, str] = {
         "busy, as before",
     "lease:variant_steps:_fence_lapsed:blobs.lease_until:lt-to-le": BOUNDARY,
     "lease:variant_steps:_live:blobs.lease_until:lt-to-le": BOUNDARY,
+    # a held document's version: only creations hold
+    "read:held:_lock_held:documents.version": HELD_VERSION,
+    "read:held:_undecided:processing.version": HELD_VERSION,
+    "where:held:_drop_held:documents.version": HELD_VERSION,
+    "where:held:_drop_mine:processing.version": HELD_VERSION,
+    "where:held:_to_ready:documents.version": HELD_VERSION,
+    "where:held:_verdict:processing.version": HELD_VERSION,
+    "where:held:accept:processing.version": HELD_VERSION,
+    "where:held:reject:processing.version": HELD_VERSION,
+    "where:held:_to_ready:documents.status": "the transaction's first statement "
+        "(_lock_held) read the row held at that version and holds it (FOR UPDATE on "
+        "PostgreSQL, the write lock on SQLite) until it ends: the update finds it held (as "
+        "where:events:_claim:events.state)",
+    "where:held:_drop_held:documents.status": "the transaction's first statement "
+        "(_lock_held) read the row held and holds it until it ends (see "
+        "_to_ready:documents.status)",
     # the deletion path's judgement of a blob its conditioned tag update refused
     "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
         "committed (the update was refused on it), pending nor untagged (both answered "
