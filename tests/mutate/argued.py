@@ -16,7 +16,10 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
                 "instant later (the thresholds carry margins: older_than is at least the "
                 "upload deadline)")
 #: a held document's version in the processing steps' terms
-HELD_VERSION = ("only a creation holds (Ledger.create's hold; begin_replace needs a ready document), so a held document is at version 1 and every processing row of a document is its version 1's (the last acceptance deletes them with its ready step): the document id alone names them")
+HELD_VERSION = ("only a creation holds (Ledger.create's hold; begin_replace needs a ready "
+                "document), so a held document is at version 1 and every processing row of a "
+                "document is its version 1's (the last acceptance deletes them with its ready "
+                "step): the document id alone names them")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
