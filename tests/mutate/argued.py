@@ -620,6 +620,19 @@ ARGUED: dict[str, str] = {
     "where:held:_verdict:processing.version": HELD_VERSION,
     "where:held:accept:processing.version": HELD_VERSION,
     "where:held:reject:processing.version": HELD_VERSION,
+    "read:held:document:documents.version": HELD_VERSION,
+    "where:held:failed:processing.version": HELD_VERSION,
+    "where:held:claim:processing.version": HELD_VERSION,
+    # the processing claim's update, in the transaction whose read chose the rows
+    "where:held:claim:processing.state": "the row was read pending in this transaction (FOR "
+        "UPDATE SKIP LOCKED on PostgreSQL, BEGIN IMMEDIATE on SQLite) and is held until it "
+        "ends: the update finds it pending (as where:events:_claim:events.state)",
+    "where:held:claim:processing.lease_until": "the row was read in this transaction with "
+        "lease_until <= NOW and is held until it ends, NOW the same or later (as "
+        "where:events:_claim:events.lease_until)",
+    "lease:held:claim:processing.lease_until:le-to-lt": BOUNDARY,
+    "lease:held:claim:processing.lease_until:le-to-lt#2": BOUNDARY,
+    "lease:held:purge:processing.changed_at:lt-to-le": BOUNDARY,
     "where:held:_to_ready:documents.status": "the transaction's first statement "
         "(_lock_held) read the row held at that version and holds it (FOR UPDATE on "
         "PostgreSQL, the write lock on SQLite) until it ends: the update finds it held (as "
