@@ -43,6 +43,8 @@ this list and the points the sources hit are the same):
 - the sweeper: ``sweep.after_{claim,fence,delete}``, ``sweep.before_resolve``,
   ``sweep.after_remove`` (swept rows removed, before the late conditional delete of their
   blobs) and the deletion path's ``deletion.after_{claim,tag,delete}``;
+- the reconciler: ``reconcile.before_retag`` (``--fix`` read a row again and found it still
+  owing its blob's retag, the conditioned retag not yet sent);
 - the retag worker of the deferred retag (docs/protocol.md): ``retag.after_claim`` (owed
   retags claimed, none done) and ``retag.after_tag`` (a blob retagged, not yet recorded);
 - the event delivery worker (docs/pipeline.md): ``events.after_claim`` (a batch claimed,

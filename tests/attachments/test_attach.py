@@ -281,3 +281,21 @@ async def test_deleting_one_owner_leaves_the_other_owners_attachments_alone(
     assert await read(ledger, kept) == b"kept invoice"
     assert await read(ledger, receipt_pdf) == b"receipt of the same key"
     assert (await check(ledger, settled=True)).ok
+
+
+async def test_the_deletion_guard_keeps_a_blob_its_owner_column_still_names(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """The deletion path's guard reads the owner row again: a blob row gone ``deleting`` (a
+    bug, simulated) while its owner column still names the blob is refused, never deleted:
+    the bytes the invoice names stay in the store."""
+    staged = await ledger.stage(PDF, content_type="application/pdf", filename="kept.pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=1, number="INV-1", pdf=staged))
+    async with ledger.db.session() as session:
+        await session.execute(text("UPDATE blobs SET state = 'deleting' WHERE name = :n"),
+                              {"n": staged.name})
+    ledger.clock_offset = ledger.settings.delete_grace + 3600
+    report = await Sweeper(ledger).run_once()
+    assert (report.refused, report.deleted) == (1, 0), report
+    assert (await ledger.store.stat(staged.name)).size == len(PDF)
+    assert (await states(ledger))[staged.name] == "deleting"

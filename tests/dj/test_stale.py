@@ -125,3 +125,28 @@ def _wait_for_a_lock_wait() -> None:
                 return
             time.sleep(0.02)
     raise AssertionError("the stale save never waited for the row's lock")
+
+
+def test_an_up_to_date_save_is_never_taken_for_stale_by_other_owners_files(
+        backend: str) -> None:
+    """The stale check reads its own owner column's blobs only (table, key and column):
+    the same field of another row, another field of the same row, and a column of the same
+    name in another table's row with the same key (an application's SQLAlchemy model on
+    the same ledger) each hold an attached file, and a save of the instance as loaded, its
+    file unchanged, goes through."""
+    one = Invoice.objects.create(number="INV-O1", pdf=ContentFile(b"1", name="one.pdf"),
+                                 scan=ContentFile(b"s", name="scan.pdf"))
+    Invoice.objects.create(number="INV-O2", pdf=ContentFile(b"2", name="two.pdf"))
+    elsewhere = Invoice.objects.create(number="INV-O3", pdf=ContentFile(b"3", name="x.pdf"))
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT owner_table, owner_key FROM blobs WHERE name = %s",
+                       [str(one.pdf.name)])
+        table, key = cursor.fetchone()
+        cursor.execute("UPDATE blobs SET owner_table = %s, owner_key = %s WHERE name = %s",
+                       [f"shop_{table}", key, str(elsewhere.pdf.name)])
+    loaded = Invoice.objects.get(pk=one.pk)
+    loaded.number = "paid"
+    loaded.save()
+    row = Invoice.objects.get(pk=one.pk)
+    assert (row.number, row.pdf.name) == ("paid", one.pdf.name)
+    assert state(str(one.pdf.name)) == "attached" and state(str(one.scan.name)) == "attached"

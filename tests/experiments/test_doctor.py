@@ -27,6 +27,7 @@ from blobledger.workers.doctor.checks import (
     UNKNOWN,
     WARN,
 )
+from blobledger.workers.doctor.delivery import DELIVERY_LAG
 from blobledger.workers.doctor.retag import RETAG_LAG
 from tests.experiments.support import (
     blob_names,
@@ -51,7 +52,8 @@ async def test_doctor_on_azurite_reports_the_emulator_gap(azurite: Azurite) -> N
                                            connection_string=azurite.connection_string)))
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
-                      GUARDED_TAGS: GAP, SOFT_DELETE: INFO, LIFECYCLE: INFO, RETAG_LAG: INFO}
+                      GUARDED_TAGS: GAP, SOFT_DELETE: INFO, LIFECYCLE: INFO, RETAG_LAG: INFO,
+                      DELIVERY_LAG: INFO}
     detail = {check.name: check.detail for check in report.checks}
     assert "HTTP 409 BlobAlreadyExists" in detail[CREATE_ONLY]
     assert "HTTP 412 ConditionNotMet" in detail[GUARDED_DELETE]
@@ -77,7 +79,7 @@ def test_doctor_cli_keeps_an_existing_container_and_removes_its_probes(
     assert blob_names(azurite, base) == ["documents/kept.txt"]
     result = cli(["doctor", "--json"], azure_env(base, azurite.connection_string))
     data = json.loads(result.stdout)
-    assert data["ok"] is True and len(data["checks"]) == 8
+    assert data["ok"] is True and len(data["checks"]) == 9
     assert blob_names(azurite, base) == ["documents/kept.txt"]
 
 
@@ -87,7 +89,7 @@ async def test_doctor_on_local_disk_passes_through_the_store_contract(tmp_path: 
     status = {check.name: check.status for check in report.checks}
     assert status == {CREATE_ONLY: PASS, TAGS: PASS, TAG_WRITE: PASS, GUARDED_DELETE: PASS,
                       ETAG_DELETE: PASS, GUARDED_TAGS: PASS, SOFT_DELETE: INFO,
-                      LIFECYCLE: INFO, RETAG_LAG: INFO}
+                      LIFECYCLE: INFO, RETAG_LAG: INFO, DELIVERY_LAG: INFO}
     assert report.failed == []
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "blobs", "uploads"]

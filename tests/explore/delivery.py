@@ -152,6 +152,11 @@ class DeliveryModel:
                 f"replaced by {of_event[-1].worker}'s")
         return won
 
+    def holding(self, worker: str) -> str | None:
+        """The event ``worker``'s latest claim holds, unmarked (None: none)."""
+        mine = [c for c in self.claims if c.worker == worker]
+        return mine[-1].event_id if mine and not mine[-1].marked else None
+
     # -- the checks -----------------------------------------------------------------------
     async def check(self, conn: AsyncConnection, offset: float, *,
                     settled: bool = False) -> str | None:

@@ -15,7 +15,9 @@ documents named ``a`` (PNG images; ``make_variant``, which waits for no other ma
 The event delivery workers (the real :class:`~blobledger.workers.delivery.Delivery`, one
 event per claim) run among the operations too, stopping at ``events.after_claim``,
 ``events.before_log``, ``events.after_send`` and ``events.after_mark``, to an in-process
-handler that a rule makes refuse or take the events (:mod:`tests.explore.delivery`).
+handler that a rule makes refuse or take the events (:mod:`tests.explore.delivery`); a
+rule overtakes a worker paused between its claim and its mark (its lease lapsed, a second
+worker claims, sends and is paused before its own mark, then the first marks).
 Besides the
 protocol's failpoints an operation stops inside the stores' calls that read before they
 write (``store.*`` failpoints: S3's tag rewrites and its ETag-only delete, Azurite's retag
@@ -147,6 +149,10 @@ SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0, "dele
 #: the variant the documents named ``a`` (images) are asked for
 VARIANTS = "thumb=8x8"
 EXPIRY: float = SETTINGS["direct_upload_expiry"]
+#: where a delivery worker holds a claim it has not yet marked
+MID_DELIVERY = ("events.after_claim", "events.before_log", "events.after_send")
+#: steps the overtaking delivery worker takes at most to reach the overtaken one's event
+OVERTAKE_STEPS = 24
 #: clock jumps: past the grace, past the upload deadline, past sweep_after, an hour
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
 #: jumps stop here, well inside the retention of idempotency keys (24 h)
@@ -1279,6 +1285,41 @@ class Explorer(RuleBasedStateMachine):
         operations, so that their steps interleave with each other often enough)."""
         paused = [op for op in self._live() if op.kind == "delivery"]
         self._run(self._until_step(paused[pick % len(paused)]))
+
+    @precondition(lambda self: self.offset < MAX_OFFSET and any(
+        op.kind == "delivery" and op.point in MID_DELIVERY for op in self._live()))
+    @rule(target=ops, pick=st.integers(0, 3), takes=st.booleans())
+    def overtake_delivery(self, pick: int, takes: bool) -> Any:
+        """A delivery worker paused between its claim and its mark, overtaken: its lease
+        lapses (the clock past it), a second worker claims the same event, sends it (to a
+        handler that ``takes`` it or refuses) and is paused before its own mark; then the
+        first wakes and marks (a failure mark after its refused send: on its last attempt,
+        ``dead``). The first's token was replaced: its mark must land nowhere, neither
+        counting an attempt on the second's claim nor marking dead what the second
+        delivered (the delivery checks then see either)."""
+        paused = [op for op in self._live()
+                  if op.kind == "delivery" and op.point in MID_DELIVERY]
+        first = paused[pick % len(paused)]
+        held = self.deliveries.holding(f"op{first.n}")
+        if held is None:
+            return multiple()
+        self.signature.append(("overtake", ""))
+        self._move_clock(JUMPS[0])  # past the event lease
+        self.deliveries.refusing = not takes
+        self._event("handler", "takes" if takes else "refuses", "events")
+        second = self._op("delivery")
+        self._event(f"op{second.n}", "start", second.label(), "to overtake", held)
+        self._run(self._start(second))
+        for _ in range(OVERTAKE_STEPS):
+            if second.done or (second.point == "events.after_send"
+                               and self.deliveries.holding(f"op{second.n}") == held):
+                break
+            self.step(second)
+            self.consistent()
+        while not first.done and first.point != "events.after_mark":
+            self.step(first)
+            self.consistent()
+        return second
 
     @rule(refusing=st.booleans())
     def handler_health(self, refusing: bool) -> None:

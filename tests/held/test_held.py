@@ -112,6 +112,26 @@ async def test_a_worker_whose_lease_lapsed_cannot_decide(open_ledger: LedgerFact
         assert (await first.get(doc.id)).status == "ready"
 
 
+async def test_each_verdict_decides_its_own_document_only(open_ledger: LedgerFactory) -> None:
+    """Two held documents claimed in one batch: rejecting one deletes that document alone
+    (by its id, still held at its version) and leaves the other held, undecided, until its
+    own verdict makes it ready."""
+    async with open_ledger() as ledger:
+        first = await ledger.create("first.png", PNG, content_type="image/png", hold=True)
+        second = await ledger.create("second.png", PNG, content_type="image/png", hold=True)
+        token, claimed = await ledger.held.claim(("content-type",), 4, 600)
+        work = {w.document_id: w for w in claimed}
+        assert set(work) == {first.id, second.id}
+        assert await ledger.held.reject(token, work[first.id], "refused") == "rejected"
+        state = await ledger.hold_state(second.id)
+        assert state is not None and state.status == "held", state
+        assert state.processors == {"content-type": "pending"}
+        assert await ledger.held.accept(token, work[second.id]) == "ready"
+        assert (await ledger.get(second.id)).status == "ready"
+        with pytest.raises(NotFound):
+            await ledger.get(first.id)
+
+
 async def test_every_processor_must_accept(open_ledger: LedgerFactory) -> None:
     async with open_ledger(processors=("content-type", "scan"),
                            scan_command=SCANNER) as ledger:

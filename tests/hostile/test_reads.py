@@ -123,6 +123,12 @@ async def test_a_held_or_rejected_document_is_never_readable(read_ledger: Ledger
         assert_unreadable(await probe(client, doc["id"], 1, doc["blob"]), VIRUS)
         # the bytes are still in the store (the grace): only the decision keeps them unread
         assert (await read_ledger.store.stat(doc["blob"])).size == len(VIRUS)
+    # a held document the scan accepted is readable: only its own rejection refuses it
+    clean = await read_ledger.create("clean.txt", b"clean bytes", content_type="text/plain",
+                                     hold=True)
+    assert (await ProcessingWorker(read_ledger).run_once()).ready == 1
+    shown = await read_ledger.former(clean.id, 1, clean.blob)
+    assert (shown.size, shown.blob) == (len(b"clean bytes"), clean.blob)
 
 
 async def test_a_blob_is_read_only_at_the_version_it_was(read_ledger: Ledger) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from blobledger import failpoints
 from blobledger.config import minimum_sweep_after
 from blobledger.errors import (
+    ConditionNotMet,
     IdempotencyConflict,
     IdempotencyInProgress,
     IntentLost,
@@ -289,3 +290,25 @@ async def test_a_retry_waits_out_the_margin_past_a_dead_lease(ledger: Ledger) ->
     doc = await ledger.create("dead.txt", data, idempotency_key="k-dead")
     assert await read(ledger, doc.id) == data
     assert await stored(ledger) == {doc.blob: "committed"}
+
+
+async def test_a_refused_c3_while_the_intent_is_still_the_writers_fails_the_write(
+    ledger: Ledger, holds: Holds
+) -> None:
+    """C3 is conditioned on ``pending`` and its refusal is never taken for done. Schedule:
+    the writer is held after its confirm, still owning its intent; its blob's state is
+    rewritten behind the ledger's back (an operator's tool); the writer wakes: C3 is refused
+    and the tag read back is not ``committed``, so the create fails with the store's
+    refusal (the intent is still its own) and no document is made ready over a blob not
+    tagged ``committed`` (neither by a C3 written over the other tag, nor by a C4 after a
+    refusal taken for done)."""
+    holds.at("create.after_confirm")
+    writer = started(lambda: ledger.create("retagged-elsewhere.txt", b"bytes"))
+    await holds.wait("create.after_confirm")
+    (name,) = await rows(ledger)
+    await ledger.store.set_tags(name, {"state": "elsewhere"})
+    holds.go("create.after_confirm")
+    result = await outcome(writer)
+    assert isinstance(result, ConditionNotMet), result
+    assert [doc async for doc in ledger.list()] == []
+    assert (await ledger.store.get_tags(name)).get("state") == "elsewhere"

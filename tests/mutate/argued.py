@@ -15,6 +15,11 @@ AGE_BOUNDARY = ("an age the reconciler measures on the database's clock (the run
                 "resolution: it decides only the report or fix at that very instant, as an "
                 "instant later (the thresholds carry margins: older_than is at least the "
                 "upload deadline)")
+#: a held document's version in the processing steps' terms
+HELD_VERSION = ("only a creation holds (Ledger.create's hold; begin_replace needs a ready "
+                "document), so a held document is at version 1 and every processing row of a "
+                "document is its version 1's (the last acceptance deletes them with its ready "
+                "step): the document id alone names them")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
@@ -491,6 +496,22 @@ ARGUED: dict[str, str] = {
         "are held: locked FOR UPDATE (SKIP LOCKED) on PostgreSQL until it ends, and on "
         "SQLite no other writer runs inside a write transaction, so the update finds them "
         "pending (as where:transitions:claim:blobs.state)",
+    "where:events:_claim:events.lease_until": "the ids were read in this transaction by "
+        "_due with lease_until <= NOW and are held until it ends (FOR UPDATE SKIP LOCKED on "
+        "PostgreSQL: a row another claim holds is skipped, not read; on SQLite BEGIN "
+        "IMMEDIATE: no other writer runs until it commits), so no claim can renew a lease "
+        "between the read and the update; NOW is the same in both statements (PostgreSQL's "
+        "now() is the transaction's start, with the same offset bound) or later (SQLite's "
+        "'now' per statement), so the term holds again for every id: another worker's live "
+        "lease is refused by the read (read:events:_due:events.lease_until is killed by "
+        "test_a_claim_passes_over_an_event_another_workers_lease_holds)",
+    "lease:events:_claim:events.lease_until:le-to-lt": "the term itself never filters an id "
+        "the claim's read chose (see _claim:events.lease_until); made strict it refuses, at "
+        "most, an id whose lease ends at the very instant NOW, to the clock's resolution (the "
+        "event is claimed by the next run): " + BOUNDARY,
+    "rowcount:events:claim:lost-check-won": "with no id read, the claim's update (ids IN an "
+        "empty list) matches no row and returns none: the same answer, an empty claim "
+        "(as rowcount:transitions:claim:lost-check-won)",
     # an operator's replay (blobledger events replay)
     "where:events:replay:deliveries.outcome": "only succeeded_targets reads a log line's "
         "outcome, and it reads \"ok\" alone: a failed line marked replayed is skipped by it "
@@ -500,6 +521,132 @@ ARGUED: dict[str, str] = {
         "successes marked replayed make its next attempt send again to targets that took it, "
         "a duplicate that at-least-once delivery allows and receivers drop by its "
         "webhook-id; nothing is lost or reordered",
+    "where:events:replay:sub.events.event_id": "the statement already names the event's own "
+        "log lines (deliveries.event_id == event_id); without the term the EXISTS holds "
+        "whenever any event is dead or delivered, so it differs from the full condition only "
+        "when this event is neither: the case of where:events:replay:exists (a pending event, "
+        "which _replay then refuses; at worst a duplicate at-least-once allows)",
+    "where:events:replay:sub.events.state": "the EXISTS then holds whenever the event exists: "
+        "it differs only for an event neither dead nor delivered, the case of "
+        "where:events:replay:exists (which _replay then refuses; at worst a duplicate "
+        "at-least-once allows)",
+    # the retag worker's verdict on a blob gone between its refused update and its read
+    "retag:retagger:_retag:moved_on-answered-tagged#2": "the blob was deleted after the "
+        "conditioned update was refused: a committed row's blob is never deleted (only a "
+        "pending intent's, a deleting row's or an orphan's), and a row that left committed "
+        "never returns to it, so record_retagged (state committed and the claim's token) "
+        "matches nothing: the name is counted lost instead of moved_on and no row changes "
+        "(the answer of moved_on-answered-tagged, killed, when the update itself finds the "
+        "blob absent)",
+    # the stale check of the Django integration (a save writing back the name it loaded)
+    "read:transitions:column_blobs:blobs.state": "without the term the read returns the "
+        "owner column's rows in every state; the verdict reads the attached ones (filtered "
+        "by state again in _refuse_stale) and whether the name's own row is among them, "
+        "which the term's second arm (the name itself) read in every state already: the "
+        "other rows it adds (detached ones, deleting) change neither",
+    "integration:django/staging:stage_in_transaction:refusal-ignored": "the confirm always "
+        "matches the row begin_stage_in inserted in the same open savepoint, which no "
+        "sweeper sees before it commits (see rowcount:transitions:confirm_staged_in:won): "
+        "the refusal it ignores cannot happen",
+    # a signed read's decision (Ledger.former): a rejected document's bytes are never read
+    "read:transitions:pointed_blob:processing.state": "a document's processing rows other "
+        "than rejected ones exist only while it is held (only a creation holds; the last "
+        "acceptance deletes them with its ready step), when former refuses it anyway (not "
+        "readable), or after a held document was deleted before its verdict: a document "
+        "never ready, whose blob no URL the service signs ever named (it signs a ready "
+        "document's current blob only). The mutant only refuses more, and only reads never "
+        "signed (processing.document_id is killed by "
+        "test_a_held_or_rejected_document_is_never_readable)",
+    # a version's variants detached by R4 and the delete
+    "where:variant_owner:_detach:blobs.owner_table": "the owner key names one document "
+        "version, '<document id>:<version>' with the id a new random one; an application's "
+        "owner key is its row's primary key, never that string, so no other table's row "
+        "matches the key (owner_key is killed by "
+        "test_a_replace_or_a_delete_detaches_its_own_versions_variants_only)",
+    "where:variant_owner:_detach:blobs.state": "a variant row of that version not attached "
+        "is a maker's intent (pending: its V4 not done) or already deleting: the first moved "
+        "to deleting makes its maker lose at its next compare-and-set, as its V4 refuses a "
+        "version ended anyway (VersionEnded: test_a_version_ended_while_its_variant_was_made "
+        "passes with the mutant), its blob then removed by the deletion path; the second "
+        "only gets a later changed_at (its grace starts again)",
+    # a variant's steps (V1, confirm, V4): a claim is a row with a fresh blob name and a
+    # fresh token, both new per claim and never reused
+    "read:variant_steps:_attached:blobs.owner_table": "the owner key names one document "
+        "version (see where:variant_owner:_detach:blobs.owner_table): no other table's row "
+        "has that key",
+    "read:variant_steps:_live:blobs.owner_table": "the owner key names one document "
+        "version (see where:variant_owner:_detach:blobs.owner_table): no other table's row "
+        "has that key",
+    "read:variant_steps:_lock_version:documents.status": "the maker read the document ready "
+        "at that version before V1, and a document never returns to pending (see "
+        "_point_document:documents.status): the row with that id and version is never "
+        "pending",
+    "where:variant_steps:_fence_lapsed:blobs.name": "the token seen names one row by itself "
+        "(minted per claim, inserted with that claim's own new row only)",
+    "where:variant_steps:_fence_lapsed:blobs.state": "a maker's token is on its row only "
+        "while it is pending: the fence and V4 clear it, nothing puts one on another state",
+    "where:variant_steps:_fence_lapsed:blobs.attempt": "the blob name names one claim's row "
+        "(new per claim, never reused), read in this transaction with the token compared",
+    "where:variant_steps:_confirm:blobs.name": "the maker's token names its own row by "
+        "itself (see _fence_lapsed:blobs.name)",
+    "where:variant_steps:_confirm:blobs.state": "a maker's token is on its row only while it "
+        "is pending (see _fence_lapsed:blobs.state)",
+    "where:variant_steps:_confirm:blobs.attempt": "the blob name is the maker's own claim's "
+        "(new per claim, never reused): pending, the row is still its claim (a fence or a "
+        "sweeper's claim moves it to deleting, refused by the state term)",
+    "where:variant_steps:_attach:blobs.name": "the maker's token names its own row by itself "
+        "(see _fence_lapsed:blobs.name)",
+    "where:variant_steps:_attach:blobs.state": "a maker's token is on its row only while it "
+        "is pending (see _fence_lapsed:blobs.state)",
+    "where:variant_steps:_attach:blobs.attempt": "the blob name is the maker's own claim's "
+        "(see _confirm:blobs.attempt): pending, it is still its claim",
+    "where:variant_steps:_attach:blobs.kind": "V1 inserted the claim's row with kind "
+        "attachment, and a row's kind never changes",
+    "rowcount:variant_steps:claim:lost-check-won": "a claim made for a version that ended "
+        "is refused at V4, which repeats the version check under the same lock (as when the "
+        "version ends after V1: test_a_version_ended_while_its_variant_was_made); the "
+        "claim's row then goes as a lost maker's does",
+    "recheck:variant_steps:claim:ignored": "the fence repeats the lease check in its own "
+        "terms (lease_until < NOW): a live row is not fenced (rowcount 0) and the answer is "
+        "busy, as before",
+    "lease:variant_steps:_fence_lapsed:blobs.lease_until:lt-to-le": BOUNDARY,
+    "lease:variant_steps:_live:blobs.lease_until:lt-to-le": BOUNDARY,
+    # a held document's version: only creations hold
+    "read:held:_lock_held:documents.version": HELD_VERSION,
+    "read:held:_undecided:processing.version": HELD_VERSION,
+    "where:held:_drop_held:documents.version": HELD_VERSION,
+    "where:held:_drop_mine:processing.version": HELD_VERSION,
+    "where:held:_to_ready:documents.version": HELD_VERSION,
+    "where:held:_verdict:processing.version": HELD_VERSION,
+    "where:held:accept:processing.version": HELD_VERSION,
+    "where:held:reject:processing.version": HELD_VERSION,
+    "read:held:document:documents.version": HELD_VERSION,
+    "where:held:failed:processing.version": HELD_VERSION,
+    "where:held:claim:processing.version": HELD_VERSION,
+    # the processing claim's update, in the transaction whose read chose the rows
+    "where:held:claim:processing.state": "the row was read pending in this transaction (FOR "
+        "UPDATE SKIP LOCKED on PostgreSQL, BEGIN IMMEDIATE on SQLite) and is held until it "
+        "ends: the update finds it pending (as where:events:_claim:events.state)",
+    "where:held:claim:processing.lease_until": "the row was read in this transaction with "
+        "lease_until <= NOW and is held until it ends, NOW the same or later (as "
+        "where:events:_claim:events.lease_until)",
+    "lease:held:claim:processing.lease_until:le-to-lt": BOUNDARY,
+    "lease:held:claim:processing.lease_until:le-to-lt#2": BOUNDARY,
+    "lease:held:purge:processing.changed_at:lt-to-le": BOUNDARY,
+    "where:held:_to_ready:documents.status": "the transaction's first statement "
+        "(_lock_held) read the row held at that version and holds it (FOR UPDATE on "
+        "PostgreSQL, the write lock on SQLite) until it ends: the update finds it held (as "
+        "where:events:_claim:events.state)",
+    "where:held:_drop_held:documents.status": "the transaction's first statement "
+        "(_lock_held) read the row held and holds it until it ends (see "
+        "_to_ready:documents.status)",
+    # the deletion path's judgement of a blob its conditioned tag update refused
+    "tag:sweeper:_tag_deleting:judged-tagged": "the blob read back is tagged neither "
+        "committed (the update was refused on it), pending nor untagged (both answered "
+        "before); judged tagged, it is deleted conditioned on deleting, which the store "
+        "refuses unless its tag is deleting (the verdict the code gives): counted refused "
+        "as before, the blob and its row kept for the next run; only the log line differs "
+        "(test_the_deletion_path_never_retags_a_blob_tagged_otherwise passes with it)",
     # the reconciler's retag of an attached row's pending blob
     "recheck:reconciler:retag_attached:still-forced": "the scan read the row attached; it can "
         "since only have gone deleting (detach, owner deletion) or been removed (its blob "
@@ -514,9 +661,4 @@ ARGUED: dict[str, str] = {
 #: survivors that are NOT harmless, whose killing test is being written: the record says so
 #: (no argument stands for them), keyed by mutant id, valued by what the test must show
 PENDING: dict[str, str] = {
-    "where:events:_claim:events.lease_until": "a claim's update itself refuses an event "
-        "whose lease another worker's claim still holds",
-    "tag:reconciler:retag_if_still:set_tags-without-if_tags": "reconcile --fix's retag, "
-        "made after its re-read, must refuse a blob the deletion path tagged deleting "
-        "meanwhile (a pause between the re-read and the retag)",
 }

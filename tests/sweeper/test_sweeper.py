@@ -158,6 +158,19 @@ async def test_deletion_guard_refuses_and_goes_on(ledger: Ledger) -> None:
     assert fine not in await rows(ledger) and abandoned not in await rows(ledger)
 
 
+async def test_the_deletion_path_never_retags_a_blob_tagged_otherwise(ledger: Ledger) -> None:
+    """The deletion path tags ``deleting`` only a blob tagged ``committed`` (its tag update
+    is conditioned on it): a ``deleting`` row whose blob carries another state (written
+    behind the ledger's back) is refused, its bytes, tag and row kept, never retagged
+    ``deleting`` and then deleted under that tag."""
+    odd = await seed_intent(ledger, tag="elsewhere", state=BlobState.DELETING)
+    later(ledger, 2 * HOUR)
+    report = await Sweeper(ledger).run_once()
+    assert (report.refused, report.deleted, report.errors) == (1, 0, 0), report
+    assert await stored(ledger) == {odd: "elsewhere"}
+    assert odd in await rows(ledger)
+
+
 async def test_a_ready_blob_marked_stale_is_never_deleted(ledger: Ledger) -> None:
     """A bug marks a live document's committed row as a stale pending replacement: the
     storage guard refuses the delete, the row goes to the deletion path, whose database

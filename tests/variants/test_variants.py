@@ -66,6 +66,25 @@ async def test_made_once_removed_with_its_version(ledger: Ledger) -> None:
     assert (await check(ledger, settled=True)).ok
 
 
+@pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"])
+async def test_a_replace_or_a_delete_detaches_its_own_versions_variants_only(
+        ledger: Ledger) -> None:
+    """R4 and the delete move to ``deleting`` the variants of the version they end, by its
+    owner key: another document's variant stays attached (readable, never swept)."""
+    one = await ledger.create("one.png", png(), content_type="image/png")
+    other = await ledger.create("other.png", png(), content_type="image/png")
+    first = await make_variant(ledger, one.id, "thumb")
+    kept = await make_variant(ledger, other.id, "thumb")
+    await ledger.replace(one.id, png(30, 30), expected_version=1, content_type="image/png")
+    assert await variant_rows(ledger) == {first.blob: "deleting", kept.blob: "attached"}
+    second = await make_variant(ledger, one.id, "thumb")
+    await ledger.delete(one.id)
+    assert await variant_rows(ledger) == {first.blob: "deleting", second.blob: "deleting",
+                                          kept.blob: "attached"}
+    await settle(ledger)
+    assert await stored_variants(ledger) == [kept.blob]
+
+
 @pytest.mark.parametrize("backend", ["sqlite-local"])
 async def test_what_has_no_variant(ledger: Ledger) -> None:
     text = await ledger.create("notes.txt", b"hello", content_type="text/plain")
@@ -142,6 +161,10 @@ async def test_a_maker_paused_past_its_lease_is_taken_over(
 @pytest.mark.parametrize("end", ["replace", "delete"])
 async def test_a_version_ended_while_its_variant_was_made(
         ledger: Ledger, holds: Holds, end: str) -> None:
+    """V4 checks the maker's own document version under its row's lock: another document
+    at the same version number (the bystander) never lets a variant attach to a version
+    that ended."""
+    await ledger.create("bystander.png", png(), content_type="image/png")
     doc = await ledger.create("a.png", png(), content_type="image/png")
     holds.at("variant.after_tag")
     maker = asyncio.create_task(make_variant(ledger, doc.id, "thumb", version=1))

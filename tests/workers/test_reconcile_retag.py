@@ -12,6 +12,10 @@ from blobledger import Ledger
 from blobledger.protocol.models import BlobRow, as_utc
 from blobledger.stores.base import BlobInfo
 from blobledger.workers.reconciler import _Merge, _Row, reconcile
+from blobledger.workers.retagger import Retagger
+from blobledger.workers.sweeper import Sweeper
+from tests.ledger.test_fencing import outcome, started
+from tests.support.holds import Holds
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite-local", "postgresql-local"],
                                      indirect=True)
@@ -59,6 +63,39 @@ async def test_fix_leaves_the_tag_of_a_row_that_moved_on_since_the_listing(
     await merge.compare(snapshot, blob)
     assert merge.report.fixed == 0
     assert await tag_of(ledger, doc.blob) == "pending"
+
+
+async def test_fix_refuses_a_blob_the_deletion_path_tagged_deleting_after_the_re_read(
+        ledger: Ledger, holds: Holds) -> None:
+    """The retag's own condition (``if_tags`` pending), past the re-read: the fix read the
+    ready document's row again (still committed, its retag owed) and is held before its
+    retag (``reconcile.before_retag``). Meanwhile the retag worker pays the owed retag, the
+    document is deleted and the deletion path, held after tagging the blob ``deleting``,
+    has not deleted it yet. The fix wakes: its retag is refused (tags never go backwards:
+    a ``committed`` written over ``deleting`` would make the deletion path's conditioned
+    delete refuse), and the deletion path then deletes the blob and its row."""
+    writer = deferred(ledger)
+    doc = await writer.create("deleted-under-the-fix.txt", b"x", content_type="text/plain")
+    assert await tag_of(ledger, doc.blob) == "pending"
+    holds.at("reconcile.before_retag")
+    fix = started(lambda: reconcile(ledger, fix=True, older_than=180, blocks=False))
+    await holds.wait("reconcile.before_retag")
+    assert (await Retagger(writer).run_once()).retagged == 1
+    await writer.delete(doc.id)
+    writer.clock_offset = writer.settings.delete_grace + 1
+    holds.at("deletion.after_tag")
+    deletion = started(lambda: Sweeper(writer).run_once())
+    await holds.wait("deletion.after_tag")
+    assert await tag_of(ledger, doc.blob) == "deleting"
+    holds.go("reconcile.before_retag")
+    report = await outcome(fix)
+    assert not isinstance(report, BaseException), report
+    assert (report.fixed, report.refused) == (0, 1), report.as_dict()
+    assert await tag_of(ledger, doc.blob) == "deleting"
+    holds.go("deletion.after_tag")
+    swept = await outcome(deletion)
+    assert not isinstance(swept, BaseException) and swept.deleted == 1, swept
+    assert not [b async for b in ledger.store.list("")]
 
 
 async def test_an_old_blob_awaiting_the_deletion_path_is_not_a_mismatch(

@@ -40,11 +40,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import httpx
+from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger import failpoints
 from blobledger._base import metrics, webhooks
 from blobledger._base.redact import redact_url
 from blobledger.config import MAX_EVENT_BACKOFF, Settings
+from blobledger.errors import BlobLedgerError
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
@@ -280,18 +282,27 @@ def _call(handler: Callable[[Event], object]) -> Callable[[Event], Awaitable[int
     return call
 
 
+#: what a delivery run may fail on and be tried again at the next interval
+OUTAGES = (BlobLedgerError, SQLAlchemyError, OSError)
+
+
 async def deliver_forever(ledger: Ledger, *, interval: float, stop: asyncio.Event,
                           on_report: Callable[[DeliveryReport], None] | None = None) -> None:
-    """Deliver every ``interval`` seconds until ``stop`` is set; a failing run (the database
-    away) is logged and tried again next time."""
+    """Deliver every ``interval`` seconds until ``stop`` is set. A run that fails on an
+    outage (the database away: :data:`OUTAGES`) is logged and tried again next time; any
+    other exception (a bug) ends the loop, as the sweeper's and the retag worker's do: under
+    ``serve``'s supervisor it is logged with its traceback and the worker restarted with
+    backoff. A target's failure is never one: it is the event's failed attempt."""
     delivery = Delivery(ledger)
     while not stop.is_set():
         try:
             report = await delivery.run_once()
             if on_report is not None:
                 on_report(report)
-        except Exception:
-            log.exception("event delivery failed; trying again in %.1fs", interval)
+        except OUTAGES as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            log.warning("event delivery failed: %s: %s; trying again in %.1fs",
+                        type(exc).__name__, first, interval)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
 

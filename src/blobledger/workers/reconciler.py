@@ -49,6 +49,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import DBAPIError
 
+from blobledger import failpoints
 from blobledger._base import metrics
 from blobledger._base.aio import prefetch
 from blobledger._base.durations import format_duration
@@ -340,6 +341,7 @@ class _Merge:
         current = await _row_state(self.ledger, name)
         if current is None or not still(*current):
             return False
+        await failpoints.hit("reconcile.before_retag")
         try:
             await self.ledger.store.set_tags(name, COMMITTED_TAG, if_tags=PENDING_TAG)
         except ConditionNotMet:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from blobledger.config import Settings
 from blobledger.stores import open_store
 from blobledger.workers.doctor.checks import Report, store_report
+from blobledger.workers.doctor.delivery import delivery_check
 from blobledger.workers.doctor.retag import retag_check
 
 __all__ = ["Report", "run_doctor"]
@@ -16,11 +17,13 @@ __all__ = ["Report", "run_doctor"]
 
 async def run_doctor(settings: Settings, *, create: bool = True) -> Report:
     """Probe the store named by ``settings.store_url`` (and, with the deferred retag, the
-    database's retag lag); never leaves a probe behind.
+    database's retag lag; with webhooks, the oldest pending event's wait); never leaves a
+    probe behind.
     ``create`` False: a local store's folder that does not exist is a StoreMissing, not
     made."""
     report = await _store_report(settings, create)
     await retag_check(settings, report)
+    await delivery_check(settings, report)
     return report
 
 

@@ -16,6 +16,9 @@ soft delete                            no     service properties (on / off / unk
 lifecycle rule                         no     needs the management API: reported, not guessed
 retag lag                              no     deferred retag: the oldest owed retag, from the
                                               database, against BLOBLEDGER_RETAG_WARN_AFTER
+event delivery                         no     webhooks: the oldest pending event's wait,
+                                              against twice BLOBLEDGER_EVENT_INTERVAL plus
+                                              BLOBLEDGER_WORKER_GRACE; dead events
 =====================================  =====  ==============================================
 
 Azure stores are probed with the SDK directly (:mod:`blobledger.workers.doctor.azure`), to
