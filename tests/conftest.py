@@ -36,6 +36,20 @@ STORES = ["local", "azure"]
 #: every database with every store, and S3 (moto's server) on PostgreSQL
 BACKENDS = [f"{d}-{s}" for d in DATABASES for s in STORES] + ["postgresql-s3"]
 
+# Which tests run on which backends. The ``ledger`` fixture's default is the whole matrix,
+# BACKENDS: every test whose outcome the protocol's statements or a store's calls decide
+# (writes, reads, leases, fences, sweeps and reconciles, staged, multipart and direct
+# uploads, tags, crashes and races, attachments, events, variants) runs on every database
+# with every store. Two narrower sets are for what neither decides; a test names its set
+# with ``@pytest.mark.parametrize("backend", ..., indirect=True)`` and a docstring or
+# comment saying why:
+#: what the HTTP layer decides before the protocol opens a transaction or a store call
+#: (input validation, problem bodies, tokens and scopes, static files, headers): one backend
+ONE_BACKEND = ["sqlite-local"]
+#: what the database decides and no store call takes part in (counts and listings inside a
+#: transaction, paging): each database, on local disk
+EACH_DATABASE = ["sqlite-local", "postgresql-local"]
+
 
 @pytest.fixture(autouse=True)
 def _root_log_handlers() -> Iterator[None]:
