@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -122,9 +125,31 @@ async def make_store(
     return store
 
 
+_SQLITE_TEMPLATE: list[Path] = []
+
+
+async def sqlite_template() -> Path:
+    """A SQLite ledger database migrated once in this process: each test's database is a copy
+    (what the migrations make, without running the eleven of them per test; the ledger still
+    checks its revision on opening, and tests/ledger/test_migrations.py runs them)."""
+    if not _SQLITE_TEMPLATE:
+        folder = Path(tempfile.mkdtemp(prefix="blobledger-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        db = Database(f"sqlite:///{folder / 'ledger.db'}")
+        await migrate_database(db)
+        await db.dispose()
+        _SQLITE_TEMPLATE.append(folder / "ledger.db")
+    return _SQLITE_TEMPLATE[0]
+
+
 async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
+    """A migrated, empty ledger database: a copy of the migrated SQLite template in
+    ``tmp_path``, or the worker's PostgreSQL database emptied."""
     if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
+        path = tmp_path / "ledger.db"
+        if not path.exists():
+            shutil.copyfile(await sqlite_template(), path)
+        return f"sqlite:///{path}"
     assert pg_url is not None
     db = Database(pg_url)
     async with db.session() as session:
