@@ -54,6 +54,14 @@ ONE_BACKEND = ["sqlite-local"]
 EACH_DATABASE = ["sqlite-local", "postgresql-local"]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, the rest in their order: spread over the workers
+    (scripts/test: ``--dist worksteal``), the long ones start early and the short ones fill in
+    around them, instead of a long one starting last and holding the whole run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _root_log_handlers() -> Iterator[None]:
     """The root logger's handlers as they were: a command run in this process
