@@ -125,6 +125,7 @@ def settle(var: Path) -> None:
     assert reconciled.returncode == 0, reconciled.stdout + reconciled.stderr
 
 
+@pytest.mark.slow
 def test_upload_list_and_download(var: Path, servers: list[Server]) -> None:
     server = Server(var)
     servers.append(server)
