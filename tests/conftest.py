@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +38,28 @@ DATABASES = ["sqlite", "postgresql"]
 STORES = ["local", "azure"]
 #: every database with every store, and S3 (moto's server) on PostgreSQL
 BACKENDS = [f"{d}-{s}" for d in DATABASES for s in STORES] + ["postgresql-s3"]
+
+# Which tests run on which backends. The ``ledger`` fixture's default is the whole matrix,
+# BACKENDS: every test whose outcome the protocol's statements or a store's calls decide
+# (writes, reads, leases, fences, sweeps and reconciles, staged, multipart and direct
+# uploads, tags, crashes and races, attachments, events, variants) runs on every database
+# with every store. Two narrower sets are for what neither decides; a test names its set
+# with ``@pytest.mark.parametrize("backend", ..., indirect=True)`` and a docstring or
+# comment saying why:
+#: what the HTTP layer decides before the protocol opens a transaction or a store call
+#: (input validation, problem bodies, tokens and scopes, static files, headers): one backend
+ONE_BACKEND = ["sqlite-local"]
+#: what the database decides and no store call takes part in (counts and listings inside a
+#: transaction, paging): each database, on local disk
+EACH_DATABASE = ["sqlite-local", "postgresql-local"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first, the rest in their order: spread over the workers
+    (scripts/test: ``--dist worksteal``), the long ones start early and the short ones fill in
+    around them, instead of a long one starting last and holding the whole run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)
@@ -108,9 +133,31 @@ async def make_store(
     return store
 
 
+_SQLITE_TEMPLATE: list[Path] = []
+
+
+async def sqlite_template() -> Path:
+    """A SQLite ledger database migrated once in this process: each test's database is a copy
+    (what the migrations make, without running the eleven of them per test; the ledger still
+    checks its revision on opening, and tests/ledger/test_migrations.py runs them)."""
+    if not _SQLITE_TEMPLATE:
+        folder = Path(tempfile.mkdtemp(prefix="blobledger-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        db = Database(f"sqlite:///{folder / 'ledger.db'}")
+        await migrate_database(db)
+        await db.dispose()
+        _SQLITE_TEMPLATE.append(folder / "ledger.db")
+    return _SQLITE_TEMPLATE[0]
+
+
 async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
+    """A migrated, empty ledger database: a copy of the migrated SQLite template in
+    ``tmp_path``, or the worker's PostgreSQL database emptied."""
     if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
+        path = tmp_path / "ledger.db"
+        if not path.exists():
+            shutil.copyfile(await sqlite_template(), path)
+        return f"sqlite:///{path}"
     assert pg_url is not None
     db = Database(pg_url)
     async with db.session() as session:

@@ -125,6 +125,7 @@ def settle(var: Path) -> None:
     assert reconciled.returncode == 0, reconciled.stdout + reconciled.stderr
 
 
+@pytest.mark.slow
 def test_upload_list_and_download(var: Path, servers: list[Server]) -> None:
     server = Server(var)
     servers.append(server)
@@ -189,7 +190,13 @@ def test_paused_while_the_sweeper_runs_ahead(var: Path, servers: list[Server]) -
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for command in (["blobledger_sweep", "--once"],
                                    ["blobledger_reconcile", "--fix"])]
-        time.sleep(2.5)  # both started and reached the database (waiting if locked)
+        # both started and reached the database (waiting there if it is locked), or are done
+        database = str((var / "db.sqlite3").resolve())
+        deadline = time.monotonic() + 60
+        while not all(worker.poll() is not None or _opened(worker.pid, database)
+                      for worker in workers):
+            assert time.monotonic() < deadline, f"the workers never reached the database at {point}"
+            time.sleep(0.05)
         os.kill(server.process.pid, signal.SIGCONT)
         sender.join(60)
         assert answer, point
@@ -212,6 +219,14 @@ def _send(server: Server, number: str, answer: list[httpx.Response | BaseExcepti
         answer.append(server.upload(number))
     except BaseException as exc:
         answer.append(exc)
+
+
+def _opened(pid: int, path: str) -> bool:
+    """Whether the process holds ``path`` open (it reached that database)."""
+    try:
+        return any(os.readlink(fd) == path for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # a descriptor closed while listed, or the process is gone
+        return False
 
 
 def _state(pid: int) -> str:

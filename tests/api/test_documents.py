@@ -9,11 +9,13 @@ import os
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from blobledger import Ledger
 from blobledger.protocol.models import DocumentRow
 from tests.api.conftest import assert_nothing_visible, leftovers, problem
+from tests.conftest import EACH_DATABASE, ONE_BACKEND
 
 DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "blob",
             "created_at", "updated_at"}
@@ -201,6 +203,7 @@ async def test_checksum_headers(client: httpx.AsyncClient, ledger: Ledger) -> No
     assert await leftovers(ledger) == before
 
 
+@pytest.mark.parametrize("backend", EACH_DATABASE, indirect=True)
 async def test_list_pages_and_prefix(client: httpx.AsyncClient) -> None:
     for name in ["a/1", "a/2", "a/3", "b/1", "a%_"]:
         assert (await client.post("/documents", params={"name": name}, content=b".")
@@ -255,6 +258,7 @@ async def test_service_endpoints(client: httpx.AsyncClient, ledger: Ledger) -> N
     await assert_nothing_visible(ledger)
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_if_match_compares_strongly(client: httpx.AsyncClient) -> None:
     doc = (await client.post("/documents", params={"name": "w"}, content=b"1")).json()
     url = f"/documents/{doc['id']}"

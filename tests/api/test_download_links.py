@@ -12,6 +12,7 @@ import pytest
 from blobledger import Ledger
 from blobledger.api import links
 from tests.api.conftest import client_for, problem
+from tests.conftest import ONE_BACKEND
 
 READER = {"Authorization": "Bearer reader-token"}
 TOKENS = {"reader-token": frozenset({"read"}), "writer-token": frozenset({"read", "write"})}
@@ -69,6 +70,7 @@ async def test_a_link_opens_its_document_alone_until_it_expires(
         problem(await client.get(url), 401, "unauthorized")
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_a_link_without_tokens_is_the_plain_url(ledger: Ledger) -> None:
     doc = await ledger.create("links/open.txt", b"open\n")
     async with client_for(ledger) as client:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from blobledger import Ledger
 from blobledger.api.routes.ops import SERIES
 from tests.api.conftest import client_for, problem
+from tests.conftest import ONE_BACKEND
 
 READER = {"Authorization": "Bearer reader-token"}
 WRITER = {"Authorization": "Bearer writer-token"}
@@ -67,6 +70,7 @@ async def test_ops_views_scopes_and_problems(ledger: Ledger) -> None:
         assert set(history["points"][-1]) == {"t", *SERIES}
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_the_page_and_its_files(ledger: Ledger) -> None:
     gated = _tokens(ledger)
     async with client_for(gated, gated.settings) as client:
@@ -87,6 +91,7 @@ async def test_the_page_and_its_files(ledger: Ledger) -> None:
             problem(await client.get(path), 404)
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_without_tokens_everything_is_open(ledger: Ledger) -> None:
     async with client_for(ledger) as client:
         assert (await client.get("/ops/whoami")).json() == {

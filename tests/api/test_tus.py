@@ -19,6 +19,7 @@ from blobledger.stores.s3.store import MIN_PART_SIZE
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import client_for, leftovers, problem
+from tests.conftest import EACH_DATABASE, ONE_BACKEND
 from tests.support.holds import Holds
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -56,6 +57,7 @@ async def head(client: httpx.AsyncClient, url: str) -> httpx.Response:
     return await client.head(url, headers=TUS)
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_options_lists_the_extensions(tus: httpx.AsyncClient) -> None:
     response = await tus.options("/files/")
     assert response.status_code == 204
@@ -197,6 +199,7 @@ async def test_terminated_while_its_completion_publishes(
     assert [u async for u in ledger.store.list_uncommitted()] == []
 
 
+@pytest.mark.parametrize("backend", EACH_DATABASE, indirect=True)
 async def test_bad_requests(tus: httpx.AsyncClient) -> None:
     problem(await tus.post("/files/", headers={"Upload-Length": "1"}), 412, "tus-version")
     problem(await tus.post("/files/", headers={**TUS, "Upload-Length": "1"}), 400)
@@ -235,6 +238,7 @@ async def test_expired_upload_is_gone_and_swept(ledger: Ledger, tus: httpx.Async
         assert (await session.execute(select(UploadRow))).all() == []
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 async def test_tokens_apply(ledger: Ledger) -> None:
     from blobledger.config import Settings
 

@@ -93,6 +93,7 @@ def background(target: object) -> Iterator[dict[str, BaseException | None]]:
         thread.join(120)
 
 
+@pytest.mark.slow
 def test_tuspy_resumes_256_mib_across_a_killed_serve(tmp_path: Path, azurite: Azurite) -> None:
     data = os.urandom(256 * MiB)
     source = CountingFile(data)

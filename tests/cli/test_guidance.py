@@ -54,6 +54,7 @@ def test_list_and_delete_are_ls_and_rm(tmp_path: Path) -> None:
     assert "(also: list)" in listed and "(also: delete)" in listed
 
 
+@pytest.mark.slow
 def test_check_and_doctor_create_nothing_in_an_empty_folder(tmp_path: Path) -> None:
     line = one_error(run("check", cwd=tmp_path), 2)
     assert not (tmp_path / "var").exists()
@@ -82,6 +83,7 @@ def test_check_and_doctor_create_nothing_in_an_empty_folder(tmp_path: Path) -> N
     assert done.returncode == 0 and f"store: file://{tmp_path}/var/blobs" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["azure", "s3"])
 def test_check_creates_no_container_nor_bucket(kind: str, tmp_path: Path,
                                                request: pytest.FixtureRequest) -> None:

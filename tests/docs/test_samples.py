@@ -155,6 +155,7 @@ def wait_until_answering(url: str, process: subprocess.Popen[bytes], log: Path) 
     raise AssertionError(f"{url} not answering:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("document", "kind"), SERVED,
                          ids=[f"{d}-{k}" for d, k in SERVED])
 def test_blocks_against_a_running_service(document: str, kind: str, tmp_path: Path,

@@ -92,6 +92,7 @@ def env_for(base: str, connection_string: str) -> dict[str, str]:
             "BLOBLEDGER_AZURE_CONNECTION_STRING": connection_string}
 
 
+@pytest.mark.slow
 def test_cli_runs_every_case_and_prints_json(azurite: Azurite) -> None:
     base = unique_base()
     result = cli(["experiments", "--json"], env_for(base, azurite.connection_string))
@@ -102,6 +103,7 @@ def test_cli_runs_every_case_and_prints_json(azurite: Azurite) -> None:
     assert containers_with_prefix(azurite, base) == []
 
 
+@pytest.mark.slow
 async def test_runner_in_process_prints_the_article_headings(azurite: Azurite) -> None:
     base = unique_base()
     results = await run_experiments(settings_for(azurite, base))

@@ -36,6 +36,7 @@ def process(server: Server, cwd: Path) -> dict[str, object]:
     return next(line for line in lines if line["event"] == "processing")
 
 
+@pytest.mark.slow
 def test_put_hold_then_show_held_ready_and_rejected(held_service: Server,
                                                      tmp_path: Path) -> None:
     (tmp_path / "photo.png").write_bytes(PNG)

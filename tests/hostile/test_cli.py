@@ -155,6 +155,7 @@ def test_ls_escapes_names_that_display_as_something_else(server: Served) -> None
     assert "┃" in text or "│" in text  # drawn as a table
 
 
+@pytest.mark.slow
 def test_an_unreachable_database_exits_3(tmp_path: Path) -> None:
     asyncio.run(LocalStore(tmp_path / "store").prepare())  # a worker creates no store
     env = clean_env(BLOBLEDGER_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/x",

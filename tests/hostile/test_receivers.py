@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import httpx
+import pytest
 
 from tests.events.receiver import SECRET
 from tests.hostile.receivers import gzip_of_zeros, receiving, rss_kib
@@ -82,6 +83,7 @@ def test_a_trickling_receiver_is_cut_at_the_deadline_and_holds_no_other() -> Non
     assert good_arrived < slow_cut
 
 
+@pytest.mark.slow
 def test_a_webhook_urls_credentials_are_never_written_out() -> None:
     def refuse(conn: socket.socket) -> None:
         conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")

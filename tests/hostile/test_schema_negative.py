@@ -30,6 +30,7 @@ def server() -> Iterator[Served]:
         yield served
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.NEGATIVE, GenerationMode.POSITIVE])
 def test_no_input_causes_a_server_error(server: Served, mode: GenerationMode) -> None:
     found = operations(server.url)

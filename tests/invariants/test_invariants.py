@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import update
 
 from blobledger import Ledger
@@ -81,6 +82,7 @@ async def _one(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
+@pytest.mark.slow
 def test_cli_check_exit_status_and_json(tmp_path: Path) -> None:
     env = {**os.environ, "BLOBLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
            "BLOBLEDGER_STORE_URL": f"file://{tmp_path / 'store'}"}

@@ -25,6 +25,7 @@ from blobledger import (
 from blobledger.errors import BlobNotFound
 from blobledger.protocol.models import BlobRow, DocumentRow
 from blobledger.workers.sweeper import Sweeper
+from tests.conftest import EACH_DATABASE, ONE_BACKEND
 
 
 async def read(ledger: Ledger, doc_id: str) -> bytes:
@@ -96,6 +97,7 @@ async def test_duplicate_name_fails_before_storage(ledger: Ledger) -> None:
     assert len(await blob_rows(ledger)) == 1
 
 
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
 @pytest.mark.parametrize("bad", ["", "x" * 1025, "a\x00b", "tab\there", "../up", "/root",
                                  "a/./b", "back\\slash", " padded", "\ud800"])
 async def test_invalid_names_write_nothing(ledger: Ledger, bad: str) -> None:
@@ -263,6 +265,7 @@ async def test_readers_never_see_pending(ledger: Ledger) -> None:
     assert [d.name async for d in ledger.list()] == ["hidden"]
 
 
+@pytest.mark.parametrize("backend", EACH_DATABASE, indirect=True)
 async def test_list_prefix_and_paging(ledger: Ledger) -> None:
     for name in ["b/1", "a/2", "a/1", "a_%", "c"]:
         await ledger.create(name, b"x")

@@ -415,8 +415,8 @@ async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: fl
     services = Services(folder, database_url, storage, proxy.port, servers)
     client = Client(services, totals, seed)
     try:
-        for port in services.ports:
-            await asyncio.to_thread(services.start_server, port)
+        await asyncio.gather(*(asyncio.to_thread(services.start_server, port)
+                               for port in services.ports))  # started side by side
         services.start_sweepers(2)
         proxy.rate = fault_rate
         stop = asyncio.Event()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.soak.run import Storage, azure_storage, s3_storage, soak
 from tests.support.server import fresh_database
 from tests.support.services import Azurite, MotoS3
@@ -21,9 +23,11 @@ async def soak_short(storage: Storage, tmp_path: Path) -> None:
     assert totals.verified > 0 and totals.verified == totals.documents, totals.render()
 
 
+@pytest.mark.slow
 async def test_soak_short(azurite: Azurite, tmp_path: Path) -> None:
     await soak_short(azure_storage(azurite), tmp_path)
 
 
+@pytest.mark.slow
 async def test_soak_short_on_s3(moto: MotoS3, tmp_path: Path) -> None:
     await soak_short(s3_storage(moto), tmp_path)

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import httpx
+import pytest
 
 from blobledger.workers.doctor.checks import (
     CREATE_ONLY,
@@ -26,6 +27,7 @@ def s3_env(moto: MotoS3, database_url: str, bucket: str) -> dict[str, str]:
             "BLOBLEDGER_STORE_URL": f"s3://{bucket}/app", **moto.environment()}
 
 
+@pytest.mark.slow
 def test_the_service_and_the_workers_on_s3(moto: MotoS3, azurite: Azurite) -> None:
     bucket = f"e2e{uuid.uuid4().hex[:16]}"
     with fresh_database() as url:
