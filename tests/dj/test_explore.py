@@ -1,6 +1,6 @@
 """The explorer of Django's writers (:mod:`tests.dj.explore`) in the suite, time-bounded:
-about 25 s per database (batches of three examples), and its scripted interleavings on each (``scripts/explore
---django --minutes N`` runs it longer)."""
+about 25 s per database (batches of three examples), and its scripted interleavings on
+each (``scripts/explore --django --minutes N`` runs it longer)."""
 
 from __future__ import annotations
 

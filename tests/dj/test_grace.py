@@ -11,7 +11,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.db import connections
 
-from tests.dj.conftest import atomic, backend_alias, state
+from tests.dj.conftest import atomic, backend_alias, state, storage, stored, sweep
 from tests.dj.invoices.models import Customer, Invoice
 
 POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql-azure"], indirect=True)
@@ -66,3 +66,47 @@ def test_a_file_left_in_a_long_transaction_is_deleting_from_its_commit(
         assert state(old) == "deleting"
         before_commit = _clock()
     assert _deleting_since(old) >= before_commit
+
+
+SQLITE = pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+#: how much longer than the clock-skew allowance (60 s) the transaction runs on
+HELD = 90.0
+
+
+def _since(name: str) -> datetime:
+    with connections[backend_alias()].cursor() as cursor:
+        cursor.execute("SELECT changed_at FROM blobs WHERE name = %s AND state = 'deleting'",
+                       [name])
+        value = cursor.fetchone()[0]
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+@SQLITE
+@pytest.mark.parametrize("change", [_replace, _delete, _delete_by_query, _cascade])
+def test_on_sqlite_a_file_left_in_a_long_transaction_is_deleting_from_its_commit(
+        backend: str, change: Callable[[Invoice], None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite has no deferred trigger: the detached names are stamped again as the
+    transaction's last statement before COMMIT. The transaction here runs on for
+    ``HELD`` s (the ledger's clock moved that far between the detach and the commit): the
+    grace counts from the commit, and a sweeper whose clock is past the statement's grace,
+    not the commit's, keeps the bytes."""
+    customer = Customer.objects.create(name="c")
+    invoice = Invoice.objects.create(number="INV-G", customer=customer,
+                                     pdf=ContentFile(b"v1", name="v1.pdf"))
+    old = str(invoice.pdf.name)
+    found = storage()
+    alias = backend_alias()
+    with atomic():
+        change(invoice)
+        assert state(old) == "deleting"
+        stamped = _since(old)
+        later = found.settings_for(alias).with_(clock_offset=HELD)
+        monkeypatch.setitem(found._settings, alias, later)  # the commit comes HELD s later
+    assert (_since(old) - stamped).total_seconds() >= HELD
+    grace = found.settings_for(alias).delete_grace
+    assert sweep(ahead=grace + HELD / 2).deleted == 0  # past the statement's grace only
+    assert stored(old) and state(old) == "deleting"
+    assert sweep(ahead=grace + HELD + 1).deleted == 1  # past the commit's
+    assert not stored(old)
+
