@@ -73,7 +73,7 @@ from blobledger.errors import AttachLost, InvalidInput, SweeperBusy
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.invariants import InvariantReport, check
 from blobledger.workers.reconciler import reconcile
-from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper
+from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.dj.conftest import backend_alias, storage
 from tests.dj.invoices.models import Invoice
 
@@ -594,7 +594,7 @@ class DjangoExplorer(RuleBasedStateMachine):
         current = storage().settings_for(self.alias)
         self.ahead += current.sweep_after + current.delete_grace + SWEEP_LEASE + 1
         for _ in range(4):
-            report = self._ledger_run(self.ahead, lambda ledger: Sweeper(ledger).run_once())
+            report = self._sweep_when_free()
             if report.errors:
                 self._fail(f"the sweeper failed: {report.errors}")
             self.ahead += current.delete_grace + 1
@@ -604,6 +604,19 @@ class DjangoExplorer(RuleBasedStateMachine):
             ledger, fix=True, older_than=current.sweep_after))
         self._check(settled=True)
         STATS.interleavings.add(tuple(self.trace))
+
+    def _sweep_when_free(self) -> SweepReport:
+        """A sweep once the SQLite sweep lock is free (a resolver left waiting may still
+        hold it for a moment)."""
+        deadline = time.monotonic() + HANG
+        while True:
+            try:
+                return self._ledger_run(self.ahead,  # type: ignore[no-any-return]
+                                        lambda ledger: Sweeper(ledger).run_once())
+            except SweeperBusy:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def teardown(self) -> None:
         try:
@@ -615,6 +628,8 @@ class DjangoExplorer(RuleBasedStateMachine):
             for w in self.all:
                 if w.thread is not None:
                     w.thread.join(HANG)
+            for thread in self.resolvers:
+                thread.join(HANG)
             self.override.disable()
             close_ledgers()
             storage().forget_settings()
