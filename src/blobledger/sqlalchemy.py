@@ -54,7 +54,14 @@ from typing import Any
 from sqlalchemy import Table, Text, event
 from sqlalchemy import inspect as orm_inspect
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
+from sqlalchemy.orm import (
+    MappedColumn,
+    Mapper,
+    Session,
+    SessionTransaction,
+    UOWTransaction,
+    mapped_column,
+)
 from sqlalchemy.types import TypeDecorator
 
 from blobledger.errors import AttachLost, InvalidInput
@@ -214,19 +221,19 @@ def _after_flush(session: Session, _context: UOWTransaction) -> None:
 @event.listens_for(Session, "before_commit")
 def _before_commit(session: Session) -> None:
     """SQLite (no deferred trigger): the blobs this transaction detached are stamped
-    ``deleting`` again as its last statement before ``COMMIT``, so that their grace counts
-    from the commit (:mod:`blobledger.protocol.grace`; PostgreSQL's trigger does it there).
-    The last flush runs first, so its detaches are among them."""
-    if session.info.get(DETACHED) is None or session.in_nested_transaction():
-        return
-    session.flush()
-    names = session.info.pop(DETACHED, None)
+    ``deleting`` again before ``COMMIT``, so that their grace counts from the commit
+    (:mod:`blobledger.protocol.grace`; PostgreSQL's trigger does it there). The pending
+    changes are flushed first, so the last flush's detaches are among them. A savepoint's
+    release stamps them too; the outermost commit stamps them last."""
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    names = session.info.get(DETACHED)
     if names:
         restamp_deleting(session.connection(), names,
                          float(session.info.get(CLOCK_OFFSET, 0.0)))
 
 
-@event.listens_for(Session, "after_rollback")
-def _after_rollback(session: Session) -> None:
-    if not session.in_nested_transaction():
+@event.listens_for(Session, "after_transaction_end")
+def _after_transaction_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # the outermost: committed or rolled back
         session.info.pop(DETACHED, None)

@@ -8,7 +8,8 @@ again as the transaction's last statement before ``COMMIT``
 (:func:`blobledger.protocol.grace.restamp_deleting`). The re-stamp is inside the
 transaction, which holds SQLite's one write lock from its first write: nobody sees the
 ``deleting`` row before the commit, and the detach and its re-stamp commit together or not
-at all (no window for a crash between a commit and a hook). A rollback forgets the names.
+at all (no window for a crash between a commit and a hook). A rollback, or the connection's
+close, forgets the names.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def note_detached(alias: str, names: Iterable[str], offset: Callable[[], float])
 
 
 def _wrap(connection: BaseDatabaseWrapper) -> None:
-    """The connection's commit re-stamps first; its rollback forgets (once per wrapper)."""
+    """The connection's commit re-stamps first; its rollback or close forgets (once per
+    wrapper)."""
     if connection.__dict__.get(_WRAPPED):
         return
     wrapper: Any = connection  # the private commit and rollback are not in the stubs
-    commit, rollback = wrapper._commit, wrapper._rollback
+    commit, rollback, close = wrapper._commit, wrapper._rollback, wrapper._close
 
     def _commit() -> Any:
         restamp(connection)
@@ -57,7 +59,11 @@ def _wrap(connection: BaseDatabaseWrapper) -> None:
         connection.__dict__.pop(DETACHED, None)
         return rollback()
 
-    wrapper._commit, wrapper._rollback = _commit, _rollback
+    def _close() -> Any:
+        connection.__dict__.pop(DETACHED, None)
+        return close()
+
+    wrapper._commit, wrapper._rollback, wrapper._close = _commit, _rollback, _close
     connection.__dict__[_WRAPPED] = True
 
 
