@@ -45,7 +45,7 @@ import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,15 +66,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from blobledger.django import signals, staging
 from blobledger.django.conf import close_ledgers, run
-from blobledger.django.storage import LedgerStorage, using
+from blobledger.django.storage import using
 from blobledger.errors import AttachLost, InvalidInput, SweeperBusy
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.invariants import InvariantReport, check
 from blobledger.workers.reconciler import reconcile
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.dj.conftest import backend_alias, storage
+from tests.dj.explore_writers import BY_THREAD, Crash, RolledBack, Writer, step, stepping
 from tests.dj.invoices.models import Invoice
 
 #: how long a resumed writer may take to reach its next step before it counts as waiting
@@ -95,100 +95,6 @@ WRITERS = ("create", "replace", "clear", "delete", "qs_delete", "stale_save")
 class Violation(AssertionError):
     """The integration broke an invariant or answered what the model cannot explain."""
 
-
-class Crash(BaseException):
-    """A writer killed at a step (not an Exception: nothing on the way may handle it)."""
-
-
-class RolledBack(Exception):
-    """The application rolls its transaction back after the save."""
-
-
-@dataclass(eq=False)
-class Writer:
-    """One Django writer on a thread of its own, stopping at every step."""
-
-    n: int
-    kind: str
-    pk: int | None  # the row (None: a create, until it has one)
-    data: bytes = b""
-    how: str = "alone"  # alone | long | rollback
-    began_at: float = 0.0  # the sweeper's offset when it started
-    loaded: str | None = None  # the file name its instance loaded
-    staged: list[str] = field(default_factory=list)
-    points: list[str] = field(default_factory=list)
-    point: str | None = None
-    crash: bool = False
-    done: bool = False
-    judged: bool = False
-    error: BaseException | None = None
-    thread: threading.Thread | None = None
-    arrived: threading.Event = field(default_factory=threading.Event)
-    go: threading.Event = field(default_factory=threading.Event)
-
-    def label(self) -> str:
-        row = "new row" if self.kind == "create" else f"row {self.pk}"
-        return f"w{self.n} {self.kind}({row}, {self.how})"
-
-    def stop(self, point: str) -> None:
-        """On the writer's thread: stop at ``point`` until resumed (or crashed)."""
-        self.point = point
-        self.points.append(point)
-        self.arrived.set()
-        self.go.wait()
-        self.go.clear()
-        self.point = None
-        if self.crash:
-            raise Crash(point)
-
-    def resume(self, *, crash: bool = False) -> None:
-        self.crash = crash
-        self.arrived.clear()
-        self.go.set()
-
-    def settled(self, timeout: float) -> bool:
-        """Wait until it stops at a step or ends (False: still running, or waiting)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.done or self.arrived.is_set():
-                return True
-            self.arrived.wait(0.02)
-        return self.done or self.arrived.is_set()
-
-
-#: the writer running on each thread
-_BY_THREAD: dict[int, Writer] = {}
-
-
-def _step(point: str) -> None:
-    writer = _BY_THREAD.get(threading.get_ident())
-    if writer is not None:
-        writer.stop(point)
-
-
-@contextlib.contextmanager
-def _stepping() -> Iterator[None]:
-    """The integration's failpoints, and a step after a field's staging, stop writers."""
-    original_stage = LedgerStorage.stage
-    original = (getattr(signals, "failpoint"), getattr(staging, "failpoint"))  # noqa: B009
-
-    def stage(self: LedgerStorage, *args: Any, **kwargs: Any) -> Any:
-        staged = original_stage(self, *args, **kwargs)
-        writer = _BY_THREAD.get(threading.get_ident())
-        if writer is not None:
-            writer.staged.append(staged.name)
-        _step("explore.after_stage")
-        return staged
-
-    LedgerStorage.stage = stage  # type: ignore[method-assign]
-    for module in (signals, staging):
-        setattr(module, "failpoint", _step)  # noqa: B010 - not exported: patched here
-    try:
-        yield
-    finally:
-        LedgerStorage.stage = original_stage  # type: ignore[method-assign]
-        for module, found in zip((signals, staging), original, strict=True):
-            setattr(module, "failpoint", found)  # noqa: B010
 
 
 @dataclass
@@ -283,13 +189,13 @@ class DjangoExplorer(RuleBasedStateMachine):
                 self.shas[writer.pk].add(_sha(writer.data))
 
         def body() -> None:
-            _BY_THREAD[threading.get_ident()] = writer
+            BY_THREAD[threading.get_ident()] = writer
             try:
                 self._write(writer)
             except BaseException as exc:
                 writer.error = exc
             finally:
-                _BY_THREAD.pop(threading.get_ident(), None)
+                BY_THREAD.pop(threading.get_ident(), None)
                 connections[self.alias].close()
                 writer.done = True
                 writer.arrived.set()
@@ -297,7 +203,7 @@ class DjangoExplorer(RuleBasedStateMachine):
         writer.thread = threading.Thread(target=body, name=f"writer-{writer.n}", daemon=True)
         self._event(f"start {writer.label()}")
         writer.thread.start()
-        self._until_step(writer)
+        self._untilstep(writer)
         return writer
 
     def _write(self, w: Writer) -> None:
@@ -315,7 +221,7 @@ class DjangoExplorer(RuleBasedStateMachine):
             else:
                 row = Invoice.objects.using(alias).get(pk=w.pk)
                 w.loaded = str(row.pdf.name or "")
-                _step("explore.loaded")
+                step("explore.loaded")
                 if w.kind == "replace":
                     row.pdf = ContentFile(w.data, name="f.pdf")
                     row.save(using=alias)
@@ -327,11 +233,11 @@ class DjangoExplorer(RuleBasedStateMachine):
                     row.number = f"paid{w.n}"
                     row.save(using=alias)
             if w.how == "long":
-                _step("explore.before_commit")
+                step("explore.before_commit")
             if w.how == "rollback":
                 raise RolledBack
 
-    def _until_step(self, w: Writer) -> None:
+    def _untilstep(self, w: Writer) -> None:
         if not w.settled(WAIT):
             self._event(f"w{w.n} waits (a lock)")
             return
@@ -473,14 +379,14 @@ class DjangoExplorer(RuleBasedStateMachine):
             return
         if w.point is not None and w.arrived.is_set():
             w.resume()
-        self._until_step(w)
+        self._untilstep(w)
 
     @rule(w=writers)
     def finish(self, w: Writer) -> None:
         """Resume a writer step after step until it ends (or waits for a lock)."""
         while not w.done and w.point is not None and w.arrived.is_set():
             w.resume()
-            self._until_step(w)
+            self._untilstep(w)
 
     @rule(w=writers)
     def crash(self, w: Writer) -> None:
@@ -488,7 +394,7 @@ class DjangoExplorer(RuleBasedStateMachine):
             return
         self._event(f"w{w.n} crashes at {w.point}")
         w.resume(crash=True)
-        self._until_step(w)
+        self._untilstep(w)
 
     def sweep(self) -> None:
         """The sweeper and the deletion path, on a thread of their own (on SQLite they wait
@@ -644,107 +550,8 @@ def explore(*, seconds: float, batch: int = 10, steps: int = 25,
     config = settings(max_examples=batch, stateful_step_count=steps, deadline=None,
                       database=None, print_blob=True, suppress_health_check=list(HealthCheck))
     deadline = time.monotonic() + seconds
-    with _stepping():
+    with stepping():
         while time.monotonic() < deadline:
             run_state_machine_as_test(DjangoExplorer, settings=config)
     return STATS
 
-
-# -- scripted interleavings (the cases the suite replays on each database) ----------------
-
-
-def run_to(machine: DjangoExplorer, w: Writer, point: str) -> None:
-    """Step ``w`` (checking after each step) until it stops at ``point``."""
-    while w.point != point:
-        if w.done:
-            machine._fail(f"{w.label()} ended before it reached {point}")
-        machine.step(w)
-        machine.consistent()
-
-
-def finish(machine: DjangoExplorer, w: Writer) -> None:
-    while not w.done:
-        machine.step(w)
-        machine.consistent()
-
-
-def _row(m: DjangoExplorer) -> int:
-    pk = m._pick_row(0)
-    assert pk is not None
-    return pk
-
-
-def two_saves_of_one_row_racing(m: DjangoExplorer) -> None:
-    """Both load the row and stage their files; one attaches, the other waits for its row
-    lock (PostgreSQL) or SQLite's write lock; the first commits, the second replaces it."""
-    created = m.writer("create", None, "alone")
-    finish(m, created)
-    pk = _row(m)
-    first, second = (m.writer("replace", pk, "alone"), m.writer("replace", pk, "alone"))
-    run_to(m, first, "explore.after_stage")
-    m.step(second)  # stages too (PostgreSQL), or waits for SQLite's one write lock
-    run_to(m, first, "django.after_attach")
-    m.step(second)  # waits for the first's row lock, or for SQLite's write lock
-    m.sweep()
-    finish(m, first)
-    finish(m, second)
-    m.consistent()
-
-
-def a_stale_instance_saved_after_a_replace(m: DjangoExplorer) -> None:
-    created = m.writer("create", None, "alone")
-    finish(m, created)
-    pk = _row(m)
-    stale, fresh = (m.writer("stale_save", pk, "alone"), m.writer("replace", pk, "alone"))
-    finish(m, fresh)
-    finish(m, stale)
-    if not isinstance(stale.error, InvalidInput):
-        m._fail(f"{stale.label()} was not refused: {stale.error!r}")
-
-
-def a_rollback_after_staging(m: DjangoExplorer) -> None:
-    w = m.writer("create", None, "rollback")
-    run_to(m, w, "explore.after_stage")
-    m.jump_clock(601.0)
-    m.sweep()
-    finish(m, w)
-    m.reconcile_fix()
-
-
-def a_crash_between_attach_and_commit(m: DjangoExplorer) -> None:
-    created = m.writer("create", None, "alone")
-    finish(m, created)
-    w = m.writer("replace", _row(m), "long")
-    run_to(m, w, "django.after_attach")
-    m.jump_clock(3600.0)
-    m.sweep()
-    m.crash(w)
-    m.sweep()
-    m.reconcile_fix()
-
-
-def a_long_delete_with_the_deletion_path_ahead(m: DjangoExplorer) -> None:
-    created = m.writer("create", None, "alone")
-    finish(m, created)
-    w = m.writer("delete", _row(m), "long")
-    run_to(m, w, "explore.before_commit")
-    m.jump_clock(3600.0)
-    m.sweep()
-    finish(m, w)
-    m.sweep()
-
-
-SCENARIOS = (two_saves_of_one_row_racing, a_stale_instance_saved_after_a_replace,
-             a_rollback_after_staging, a_crash_between_attach_and_commit,
-             a_long_delete_with_the_deletion_path_ahead)
-
-
-def replay(scenario: Callable[[DjangoExplorer], None]) -> None:
-    """One scripted interleaving, then the settle of any example."""
-    with _stepping():
-        machine = DjangoExplorer()
-        try:
-            machine.consistent()
-            scenario(machine)
-        finally:
-            machine.teardown()

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.dj.explore import SCENARIOS, STATS, DjangoExplorer, explore, replay
+from tests.dj.explore import STATS, DjangoExplorer, explore
+from tests.dj.explore_cases import SCENARIOS, replay
 
 SECONDS = float(os.environ.get("BLOBLEDGER_DJANGO_EXPLORE_SECONDS", "25"))
 SHRINK = int(os.environ.get("BLOBLEDGER_DJANGO_EXPLORE_SHRINK", "60"))
