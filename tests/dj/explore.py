@@ -89,6 +89,8 @@ JUMPS = (31.0, 61.0, 301.0, 601.0, 3600.0)
 CRASHABLE = ("explore.after_stage", "stage.after_insert", "stage.after_upload",
              "stage.after_confirm", "django.after_attach", "explore.before_commit",
              "django.after_commit")
+#: the test project's BLOBLEDGER_SWEEP_AFTER: a sweep that sees a staging this old fences it
+SWEEP_AFTER = 600.0
 WRITERS = ("create", "replace", "clear", "delete", "qs_delete", "stale_save")
 
 
@@ -268,8 +270,8 @@ class DjangoExplorer(RuleBasedStateMachine):
             STATS.refused += 1
             self._judge_refusal(w, exc)
             return
-        if isinstance(exc, AttachLost) and any(at - w.began_at >= 60.0 for at in self.sweeps):
-            return
+        if isinstance(exc, AttachLost) and w.swept_age >= SWEEP_AFTER:
+            return  # a sweep since it began saw its staging past sweep_after
         if isinstance(exc, OperationalError) and "locked" in str(exc):
             return
         if isinstance(exc, IntegrityError) and w.kind != "create" and any(
@@ -401,6 +403,9 @@ class DjangoExplorer(RuleBasedStateMachine):
         for a paused writer's lock; busy after the busy timeout, as a real sweeper is)."""
         self.sweeps.append(self.ahead)
         ahead = self.ahead
+        for w in self._live():  # the writers' clock is the real one: to this sweep its
+            # staging looks ``ahead`` seconds older than it is
+            w.swept_age = max(w.swept_age, ahead + time.monotonic() - w.started)
         try:
             report = self._resolver(lambda: self._ledger_run(
                 ahead, lambda ledger: Sweeper(ledger).run_once()))

@@ -33,6 +33,8 @@ class Writer:
     data: bytes = b""
     how: str = "alone"  # alone | long | rollback
     began_at: float = 0.0  # the sweeper's offset when it started
+    started: float = field(default_factory=time.monotonic)  # the real clock at its start
+    swept_age: float = 0.0  # the oldest its staging looked to a sweep since it started
     loaded: str | None = None  # the file name its instance loaded
     staged: list[str] = field(default_factory=list)
     points: list[str] = field(default_factory=list)
