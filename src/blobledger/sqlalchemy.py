@@ -27,6 +27,10 @@ application's transaction:
   attached to this column that it no longer holds goes ``attached -> deleting``;
 - for each deleted owner, every blob attached to it goes ``attached -> deleting``.
 
+A detached blob's grace counts from the commit: on PostgreSQL a deferred trigger moves its
+``deleting`` stamp there; on SQLite a ``before_commit`` event stamps the blobs the
+transaction detached again as its last statement (:mod:`blobledger.protocol.grace`).
+
 The events run after the owner's own UPDATE or DELETE, which locks its row: two sessions
 attaching to one owner are serialised by that lock, and the second one's detach sees the
 first one's attachment. A rolled-back transaction undoes A4 and the detach with the owner's
@@ -50,11 +54,19 @@ from typing import Any
 from sqlalchemy import Table, Text, event
 from sqlalchemy import inspect as orm_inspect
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.orm import MappedColumn, Mapper, Session, UOWTransaction, mapped_column
+from sqlalchemy.orm import (
+    MappedColumn,
+    Mapper,
+    Session,
+    SessionTransaction,
+    UOWTransaction,
+    mapped_column,
+)
 from sqlalchemy.types import TypeDecorator
 
 from blobledger.errors import AttachLost, InvalidInput
 from blobledger.protocol.attachments import Attachment, StagedBlob, StagedUpload
+from blobledger.protocol.grace import attached_names, restamp_deleting
 from blobledger.protocol.owners import Owner, owner_key
 from blobledger.protocol.transitions.attachments import detach_owner, sync_owner_column
 
@@ -71,6 +83,8 @@ __all__ = [
 
 #: ``session.info`` key: seconds added to the database's clock by this session's steps
 CLOCK_OFFSET = "blobledger.clock_offset"
+#: ``session.info`` key (SQLite): the blobs this transaction detached, stamped again at commit
+DETACHED = "blobledger.detached"
 
 
 class AttachmentRef(TypeDecorator[Attachment]):
@@ -180,10 +194,15 @@ def _after_flush(session: Session, _context: UOWTransaction) -> None:
         return
     offset = float(session.info.get(CLOCK_OFFSET, 0.0))
     conn = session.connection()
+    # SQLite: what each detach moves, stamped again before COMMIT (_before_commit)
+    noted: set[str] | None = (session.info.setdefault(DETACHED, set())
+                              if conn.dialect.name == "sqlite" else None)
     deleted = set(map(id, session.deleted))
     for obj, mapper, columns in work:
         if id(obj) in deleted:
             for table in sorted({table for _, _, table in columns}):
+                if noted is not None:
+                    noted |= attached_names(conn, table, _key(obj, mapper))
                 detach_owner(conn, table, _key(obj, mapper), offset)
             continue
         state = orm_inspect(obj)
@@ -192,5 +211,29 @@ def _after_flush(session: Session, _context: UOWTransaction) -> None:
             value = getattr(obj, key)
             if (not value) if is_new else not state.attrs[key].history.has_changes():
                 continue
-            sync_column(conn, Owner(table, _key(obj, mapper), column), value, offset,
-                        new=is_new)
+            owner = Owner(table, _key(obj, mapper), column)
+            if noted is not None and not is_new:
+                noted |= attached_names(conn, table, owner.key, column) - {
+                    item.name for item in _values(value)}
+            sync_column(conn, owner, value, offset, new=is_new)
+
+
+@event.listens_for(Session, "before_commit")
+def _before_commit(session: Session) -> None:
+    """SQLite (no deferred trigger): the blobs this transaction detached are stamped
+    ``deleting`` again before ``COMMIT``, so that their grace counts from the commit
+    (:mod:`blobledger.protocol.grace`; PostgreSQL's trigger does it there). The pending
+    changes are flushed first, so the last flush's detaches are among them. A savepoint's
+    release stamps them too; the outermost commit stamps them last."""
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    names = session.info.get(DETACHED)
+    if names:
+        restamp_deleting(session.connection(), names,
+                         float(session.info.get(CLOCK_OFFSET, 0.0)))
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _after_transaction_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # the outermost: committed or rolled back
+        session.info.pop(DETACHED, None)

@@ -4,6 +4,7 @@ it commits never starts the grace at its own start (``now()``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
@@ -12,6 +13,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from blobledger import Ledger
+from blobledger.sqlalchemy import CLOCK_OFFSET
+from blobledger.workers.sweeper import Sweeper, SweepReport
 from tests.attachments.conftest import Invoice
 
 POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql-local"], indirect=True)
@@ -50,3 +53,58 @@ async def test_a_detach_in_a_long_session_is_deleting_from_its_commit(
             {"n": staged.name}).scalar_one()
     assert since >= before_commit
 
+
+
+SQLITE = pytest.mark.parametrize("backend", ["sqlite-local"], indirect=True)
+#: how much longer than the clock-skew allowance (60 s) the transaction runs on
+HELD = 90.0
+GRACE = 300.0
+
+
+@SQLITE
+@pytest.mark.parametrize("change", [_replace, _delete])
+async def test_on_sqlite_a_detach_in_a_long_session_is_deleting_from_its_commit(
+        ledger: Ledger, sessions: sessionmaker[Session],
+        change: Callable[[Session], None]) -> None:
+    """SQLite has no deferred trigger: ``before_commit`` stamps the detached blobs again as
+    the transaction's last statement. Here the session's clock moves ``HELD`` s between
+    the flush that detached and the commit (a transaction held that long): the grace counts
+    from the commit, and a sweeper past the flush's grace, not the commit's, keeps the
+    bytes."""
+    ledger.settings = ledger.settings.with_(delete_grace=GRACE)
+    staged = await ledger.stage(b"v1", filename="v1.pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=1, number="INV-1", pdf=staged))
+
+    def held() -> datetime:
+        with sessions.begin() as session:
+            change(session)
+            session.flush()
+            stamped = _stamp(session.connection(), staged.name)
+            session.info[CLOCK_OFFSET] = HELD  # the commit comes HELD s later
+        return stamped
+
+    stamped = await asyncio.to_thread(held)
+    with sessions() as session:
+        since = _stamp(session.connection(), staged.name)
+    assert (since - stamped).total_seconds() >= HELD
+    report = await _sweep_at(ledger, GRACE + HELD / 2)  # past the flush's grace only
+    assert report.deleted == 0
+    assert (await ledger.store.stat(staged.name)).size == 2  # the bytes are still there
+    assert (await _sweep_at(ledger, GRACE + HELD + 1)).deleted == 1  # past the commit's
+
+
+def _stamp(conn: Connection, name: str) -> datetime:
+    value = conn.execute(text(
+        "SELECT changed_at FROM blobs WHERE name = :n AND state = 'deleting'"),
+        {"n": name}).scalar_one()
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+async def _sweep_at(ledger: Ledger, offset: float) -> SweepReport:
+    saved = ledger.clock_offset
+    ledger.clock_offset = offset
+    try:
+        return await Sweeper(ledger).run_once()
+    finally:
+        ledger.clock_offset = saved

@@ -89,3 +89,17 @@ def test_help_shows_the_subcommands_own_options(command: str, options: list[str]
     assert "options of blobledger" in shown and "--database" in shown
     for option in options:
         assert shown.count(f"  {option}") == 1, (option, shown)
+
+
+def test_a_write_without_a_signal_is_reported_by_check(
+        backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``QuerySet.update`` sends no signal: the blob stays attached to a row that no longer
+    names it, and ``blobledger_check`` says so (docs/django.md, "What it does not do")."""
+    invoice = Invoice.objects.create(number="U-1", pdf=ContentFile(b"u", name="u.pdf"))
+    name = str(invoice.pdf.name)
+    Invoice.objects.filter(pk=invoice.pk).update(pdf="")
+    assert state(name) == "attached"  # nothing detached it
+    with pytest.raises(CommandError, match="status 1"):
+        call_command("blobledger_check", "--json", database=backend_alias())
+    report = json.loads(capsys.readouterr().out)
+    assert not report["ok"] and any(name in v["subject"] for v in report["violations"])

@@ -19,6 +19,10 @@ For every model with a ``FileField`` (or ``ImageField``) on a :class:`LedgerStor
   turns Django's fast delete off for the model): the owner's blobs go ``attached ->
   deleting``, inside the delete's transaction.
 
+On SQLite the detached names are stamped ``deleting`` again just before the commit, so
+their grace counts from it (:mod:`blobledger.django.grace`; PostgreSQL's trigger does it
+there).
+
 A rolled-back ``atomic()`` (or savepoint) rolls the attach and the detach back with the row;
 the staged bytes stay ``pending`` for the sweeper. ``QuerySet.update``, ``bulk_create``,
 ``bulk_update``, raw SQL and ``loaddata`` (raw saves) send no signal: they attach and detach
@@ -33,16 +37,18 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from django.db import models, router, transaction
+from django.db import connections, models, router, transaction
 from django.db.models.fields.files import FieldFile, FileField
 from django.db.models.signals import post_delete, post_init, post_save
 
 from blobledger.django.conf import failpoint
+from blobledger.django.grace import note_detached
 from blobledger.django.sql import DjangoConnection
 from blobledger.django.staging import tag_after_commit
 from blobledger.django.storage import LedgerStorage, using
 from blobledger.errors import InvalidInput
 from blobledger.protocol.attachments import StagedBlob
+from blobledger.protocol.grace import attached_names
 from blobledger.protocol.owners import Owner, owner_key
 from blobledger.protocol.transitions.attachments import (
     column_blobs,
@@ -207,6 +213,7 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
     staged: dict[str, StagedBlob] = values.get(STAGED, {})
     conn: DjangoConnection | None = None
     done: dict[str, str] = {}
+    sqlite = connections[using].vendor == "sqlite"  # the grace from the commit: grace.py
     for field in ledger_fields(sender):
         if field.attname not in values:
             continue  # deferred: not written
@@ -222,8 +229,12 @@ def _saved(sender: type[models.Model], instance: models.Model, created: bool, ra
         if attempt is None and not created and loaded.get(field.attname) == name:
             _refuse_stale(conn, field, instance, name)  # unchanged here: unchanged there?
             continue
-        sync_owner_column(conn, _owner(field, instance), [(name, attempt)] if name else [],
+        owner = _owner(field, instance)
+        before = set() if created or not sqlite else attached_names(
+            conn, owner.table, owner.key, owner.column)
+        sync_owner_column(conn, owner, [(name, attempt)] if name else [],
                           _offset(field, using), new=created)
+        note_detached(using, before - {name}, functools.partial(_offset, field, using))
         done[field.attname] = name
     if done:
         transaction.on_commit(lambda: _committed(values, done), using=using)
@@ -261,7 +272,10 @@ def _deleted(sender: type[models.Model], instance: models.Model, using: str,
              **_: Any) -> None:
     fields = ledger_fields(sender)
     conn = DjangoConnection(using)
+    sqlite = connections[using].vendor == "sqlite"
     for table, field in {field.model._meta.db_table: field for field in fields}.items():
         meta = field.model._meta
-        detach_owner(conn, table, owner_key((getattr(instance, meta.pk.attname),)),
-                     _offset(field, using))
+        key = owner_key((getattr(instance, meta.pk.attname),))
+        before = attached_names(conn, table, key) if sqlite else set()
+        detach_owner(conn, table, key, _offset(field, using))
+        note_detached(using, before, functools.partial(_offset, field, using))
