@@ -20,6 +20,19 @@ HELD_VERSION = ("only a creation holds (Ledger.create's hold; begin_replace need
                 "document), so a held document is at version 1 and every processing row of a "
                 "document is its version 1's (the last acceptance deletes them with its ready "
                 "step): the document id alone names them")
+#: the claim's token in a processing step's terms implies the row is pending
+HELD_TOKEN = ("the token term implies it: a work row holds a claim's token only while pending "
+              "(C4 inserts it pending with no token, the claim sets the token on a pending "
+              "row, the verdict moves it out of pending and clears the token in the same "
+              "statement, and no other statement writes processing rows), tokens are fresh "
+              "per claim and NULL = token is never true: the term never filters a row the "
+              "others match")
+#: the keys a verdict writes: C4 moved them pending -> done when it made the document held
+HELD_KEY = ("a key names its creation's blob only (blob names are fresh per attempt); the "
+            "transaction that makes the document held (C4's commit_create for a keyed "
+            "intent, or the sweeper's roll_forward) moves that key pending -> done "
+            "(_key_done), so at a verdict every key naming the held document's blob is done: "
+            "the term never filters a row the blob term matches")
 #: the statement's result is returned but no caller reads it
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
@@ -630,6 +643,16 @@ ARGUED: dict[str, str] = {
     "where:held:claim:processing.lease_until": "the row was read in this transaction with "
         "lease_until <= NOW and is held until it ends, NOW the same or later (as "
         "where:events:_claim:events.lease_until)",
+    # a work row carries a token only while pending: the claim's update sets it on a
+    # pending row, and the statements that move a row out of pending (the verdict) clear
+    # it in the same statement (attempt=None); tokens are fresh per claim, NULL = token is
+    # never true
+    "where:held:_drop_mine:processing.state": HELD_TOKEN,
+    "where:held:_verdict:processing.state": HELD_TOKEN,
+    "where:held:failed:processing.state": HELD_TOKEN,
+    # the key of a held document's creation is done since C4
+    "where:held:accept:keys.state": HELD_KEY,
+    "where:held:reject:keys.state": HELD_KEY,
     "lease:held:claim:processing.lease_until:le-to-lt": BOUNDARY,
     "lease:held:claim:processing.lease_until:le-to-lt#2": BOUNDARY,
     "lease:held:purge:processing.changed_at:lt-to-le": BOUNDARY,
