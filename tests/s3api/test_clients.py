@@ -23,33 +23,38 @@ from tests.support.server import Server
 AWS = Path(sys.executable).parent / "aws"
 
 
+def race(server: Server, key: str, bodies: list[bytes]) -> list[tuple[int, bytes, str]]:
+    """Each body PUT with ``If-None-Match: *`` by a client of its own, all at once: each
+    one's (status, body, ETag or error code)."""
+    clients = [client(server) for _ in bodies]
+    start = threading.Barrier(len(bodies))
+    outcomes: list[tuple[int, bytes, str]] = []
+
+    def put(index: int) -> None:
+        start.wait()
+        try:
+            made = clients[index].put_object(Bucket=BUCKET, Key=key, Body=bodies[index],
+                                             IfNoneMatch="*")
+            outcomes.append((200, bodies[index], made["ETag"]))
+        except ClientError as exc:
+            status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
+            outcomes.append((status, bodies[index], exc.response["Error"]["Code"]))
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
 def test_two_clients_racing_if_none_match_star(s3_server: Server, s3: Any,
                                                prefix: str) -> None:
     """Exactly one 200, the other 412, and the key holds the winner's bytes, every time."""
     for round_ in range(6):
         key = f"{prefix}race-{round_}"
-        bodies = [bytes([65 + i]) * (256 * 1024) for i in range(2)]
-        clients = [client(s3_server) for _ in bodies]
-        start = threading.Barrier(len(bodies))
-        outcomes: list[tuple[int, bytes, str]] = []
-
-        def put(index: int) -> None:
-            start.wait()
-            try:
-                made = clients[index].put_object(Bucket=BUCKET, Key=key, Body=bodies[index],
-                                                 IfNoneMatch="*")
-                outcomes.append((200, bodies[index], made["ETag"]))
-            except ClientError as exc:
-                status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
-                outcomes.append((status, bodies[index], exc.response["Error"]["Code"]))
-
-        threads = [threading.Thread(target=put, args=(i,)) for i in range(len(bodies))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        statuses = sorted(status for status, _, _ in outcomes)
-        assert statuses == [200, 412], outcomes
+        outcomes = race(s3_server, key, [bytes([65 + i]) * (256 * 1024) for i in range(2)])
+        assert sorted(status for status, _, _ in outcomes) == [200, 412], outcomes
         winner = next(o for o in outcomes if o[0] == 200)
         loser = next(o for o in outcomes if o[0] == 412)
         assert loser[2] == "PreconditionFailed"

@@ -93,7 +93,7 @@ def test_list_objects_v2(s3: Any, prefix: str) -> None:
     entries = [[*(c["Key"] for c in page.get("Contents", [])),
                 *(p["Prefix"] for p in page.get("CommonPrefixes", []))] for page in pages]
     assert [len(page) for page in entries] == [2, 2, 1]
-    assert sorted(sum(entries, [])) == sorted(
+    assert sorted(key for page in entries for key in page) == sorted(
         [prefix + n for n in ("a/", "b", "c/", "g h", "z")])
 
     after = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, StartAfter=prefix + "c/f")
@@ -176,9 +176,10 @@ def test_a_read_key_cannot_write(s3_server: Server, s3: Any, prefix: str) -> Non
     s3.put_object(Bucket=BUCKET, Key=prefix + "r", Body=b"r")
     reader = client(s3_server, READER)
     assert reader.get_object(Bucket=BUCKET, Key=prefix + "r")["Body"].read() == b"r"
-    for write in (lambda: reader.put_object(Bucket=BUCKET, Key=prefix + "w", Body=b"w"),
-                  lambda: reader.delete_object(Bucket=BUCKET, Key=prefix + "r")):
-        with pytest.raises(ClientError) as refused:
-            write()
-        assert error(refused) == (403, "AccessDenied")
+    with pytest.raises(ClientError) as put:
+        reader.put_object(Bucket=BUCKET, Key=prefix + "w", Body=b"w")
+    assert error(put) == (403, "AccessDenied")
+    with pytest.raises(ClientError) as delete:
+        reader.delete_object(Bucket=BUCKET, Key=prefix + "r")
+    assert error(delete) == (403, "AccessDenied")
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "r")["Body"].read() == b"r"
