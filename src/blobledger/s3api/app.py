@@ -20,10 +20,10 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from blobledger.config import Settings
-from blobledger.protocol.ledger import Ledger
 from blobledger.s3api import buckets, objects
+from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
-from blobledger.s3api.sigv4 import Seen, Signed, verify
+from blobledger.s3api.sigv4 import Seen, verify
 
 log = logging.getLogger("blobledger.s3api")
 
@@ -31,37 +31,7 @@ log = logging.getLogger("blobledger.s3api")
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
 OBJECT_QUERY = frozenset({"x-id"})
-Handler = Callable[["Call"], Awaitable[Response]]
-
-
-class Call:
-    """One request to the endpoint: its bucket and key, its query, its signer."""
-
-    def __init__(self, request: Request, settings: Settings, bucket: str, key: str,
-                 query: list[tuple[str, str]], signed: Signed, request_id: str) -> None:
-        self.request = request
-        self.settings = settings
-        self.bucket = bucket
-        self.key = key
-        self.query = query
-        self.params = {name: value for name, value in query
-                       if not name.startswith("X-Amz-")}
-        self.signed = signed
-        self.request_id = request_id
-
-    @property
-    def ledger(self) -> Ledger:
-        ledger: Ledger | None = self.request.app.state.ledger
-        if ledger is None:
-            raise S3Error("ServiceUnavailable", "the service is starting or stopping")
-        return ledger
-
-    def headers(self, **more: str) -> dict[str, str]:
-        return {"x-amz-request-id": self.request_id, "x-amz-id-2": self.request_id, **more}
-
-    def need(self, scope: str) -> None:
-        if scope not in self.signed.scopes:
-            raise S3Error("AccessDenied", f"Access Denied: the key lacks the {scope!r} scope")
+Handler = Callable[[Call], Awaitable[Response]]
 
 
 def _query(raw: bytes) -> list[tuple[str, str]]:

@@ -7,7 +7,6 @@ import base64
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
@@ -15,6 +14,7 @@ from defusedxml import ElementTree
 from starlette.responses import Response
 
 from blobledger.protocol.documents import Document
+from blobledger.s3api.call import Call
 from blobledger.s3api.errors import XML_TYPE, S3Error
 from blobledger.s3api.objects import etag_of, read_body
 
@@ -26,9 +26,6 @@ MAX_XML_BODY = 64 * 1024
 #: the bucket's creation date as ListBuckets shows it: it has always existed
 CREATED = datetime(2024, 1, 1, tzinfo=UTC)
 PAGE = 500
-if TYPE_CHECKING:
-    from blobledger.s3api.app import Call
-
 
 def _xml(body: str, call: Call) -> Response:
     return Response('<?xml version="1.0" encoding="UTF-8"?>\n' + body, 200,

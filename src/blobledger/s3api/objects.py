@@ -17,17 +17,15 @@ import zlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
 from blobledger.errors import NameTaken, NotFound, PreconditionFailed, UploadAborted
 from blobledger.protocol.documents import Document
+from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
-
-if TYPE_CHECKING:
-    from blobledger.s3api.app import Call
 
 #: request headers asking for what this endpoint does not keep or do yet
 UNSUPPORTED = ("x-amz-meta-", "x-amz-acl", "x-amz-grant-", "x-amz-tagging",
