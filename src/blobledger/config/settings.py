@@ -135,6 +135,8 @@ class Settings(DiagnosticSettings, ClientSettings, VariantSettings, PipelineSett
             data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
         if self.signing_key:
             data["signing_key"] = "****"
+        data["s3api_keys"] = [f"{key_id}:****:" + "+".join(sorted(scopes))
+                              for key_id, (_, scopes) in self.s3api_keys.items()]
         return data
 
 
