@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -109,3 +110,26 @@ def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix:
     assert back.read_bytes() == source.read_bytes()
     aws("rm", f"s3://{BUCKET}/{prefix}cli/notes.txt")
     assert "notes.txt" not in aws("ls", "--recursive", f"s3://{BUCKET}/{prefix}")
+
+
+def test_the_endpoint_beside_bearer_tokens(azurite: Any, tmp_path: Path) -> None:
+    """With API tokens set, S3 keys still sign S3 requests; neither credential opens the
+    other's routes."""
+    from tests.s3api.conftest import KEYS
+    from tests.support.server import running_server
+
+    extra = {"BLOBLEDGER_S3API_KEYS": KEYS, "BLOBLEDGER_API_TOKENS": "bearer-token-1:write",
+             "BLOBLEDGER_STORE_URL": f"file://{tmp_path / 'store'}"}
+    with running_server(azurite, f"sqlite+aiosqlite:///{tmp_path / 'db'}",
+                        extra=extra) as server:
+        s3 = client(server)
+        s3.put_object(Bucket=BUCKET, Key="beside", Body=b"beside tokens")
+        assert s3.get_object(Bucket=BUCKET, Key="beside")["Body"].read() == b"beside tokens"
+        bearer = {"Authorization": "Bearer bearer-token-1"}
+        assert httpx.get(f"{server.url}/documents", headers=bearer).status_code == 200
+        refused = httpx.get(f"{server.url}/s3/{BUCKET}?list-type=2", headers=bearer)
+        # S3's own answer to an Authorization of another kind
+        assert refused.status_code == 400 and "<Code>InvalidArgument</Code>" in refused.text
+        signed = s3.generate_presigned_url("list_objects_v2", Params={"Bucket": BUCKET})
+        query = signed.split("?", 1)[1]
+        assert httpx.get(f"{server.url}/documents?{query}").status_code == 401

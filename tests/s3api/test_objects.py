@@ -183,3 +183,36 @@ def test_a_read_key_cannot_write(s3_server: Server, s3: Any, prefix: str) -> Non
         reader.delete_object(Bucket=BUCKET, Key=prefix + "r")
     assert error(delete) == (403, "AccessDenied")
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "r")["Body"].read() == b"r"
+
+
+def _signed_put(server: Server, key: str, body: bytes, **context: Any) -> httpx.Response:
+    """A PUT signed by botocore's S3 signer with the given signing context, sent as is."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from tests.s3api.conftest import WRITER
+
+    url = f"{server.url}/s3/{BUCKET}/{key}"
+    request = AWSRequest(method="PUT", url=url, data=body)
+    request.context.update(context)
+    S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1").add_auth(request)
+    return httpx.put(url, content=body, headers=dict(request.headers.items()))
+
+
+def test_an_unsigned_payload_is_accepted(s3_server: Server, s3: Any, prefix: str) -> None:
+    from botocore.config import Config
+
+    sent = _signed_put(s3_server, prefix + "unsigned", b"unsigned body",
+                       client_config=Config(s3={"payload_signing_enabled": False}))
+    assert sent.status_code == 200, sent.text
+    assert s3.get_object(Bucket=BUCKET, Key=prefix + "unsigned")["Body"].read() == \
+        b"unsigned body"
+
+
+def test_a_streaming_payload_is_not_implemented(s3_server: Server, s3: Any,
+                                                prefix: str) -> None:
+    sent = _signed_put(s3_server, prefix + "chunked", b"body",
+                       checksum={"request_algorithm": {"in": "trailer"}})
+    assert sent.status_code == 501 and "<Code>NotImplemented</Code>" in sent.text, sent.text
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
