@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from starlette.requests import Request
 
 from blobledger.config import Settings
@@ -31,6 +33,13 @@ class Call:
         if ledger is None:
             raise S3Error("ServiceUnavailable", "the service is starting or stopping")
         return ledger
+
+    @property
+    def owner(self) -> str:
+        """How the database names the key that signed the request as a document's writer
+        (``s3:`` and 16 hex digits of a digest of its id: never a bearer token's digest)."""
+        digest = hashlib.sha256(b"blobledger-s3-owner\x00" + self.signed.key_id.encode())
+        return "s3:" + digest.hexdigest()[:16]
 
     def headers(self, **more: str) -> dict[str, str]:
         return {"x-amz-request-id": self.request_id, "x-amz-id-2": self.request_id, **more}

@@ -175,7 +175,7 @@ async def put_object(call: Call) -> Response:
     try:
         if existing is None:
             doc = await ledger.create(call.key, data, content_type=content_type,
-                                      sha256=sha256, md5=md5, owner=call.signed.key_id)
+                                      sha256=sha256, md5=md5, owner=call.owner)
         else:
             doc = await ledger.replace(existing.id, data, expected_version=existing.version,
                                        content_type=content_type, sha256=sha256, md5=md5)
