@@ -42,7 +42,7 @@ STORE_EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 #: what ``blobledger serve`` imports
 SERVE_MODULES = ("fastapi", "starlette", "uvicorn", "h11", "python_multipart",
-                 "prometheus_client", "http_sfv", "fastapi_offline")
+                 "prometheus_client", "http_sfv", "fastapi_offline", "botocore", "defusedxml")
 #: the PostgreSQL driver (the database layer, below this one, checks it itself: db.py)
 POSTGRESQL_MODULES = ("asyncpg",)
 

@@ -164,6 +164,10 @@ async def command(host: str, port: int, body_timeout: float | None,
         async with Ledger.from_settings(settings) as ledger:
             app = create_app(ledger, settings, workers=background_workers(settings),
                              body_timeout=body_timeout)
+            if settings.s3api_keys:  # the S3-compatible endpoint (docs/s3.md)
+                from blobledger.s3api import mount
+
+                mount(app, settings)
             port = sock.getsockname()[1]
             database = ledger.db.engine.url.render_as_string(hide_password=True)
             announce(f"blobledger: serving on http://{host}:{port} (database {database}, "

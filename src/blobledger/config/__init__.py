@@ -14,7 +14,8 @@ The settings live by area, each a model of its own composed into :class:`Setting
   remote stores' ``[azure]`` and ``[s3]``, the lowest room: the stores read it);
 - :mod:`.embedded`: the ledger inside an application's database (Django's);
 - :mod:`.protocol`: the uploads' limits and the protocol's timings, with their rules;
-- :mod:`.service`: the HTTP service; :mod:`.workers`: the background workers;
+- :mod:`.service`: the HTTP service; :mod:`.s3api`: its S3-compatible endpoint;
+  :mod:`.workers`: the background workers;
 - :mod:`.pipeline`: held documents and processors; :mod:`.variants`: derived images;
 - :mod:`.client`: the client commands, telemetry and the test hooks.
 
@@ -41,6 +42,7 @@ from blobledger.config.protocol import (
     sweep_margin,
     url_expiry_problem,
 )
+from blobledger.config.s3api import S3ApiSettings, parse_access_keys
 from blobledger.config.service import SIGNING_KEY_MIN, ServiceSettings, parse_tokens
 from blobledger.config.settings import SECRET_FIELDS, Settings
 from blobledger.config.sources import environment_with, from_env, load_settings, read_toml
@@ -57,9 +59,10 @@ __all__ = [
     "CLOCK_SKEW", "DEFAULT_DATABASE_URL", "DEFAULT_STORE_URL", "DEFAULT_URL", "ENV_PREFIX",
     "MAX_EVENT_BACKOFF", "PROCESSORS", "SECRET_FIELDS", "SIGNING_KEY_MIN", "SWEEP_MARGIN",
     "WEBHOOK_SECRET_PREFIX", "AzureSettings", "ClientSettings", "Count", "DiagnosticSettings",
-    "Duration", "EmbeddedSettings", "PipelineSettings", "ProtocolSettings", "S3Settings",
-    "ServiceSettings", "Settings", "Size", "StorageSettings", "StoreLimits", "VariantSettings",
-    "WorkerSettings", "default_var_dir", "describe_errors", "env_name", "environment_with",
-    "from_env", "held_by_settings", "load_settings", "minimum_sweep_after", "parse_tokens",
-    "read_toml", "read_url_lifetime", "sweep_margin", "table_layout", "url_expiry_problem",
+    "Duration", "EmbeddedSettings", "PipelineSettings", "ProtocolSettings", "S3ApiSettings",
+    "S3Settings", "ServiceSettings", "Settings", "Size", "StorageSettings", "StoreLimits",
+    "VariantSettings", "WorkerSettings", "default_var_dir", "describe_errors", "env_name",
+    "environment_with", "from_env", "held_by_settings", "load_settings", "minimum_sweep_after",
+    "parse_access_keys", "parse_tokens", "read_toml", "read_url_lifetime", "sweep_margin",
+    "table_layout", "url_expiry_problem",
 ]

@@ -21,6 +21,7 @@ from blobledger.config.embedded import EmbeddedSettings
 from blobledger.config.naming import ORIGINS, describe_errors, shown, written_unit
 from blobledger.config.pipeline import PipelineSettings
 from blobledger.config.protocol import ProtocolSettings, minimum_sweep_after, url_expiry_problem
+from blobledger.config.s3api import S3ApiSettings
 from blobledger.config.service import ServiceSettings
 from blobledger.config.storage import StorageSettings
 from blobledger.config.variants import VariantSettings
@@ -29,13 +30,13 @@ from blobledger.errors import ConfigError
 
 #: fields whose values are secrets: shown masked by ``blobledger config``
 SECRET_FIELDS = frozenset({"api_tokens", "token", "azure.connection_string",
-                           "webhook_secret", "signing_key"})
+                           "webhook_secret", "signing_key", "s3api_keys"})
 
 
 # pydantic orders the fields from the last base to the first: the areas are listed bottom up,
 # so that the settings (``blobledger config``, the docs' table) read storage first
 class Settings(DiagnosticSettings, ClientSettings, VariantSettings, PipelineSettings,
-               WorkerSettings, ServiceSettings, ProtocolSettings, EmbeddedSettings,
+               WorkerSettings, S3ApiSettings, ServiceSettings, ProtocolSettings, EmbeddedSettings,
                StorageSettings):
     """Every setting, typed and checked; frozen (derive a changed copy with :meth:`with_`)."""
 
@@ -134,6 +135,8 @@ class Settings(DiagnosticSettings, ClientSettings, VariantSettings, PipelineSett
             data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
         if self.signing_key:
             data["signing_key"] = "****"
+        data["s3api_keys"] = [f"{key_id}:****:" + "+".join(sorted(scopes))
+                              for key_id, (_, scopes) in self.s3api_keys.items()]
         return data
 
 

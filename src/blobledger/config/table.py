@@ -23,6 +23,7 @@ from blobledger.config.fields import Duration, Size
 from blobledger.config.naming import NESTED, env_name
 from blobledger.config.pipeline import PipelineSettings
 from blobledger.config.protocol import ProtocolSettings
+from blobledger.config.s3api import S3ApiSettings
 from blobledger.config.service import ServiceSettings
 from blobledger.config.settings import Settings
 from blobledger.config.storage import StorageSettings
@@ -43,13 +44,14 @@ AREAS = (
     Area("embedded", "The ledger in an application's database", EmbeddedSettings),
     Area("protocol", "The protocol's limits and timings", ProtocolSettings),
     Area("service", "The HTTP service", ServiceSettings),
+    Area("s3api", "The S3-compatible endpoint (docs/s3.md)", S3ApiSettings),
     Area("workers", "The background workers and the events' delivery", WorkerSettings),
     Area("pipeline", "Held documents and processors (docs/pipeline.md)", PipelineSettings),
     Area("variants", "Derived images", VariantSettings),
     Area("client", "The client commands", ClientSettings),
     Area("diagnostics", "Telemetry and test hooks", DiagnosticSettings),
 )
-BEGIN = re.compile(r"^<!-- settings-table(?::\s*(?P<area>[a-z]+))? -->$", re.MULTILINE)
+BEGIN = re.compile(r"^<!-- settings-table(?::\s*(?P<area>[a-z0-9]+))? -->$", re.MULTILINE)
 END = "<!-- /settings-table -->"
 
 

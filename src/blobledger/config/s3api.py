@@ -1,0 +1,91 @@
+"""The S3-compatible endpoint (docs/s3.md): where ``blobledger serve`` mounts it, the one
+bucket it shows today's documents in, and the access keys that sign its requests."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+
+from blobledger.config.fields import setting
+from blobledger.errors import ConfigError
+
+#: S3's rule for a bucket name (path-style addressing): 3-63 lower-case letters, digits,
+#: dots and hyphens, starting and ending with a letter or a digit
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{3,128}$")
+#: the shortest secret accepted (characters)
+S3_SECRET_MIN = 16
+
+
+def parse_access_keys(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """``KEYID:SECRET:read,KEYID2:SECRET2:write`` → {key id: (secret, scopes)}; write implies
+    read. A secret may hold any character but a comma (AWS's hold ``/`` and ``+``)."""
+    keys: dict[str, tuple[str, frozenset[str]]] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key_id, _, rest = item.partition(":")
+        secret, sep, scope_text = rest.rpartition(":")
+        if not sep or not key_id or not secret:
+            raise ConfigError(f"{key_id[:4]}… needs a secret and a scope (KEYID:SECRET:read)")
+        if not _KEY_ID.match(key_id):
+            raise ConfigError(f"access key id {key_id[:4]}… must be 3-128 letters, digits, "
+                              "'_' or '-'")
+        if len(secret) < S3_SECRET_MIN:
+            raise ConfigError(f"the secret of {key_id} must be at least {S3_SECRET_MIN} "
+                              "characters")
+        scopes = set(scope_text.split("+"))
+        if not scopes <= {"read", "write"}:
+            raise ConfigError(f"unknown scope in {scope_text!r} (read, write, read+write)")
+        if "write" in scopes:
+            scopes.add("read")
+        if key_id in keys:
+            raise ConfigError(f"access key id {key_id} is given twice")
+        keys[key_id] = (secret, frozenset(scopes))
+    return keys
+
+
+def _keys(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_access_keys(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+AccessKeys = Annotated[dict[str, tuple[str, frozenset[str]]], BeforeValidator(_keys)]
+
+
+class S3ApiSettings(BaseModel):
+    """The S3-compatible endpoint of ``blobledger serve``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    s3api_keys: AccessKeys = setting(
+        {}, "access keys of the S3-compatible endpoint, `KEYID:SECRET:read,KEYID2:SECRET2:"
+        "write` (a secret of at least 16 characters; write implies read); `serve` mounts the "
+        "endpoint only when some are set (docs/s3.md)", "unset: no S3 endpoint")
+    s3api_bucket: str = setting(
+        "blobledger", "the one bucket the S3 endpoint shows, holding the service's documents")
+    s3api_prefix: str = setting(
+        "/s3", "the path `serve` mounts the S3 endpoint at (path-style addressing: "
+        "`http://host:port/s3/BUCKET/KEY`)")
+
+    @field_validator("s3api_bucket")
+    @classmethod
+    def _bucket_name(cls, value: str) -> str:
+        if not _BUCKET.match(value) or ".." in value:
+            raise ValueError("must be an S3 bucket name: 3-63 lower-case letters, digits, "
+                             "'.' and '-', starting and ending with a letter or a digit")
+        return value
+
+    @field_validator("s3api_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not re.match(r"^(/[A-Za-z0-9._-]+)+$", value):
+            raise ValueError("must be a path such as /s3 (no trailing '/')")
+        return value

@@ -1,0 +1,126 @@
+"""The S3 endpoint's ASGI application: every request signed (SigV4, :mod:`.sigv4`), then
+routed by its path (path-style: ``/``, ``/BUCKET``, ``/BUCKET/KEY``), its method and its
+query to an operation, or answered ``NotImplemented``.
+
+It runs mounted inside the service's app (``blobledger serve`` mounts it at
+``BLOBLEDGER_S3API_PREFIX``): the ledger is that app's (``scope["app"].state.ledger``), and
+its guard (header limits, the upload cap, the minimum body rate) stands in front of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from blobledger.config import Settings
+from blobledger.s3api import buckets, objects
+from blobledger.s3api.call import Call
+from blobledger.s3api.errors import S3Error, error_response, from_ledger
+from blobledger.s3api.sigv4 import Seen, verify
+
+log = logging.getLogger("blobledger.s3api")
+
+#: query parameters an object operation of this endpoint may carry (the presigned URL's
+#: own, and ``x-id``, which botocore adds to name the operation); any other is a
+#: sub-resource or an option not implemented yet
+OBJECT_QUERY = frozenset({"x-id"})
+Handler = Callable[[Call], Awaitable[Response]]
+
+
+def _query(raw: bytes) -> list[tuple[str, str]]:
+    """The query's pairs, percent-decoded (``+`` stays a plus: S3 clients encode a space as
+    ``%20``), in order; a name without ``=`` has the empty value."""
+    pairs = []
+    for item in raw.decode("latin-1").split("&"):
+        if item:
+            name, _, value = item.partition("=")
+            pairs.append((unquote(name, errors="strict"), unquote(value, errors="strict")))
+    return pairs
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    for name, value in scope.get("headers", []):
+        found.setdefault(bytes(name).decode("latin-1").lower(), []).append(
+            bytes(value).decode("latin-1"))
+    return {name: ",".join(values) for name, values in found.items()}
+
+
+class S3App:
+    """The endpoint, mounted at ``settings.s3api_prefix``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.prefix = settings.s3api_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request_id = uuid.uuid4().hex[:16].upper()
+        method = scope["method"]
+        path = scope.get("path", "")
+        relative = path[len(self.prefix):] if path.startswith(self.prefix) else path
+        try:
+            response = await self._answer(scope, receive, method, relative, request_id)
+        except Exception as exc:
+            error = from_ledger(exc)
+            if error is None:
+                log.exception("S3 %s %s failed", method, relative)
+                error = S3Error("InternalError", "we encountered an internal error: retry")
+            response = error_response(error, relative, request_id, method)
+        await response(scope, receive, send)
+
+    async def _answer(self, scope: Scope, receive: Receive, method: str, relative: str,
+                      request_id: str) -> Response:
+        try:
+            query = _query(bytes(scope.get("query_string", b"")))
+        except UnicodeDecodeError:
+            raise S3Error("InvalidArgument", "the query string is not valid UTF-8") from None
+        raw_path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        headers = _headers(scope)
+        seen = Seen(method, headers.get("host", ""), raw_path, query, headers)
+        signed = verify(seen, self.settings.s3api_keys, time.time())
+        bucket, _, key = relative.lstrip("/").partition("/")
+        call = Call(Request(scope, receive), self.settings, bucket, key, query, signed,
+                    request_id)
+        handler = self._route(call, method)
+        return await handler(call)
+
+    def _route(self, call: Call, method: str) -> Handler:
+        params = call.params
+        if not call.bucket:
+            if method == "GET" and not params:
+                return buckets.list_buckets
+            raise S3Error("NotImplemented", "only ListBuckets is implemented on the service")
+        if call.bucket != self.settings.s3api_bucket:
+            if method == "PUT" and not call.key and not params:
+                raise S3Error("NotImplemented", f"buckets other than "
+                              f"{self.settings.s3api_bucket!r} come with buckets as "
+                              "namespaces, not implemented yet")
+            raise S3Error("NoSuchBucket", "The specified bucket does not exist")
+        if not call.key:
+            if method == "HEAD" and not params:
+                return buckets.head_bucket
+            if method == "GET" and params.get("list-type") == "2":
+                return buckets.list_objects_v2
+            if method == "PUT" and not params:
+                return buckets.create_bucket
+            raise S3Error("NotImplemented", f"{method} on a bucket with "
+                          f"{sorted(params) or 'no parameters'} is not implemented")
+        if set(params) - OBJECT_QUERY:
+            raise S3Error("NotImplemented", f"object sub-resources and options "
+                          f"{sorted(set(params) - OBJECT_QUERY)} are not implemented")
+        if method in ("GET", "HEAD"):
+            return objects.get_object
+        if method == "PUT":
+            return objects.put_object
+        if method == "DELETE":
+            return objects.delete_object
+        raise S3Error("NotImplemented", f"{method} on an object is not implemented")

@@ -1,0 +1,49 @@
+"""One request to the S3 endpoint, as its operations see it."""
+
+from __future__ import annotations
+
+import hashlib
+
+from starlette.requests import Request
+
+from blobledger.config import Settings
+from blobledger.protocol.ledger import Ledger
+from blobledger.s3api.errors import S3Error
+from blobledger.s3api.sigv4 import Signed
+
+
+class Call:
+    """One request to the endpoint: its bucket and key, its query, its signer."""
+
+    def __init__(self, request: Request, settings: Settings, bucket: str, key: str,
+                 query: list[tuple[str, str]], signed: Signed, request_id: str) -> None:
+        self.request = request
+        self.settings = settings
+        self.bucket = bucket
+        self.key = key
+        self.query = query
+        self.params = {name: value for name, value in query
+                       if not name.startswith("X-Amz-")}
+        self.signed = signed
+        self.request_id = request_id
+
+    @property
+    def ledger(self) -> Ledger:
+        ledger: Ledger | None = self.request.app.state.ledger
+        if ledger is None:
+            raise S3Error("ServiceUnavailable", "the service is starting or stopping")
+        return ledger
+
+    @property
+    def owner(self) -> str:
+        """How the database names the key that signed the request as a document's writer
+        (``s3:`` and 16 hex digits of a digest of its id: never a bearer token's digest)."""
+        digest = hashlib.sha256(b"blobledger-s3-owner\x00" + self.signed.key_id.encode())
+        return "s3:" + digest.hexdigest()[:16]
+
+    def headers(self, **more: str) -> dict[str, str]:
+        return {"x-amz-request-id": self.request_id, "x-amz-id-2": self.request_id, **more}
+
+    def need(self, scope: str) -> None:
+        if scope not in self.signed.scopes:
+            raise S3Error("AccessDenied", f"Access Denied: the key lacks the {scope!r} scope")

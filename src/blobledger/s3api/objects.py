@@ -1,0 +1,309 @@
+"""The object operations, each on the ledger's steps: PutObject a create (``If-None-Match:
+*``: a create only) or a replace of the key's document; GetObject and HeadObject a read of
+a ready document (Range, the conditional headers); DeleteObject the ledger's delete.
+
+A key is a document's name. The body streams into the ledger as it arrives, its
+``x-amz-content-sha256``, ``Content-MD5`` and ``x-amz-checksum-{crc32,sha1,sha256}``
+checked before the document is committed: a mismatch fails the ledger's upload, and
+nothing becomes visible."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import zlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import datetime
+from email.utils import format_datetime, parsedate_to_datetime
+from typing import Any
+
+from starlette.responses import Response, StreamingResponse
+
+from blobledger.errors import NameTaken, NotFound, PreconditionFailed, UploadAborted
+from blobledger.protocol.documents import Document
+from blobledger.s3api.call import Call
+from blobledger.s3api.errors import S3Error
+from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
+
+#: request headers asking for what this endpoint does not keep or do yet
+UNSUPPORTED = ("x-amz-meta-", "x-amz-acl", "x-amz-grant-", "x-amz-tagging",
+               "x-amz-object-lock-", "x-amz-server-side-encryption",
+               "x-amz-website-redirect-location", "x-amz-copy-source", "if-match")
+CHECKSUMS = ("crc32", "sha1", "sha256")
+ATTEMPTS = 3
+
+
+def etag_of(doc: Document) -> str:
+    """The object's ETag: the first 128 bits of its SHA-256, quoted (S3's is an MD5 for a
+    single PUT; clients compare it only with itself). A document without a recorded
+    SHA-256 gets one of its id and version."""
+    digest = doc.sha256 or hashlib.sha256(f"{doc.id}:{doc.version}".encode()).hexdigest()
+    return f'"{digest[:32]}"'
+
+
+def http_date(when: datetime) -> str:
+    return format_datetime(when.replace(microsecond=0), usegmt=True)
+
+
+async def find(call: Call, key: str) -> Document:
+    """The ready document named ``key`` (NotFound: none). The name itself sorts first among
+    the names it prefixes, so one row of the ledger's listing answers."""
+    if not key:
+        raise NotFound("no key")
+    found = await call.ledger.page(prefix=key, limit=1)
+    if not found or found[0].name != key:
+        raise NotFound(f"no document {key!r}")
+    return found[0]
+
+
+async def read_body(call: Call, limit: int) -> AsyncIterator[bytes]:
+    """The request body as it arrives: at most ``limit`` bytes, its Content-Length met, a
+    stall of the service's body timeout an error (the ledger's upload then fails)."""
+    request = call.request
+    idle = float(request.app.state.body_timeout)
+    declared_text = request.headers.get("content-length")
+    declared = int(declared_text) if declared_text and declared_text.isdigit() else None
+    if declared is not None and declared > limit:
+        raise S3Error("EntityTooLarge", f"the body of {declared} bytes exceeds the largest "
+                      f"object, {limit} bytes")
+    received = 0
+    while True:
+        try:
+            async with asyncio.timeout(idle):
+                message = await request.receive()
+        except TimeoutError:
+            raise S3Error("RequestTimeout", f"no body bytes for {idle:g}s") from None
+        if message["type"] == "http.disconnect":
+            raise UploadAborted("the client disconnected during the upload")
+        chunk = message.get("body", b"")
+        if chunk:
+            received += len(chunk)
+            if received > limit:
+                raise S3Error("EntityTooLarge", f"the body exceeds {limit} bytes")
+            yield chunk
+        if not message.get("more_body", False):
+            break
+    if declared is not None and received < declared:
+        raise S3Error("IncompleteBody", f"the body ended after {received} of its {declared} "
+                      "declared bytes")
+
+
+class _Checksum:
+    """An ``x-amz-checksum-*`` header's value, computed over the bytes as they stream."""
+
+    def __init__(self, algorithm: str, expected: str) -> None:
+        self.algorithm = algorithm
+        self.expected = expected
+        self.crc = 0
+        self.hash: Any = hashlib.new(algorithm) if algorithm != "crc32" else None
+
+    def update(self, chunk: bytes) -> None:
+        if self.hash is None:
+            self.crc = zlib.crc32(chunk, self.crc)
+        else:
+            self.hash.update(chunk)
+
+    def check(self) -> None:
+        digest = self.crc.to_bytes(4, "big") if self.hash is None else self.hash.digest()
+        if base64.b64encode(digest).decode() != self.expected:
+            raise S3Error("BadDigest", f"the {self.algorithm.upper()} you specified did not "
+                          "match the calculated checksum")
+
+
+def _checksums(call: Call) -> list[_Checksum]:
+    found = []
+    for name, value in call.request.headers.items():
+        if name.startswith("x-amz-checksum-"):
+            algorithm = name.removeprefix("x-amz-checksum-")
+            if algorithm == "type":
+                continue
+            if algorithm not in CHECKSUMS:
+                raise S3Error("NotImplemented", f"x-amz-checksum-{algorithm} is not "
+                              f"implemented (only {', '.join(CHECKSUMS)})")
+            found.append(_Checksum(algorithm, value.strip()))
+    return found
+
+
+async def _checked(stream: AsyncIterator[bytes], checksums: list[_Checksum]
+                   ) -> AsyncGenerator[bytes, None]:
+    async for chunk in stream:
+        for checksum in checksums:
+            checksum.update(chunk)
+        yield chunk
+    for checksum in checksums:  # before the store's put completes: nothing is committed
+        checksum.check()
+
+
+def _md5(call: Call) -> str | None:
+    text = call.request.headers.get("content-md5")
+    if text is None:
+        return None
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise S3Error("InvalidDigest", "the Content-MD5 you specified is not valid")
+    return raw.hex()
+
+
+async def put_object(call: Call) -> Response:
+    """A create of the key's document, or a replace of it at the version found; with
+    ``If-None-Match: *`` a create only (412 when the key exists, whoever wins a race)."""
+    call.need("write")
+    headers = call.request.headers
+    for name in headers:
+        if name.startswith(UNSUPPORTED):
+            raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
+    if "aws-chunked" in headers.get("content-encoding", ""):
+        raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
+    if_none_match = headers.get("if-none-match")
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise S3Error("NotImplemented", "If-None-Match on PutObject takes only *")
+    if "content-length" not in headers:
+        raise S3Error("MissingContentLength", "you must provide the Content-Length header")
+    payload = call.signed.payload
+    sha256 = None if payload == UNSIGNED_PAYLOAD else payload
+    md5 = _md5(call)
+    limit = int(call.settings.max_upload_bytes)
+    data = _checked(read_body(call, limit), _checksums(call))
+    content_type = headers.get("content-type") or "application/octet-stream"
+    ledger = call.ledger
+    existing = None if if_none_match is not None else await _existing(call)
+    try:
+        if existing is None:
+            doc = await ledger.create(call.key, data, content_type=content_type,
+                                      sha256=sha256, md5=md5, owner=call.owner)
+        else:
+            doc = await ledger.replace(existing.id, data, expected_version=existing.version,
+                                       content_type=content_type, sha256=sha256, md5=md5)
+    except NameTaken:
+        if if_none_match is not None:
+            raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
+                          "specified did not hold (If-None-Match: * on an existing key)",
+                          headers={"x-amz-condition": "If-None-Match"}) from None
+        raise
+    finally:
+        await data.aclose()
+    return Response(status_code=200, headers=call.headers(ETag=etag_of(doc)))
+
+
+async def _existing(call: Call) -> Document | None:
+    try:
+        return await find(call, call.key)
+    except NotFound:
+        return None
+
+
+def _etags(text: str) -> list[str]:
+    return [item.strip().removeprefix("W/") for item in text.split(",") if item.strip()]
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _preconditions(call: Call, doc: Document) -> int | None:
+    """412 or 304 when a conditional header says so (S3's order: If-Match, then
+    If-None-Match, the dates only where the tags are absent); None: answer."""
+    headers = call.request.headers
+    tag = etag_of(doc)
+    modified = doc.updated_at.replace(microsecond=0)
+    if_match = headers.get("if-match")
+    if if_match is not None:
+        if "*" not in _etags(if_match) and tag not in _etags(if_match):
+            return 412
+    elif (since := _since(headers.get("if-unmodified-since"))) and modified > since:
+        return 412
+    if_none_match = headers.get("if-none-match")
+    if if_none_match is not None:
+        if "*" in _etags(if_none_match) or tag in _etags(if_none_match):
+            return 304
+    elif (since := _since(headers.get("if-modified-since"))) and modified <= since:
+        return 304
+    return None
+
+
+def _range(text: str | None, size: int) -> tuple[int, int] | None:
+    """(start, length) of one ``bytes=`` range; None for none (or for several, which S3
+    answers with the whole object); InvalidRange past the end."""
+    if text is None or not text.strip().startswith("bytes=") or "," in text:
+        return None
+    first, sep, last = text.strip().removeprefix("bytes=").partition("-")
+    if not sep or not (first.isdigit() or last.isdigit()):
+        return None
+    if not first:
+        length = min(int(last), size)
+        if length == 0:
+            raise S3Error("InvalidRange", "the requested range is not satisfiable",
+                          headers={"Content-Range": f"bytes */{size}"})
+        return size - length, length
+    start = int(first)
+    end = min(int(last), size - 1) if last.isdigit() else size - 1
+    if start >= size or (last.isdigit() and int(last) < start):
+        raise S3Error("InvalidRange", "the requested range is not satisfiable",
+                      headers={"Content-Range": f"bytes */{size}"})
+    return start, end - start + 1
+
+
+async def get_object(call: Call) -> Response:
+    call.need("read")
+    method = call.request.method
+    doc = await find(call, call.key)
+    headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
+                                                 "Accept-Ranges": "bytes",
+                                                 "Content-Type": doc.content_type})
+    status = _preconditions(call, doc)
+    if status == 412:
+        raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
+                      "specified did not hold")
+    if status == 304:
+        return Response(status_code=304, headers=headers)
+    size = doc.size or 0
+    wanted = _range(call.request.headers.get("range"), size)
+    start, length = wanted or (0, size)
+    headers["Content-Length"] = str(length)
+    if wanted is not None:
+        headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{size}"
+    code = 206 if wanted is not None else 200
+    if method == "HEAD":
+        return Response(status_code=code, headers=headers)
+    opened, reader = await call.ledger.open(doc.id, start, length)
+    if opened.blob != doc.blob:  # replaced meanwhile: the headers would not be its own
+        await reader.aclose()
+        raise S3Error("OperationAborted", "the object was replaced while it was read: retry")
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in reader:
+                yield chunk
+        finally:
+            await reader.aclose()
+
+    return StreamingResponse(body(), status_code=code, headers=headers,
+                             media_type=doc.content_type)
+
+
+async def delete_object(call: Call) -> Response:
+    """The ledger's delete of the key's document at the version found (a delete of a key
+    that names nothing is a success, as in S3)."""
+    call.need("write")
+    for _ in range(ATTEMPTS):
+        try:
+            doc = await find(call, call.key)
+            await call.ledger.delete(doc.id, expected_version=doc.version)
+        except NotFound:
+            break
+        except PreconditionFailed:  # replaced meanwhile: delete what it is now
+            continue
+        break
+    else:
+        raise S3Error("OperationAborted", "the object kept changing while it was deleted")
+    return Response(status_code=204, headers=call.headers())
