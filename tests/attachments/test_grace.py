@@ -94,6 +94,40 @@ async def test_on_sqlite_a_detach_in_a_long_session_is_deleting_from_its_commit(
     assert (await _sweep_at(ledger, GRACE + HELD + 1)).deleted == 1  # past the commit's
 
 
+@SQLITE
+async def test_on_sqlite_the_restamp_moves_only_what_its_transaction_detached(
+        ledger: Ledger, sessions: sessionmaker[Session]) -> None:
+    """The re-stamp before COMMIT moves the names its own transaction detached, never a blob
+    another transaction left deleting earlier, of another owner row or of the same one
+    (whose grace would start again at every commit, and whose bytes would wait for a quiet
+    moment that may never come)."""
+    first = await ledger.stage(b"v1", filename="v1.pdf")
+    second = await ledger.stage(b"v2", filename="v2.pdf")
+    third = await ledger.stage(b"v3", filename="v3.pdf")
+    fourth = await ledger.stage(b"v4", filename="v4.pdf")
+    with sessions.begin() as session:
+        session.add(Invoice(id=1, number="INV-1", pdf=first))
+        session.add(Invoice(id=2, number="INV-2", pdf=second))
+    with sessions.begin() as session:
+        session.get_one(Invoice, 1).pdf = third  # v1: deleting from this commit
+    with sessions() as session:
+        earlier = _stamp(session.connection(), first.name)
+
+    def later() -> None:
+        with sessions.begin() as session:
+            session.get_one(Invoice, 1).pdf = fourth  # v3 detached from the same owner
+            session.delete(session.get_one(Invoice, 2))
+            session.flush()
+            session.info[CLOCK_OFFSET] = HELD  # the commit comes HELD s later
+
+    await asyncio.to_thread(later)
+    with sessions() as session:
+        assert _stamp(session.connection(), first.name) == earlier
+        for detached in (second, third):
+            assert (_stamp(session.connection(), detached.name)
+                    - earlier).total_seconds() >= HELD
+
+
 def _stamp(conn: Connection, name: str) -> datetime:
     value = conn.execute(text(
         "SELECT changed_at FROM blobs WHERE name = :n AND state = 'deleting'"),

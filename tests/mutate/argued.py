@@ -37,6 +37,21 @@ HELD_KEY = ("a key names its creation's blob only (blob names are fresh per atte
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # the SQLite re-stamp before COMMIT (protocol/grace.py)
+    **dict.fromkeys((f"{kind}:grace:attached_names:blobs.{column}" for kind, column in (
+        ("read", "owner_table"), ("read", "owner_key"), ("where", "owner_column"))),
+        "the names noted are those attached to the owner row before its detach; without "
+        "this term they are also other owners' attached blobs, which the re-stamp (only "
+        "rows deleting at the commit) leaves alone unless they went deleting meanwhile, and "
+        "on SQLite no other transaction detaches while this one holds the write lock from "
+        "its detach to its COMMIT; a blob another transaction detached between this read "
+        "and this one's first write has its stamp moved later, the safe way: its bytes are "
+        "kept longer, never deleted earlier"),
+    "where:grace:_restamp:blobs.state": "a name the transaction noted but left attached (a "
+        "savepoint that rolled its detach back) gets changed_at and lease_until moved to the "
+        "commit: no step reads an attached row's times (the sweeper's, the deletion path's, "
+        "check's and the reconciler's ages select pending and deleting rows; the next detach "
+        "stamps both anew)",
     # C4 in one statement writes its event only from a document made ready
     "read:single:c4_deferred:term": "the one-statement C4 runs only with no processor "
         "configured (Transitions.commit_create), where C4 makes every document ready "

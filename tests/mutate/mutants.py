@@ -811,7 +811,8 @@ def _expiry(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mu
     short = _short(source.path)
     for node in ast.walk(source.tree):
         if isinstance(node, ast.Compare) and any(
-                isinstance(n, ast.Name) and n.id == "expires" for n in ast.walk(node)):
+                isinstance(n, ast.Name) and n.id.startswith("expires")
+                for n in ast.walk(node)):
             context = contexts.get(id(node), "?")
             start, end = source.span(node)
             yield Mutant(ids(f"lease:{short}:{context}:expiry-skipped"), "lease", source.path,
@@ -847,6 +848,7 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # the workers' claims and marks
     ("blobledger/protocol/events.py", SQL),
     ("blobledger/protocol/held.py", SQL),
+    ("blobledger/protocol/grace.py", SQL),
     ("blobledger/protocol/variant_steps.py", (*SQL, "recheck-more")),
     ("blobledger/protocol/variant_owner.py", SQL),
     ("blobledger/protocol/owners.py", ("where",)),  # the owner's hold: pointed_at's re-check
@@ -863,6 +865,7 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/django/storage.py", ("setting",)),
     # a signed read URL's or download link's expiry (the disk store's, served by the API)
     ("blobledger/api/links.py", ("expiry",)),
+    ("blobledger/s3api/sigv4.py", ("expiry",)),
 ]
 
 

@@ -93,6 +93,22 @@ def test_an_expired_presigned_url_is_refused(s3_server: Server, s3: Any, prefix:
     assert "<Code>AccessDenied</Code>" in refused.text and "expired" in refused.text
 
 
+def test_a_presigned_url_that_would_outlive_seven_days_is_refused(
+        s3_server: Server, s3: Any, prefix: str) -> None:
+    """As S3 does: X-Amz-Expires from 1 s to 7 days (604800 s); a longer one is refused
+    whole, never admitted until some later expiry."""
+    s3.put_object(Bucket=BUCKET, Key=prefix + "long", Body=b"long")
+    for expires in (604800, 604801):
+        url = s3.generate_presigned_url("get_object", ExpiresIn=expires,
+                                        Params={"Bucket": BUCKET, "Key": prefix + "long"})
+        answer = httpx.get(url)
+        if expires == 604800:
+            assert answer.status_code == 200 and answer.content == b"long"
+        else:
+            assert answer.status_code == 400, answer.text
+            assert "<Code>AuthorizationQueryParametersError</Code>" in answer.text
+
+
 def test_a_sigv2_presigned_url_is_refused_with_the_way_out(s3_server: Server, s3: Any,
                                                            prefix: str) -> None:
     s3.put_object(Bucket=BUCKET, Key=prefix + "v2", Body=b"v2")

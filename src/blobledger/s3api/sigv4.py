@@ -186,7 +186,7 @@ def _presigned(seen: Seen, query: Mapping[str, str], keys: AccessKeys, now: floa
                       "the credential's date is not the date of X-Amz-Date")
     if when - now > CLOCK_SKEW:
         raise S3Error("RequestTimeTooSkewed", "the presigned URL is dated in the future")
-    if now > when + int(expires_text):
+    if not now <= when + int(expires_text):
         raise S3Error("AccessDenied", "Request has expired")
     unsigned = [(name, value) for name, value in seen.query if name != "X-Amz-Signature"]
     auth = S3SigV4QueryAuth(Credentials(key_id, secret), "s3", region,
