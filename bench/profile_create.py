@@ -5,7 +5,9 @@ then one insert) in the same run.
 Reported per create, for the ledger and the naive handler:
 
 - this process's CPU (``time.process_time``, all its threads), N creates at 16 concurrent,
-  the two alternating ``--repeats`` times (medians): what the machine's load inflates least;
+  the two alternating ``--repeats`` times (medians): what the machine's load inflates least
+  (``--size``, ``--concurrency``: other sizes; wall-clock per create is printed beside it,
+  which the load does inflate);
 - the database's statements and commits (SQLAlchemy's events: every statement the driver
   runs, BEGIN included, and every COMMIT), and on PostgreSQL its round trips: the server's
   answers counted by a TCP proxy in front of it (one per round trip: asyncpg waits for each),
@@ -50,8 +52,7 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.stores import Store
 
 BACKENDS = ("sqlite-local", "pg-azure", "pg-s3")
-SIZE = 4096
-CONCURRENCY = 16
+KIB = 1024
 
 
 @dataclass
@@ -212,23 +213,25 @@ async def main_async(args: argparse.Namespace) -> int:
     _count_trips()
     pg = args.backend != "sqlite-local"
     database = await create_database() if pg else ""
-    payload = os.urandom(SIZE)
+    payload = os.urandom(args.size * KIB)
     try:
         async with rig(args.backend, database) as r:
             _count_statements(r.ledger.db)
             runs = trials(r, payload)
             for run in runs.values():  # warm: connections, statement caches
-                await run(64, CONCURRENCY)
+                await run(min(64, args.n), args.concurrency)
             cpu: dict[str, list[float]] = {k: [] for k in runs}
+            wall: dict[str, list[float]] = {k: [] for k in runs}
             for _ in range(args.repeats):
                 for name, run in runs.items():
-                    started = time.process_time()
-                    await run(args.n, CONCURRENCY)
+                    started, clock = time.process_time(), time.perf_counter()
+                    await run(args.n, args.concurrency)
                     cpu[name].append((time.process_time() - started) / args.n * 1000)
+                    wall[name].append((time.perf_counter() - clock) / args.n * 1000)
             if args.profile:
                 profiler = cProfile.Profile(time.process_time)  # CPU, not the load
                 profiler.enable()
-                await runs["ledger"](args.n, CONCURRENCY)
+                await runs["ledger"](args.n, args.concurrency)
                 profiler.disable()
                 if args.dump:
                     profiler.dump_stats(args.dump)
@@ -239,8 +242,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 with open(args.profile, "w") as out:
                     out.write(f"# python -m bench.profile_create --backend {args.backend} "
                               f"--n {args.n}: one ledger trial under cProfile, CPU time ({args.n} "
-                              f"creates of 4 KiB at {CONCURRENCY} concurrent, deferred "
-                              f"retag, writer's path)\n")
+                              f"creates of {args.size} KiB at {args.concurrency} concurrent, "
+                              "deferred retag, writer's path)\n")
                     out.write("\n".join(line.rstrip() for line in text.getvalue()
                                         .replace(os.getcwd() + "/", "").splitlines()) + "\n")
         # round trips: through a counting proxy in front of PostgreSQL, one create at a time
@@ -248,21 +251,24 @@ async def main_async(args: argparse.Namespace) -> int:
             _count_statements(r2.ledger.db)
             runs2 = trials(r2, payload)
             for run in runs2.values():
-                await run(8, 1)
-            per = await counts(r2, runs2, 40, proxy)
+                await run(min(8, args.n), 1)
+            per = await counts(r2, runs2, min(40, args.n), proxy)
     finally:
         if pg:
             await drop_database(database)
     medians = {k: statistics.median(v) for k, v in cpu.items()}
-    print(f"{args.backend}: 4 KiB creates, deferred retag, writer's path; CPU at c{CONCURRENCY}"
+    print(f"{args.backend}: {args.size} KiB creates, deferred retag, writer's path; CPU at "
+          f"c{args.concurrency}"
           f" ({args.n} per trial, median of {args.repeats}); counts one at a time "
           f"(load {os.getloadavg()[0]:.1f})")
     trips = "DB RTs" if pg else "trips"
-    print(f"{'':8}{'CPU ms':>8}{'stmts':>8}{'commits':>8}{trips:>8}{'store req':>10}")
+    print(f"{'':8}{'CPU ms':>8}{'wall ms':>9}{'stmts':>8}{'commits':>8}{trips:>8}"
+          f"{'store req':>10}")
     for name in runs:
         c = per[name]
-        print(f"{name:8}{medians[name]:>8.2f}{c['statements']:>8.2f}{c['commits']:>8.2f}"
-              f"{c['round trips']:>8.2f}{c['requests']:>10.2f}")
+        print(f"{name:8}{medians[name]:>8.2f}{statistics.median(wall[name]):>9.1f}"
+              f"{c['statements']:>8.2f}{c['commits']:>8.2f}{c['round trips']:>8.2f}"
+              f"{c['requests']:>10.2f}")
     print(f"ledger / naive CPU: {medians['ledger'] / medians['naive']:.2f}x "
           f"(trials: ledger {', '.join(f'{v:.2f}' for v in cpu['ledger'])}; naive "
           f"{', '.join(f'{v:.2f}' for v in cpu['naive'])})")
@@ -288,6 +294,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile_create")
     parser.add_argument("--backend", choices=BACKENDS, default="pg-azure")
     parser.add_argument("--n", type=int, default=300, help="creates per CPU trial")
+    parser.add_argument("--size", type=int, default=4, help="KiB per document (default 4)")
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", metavar="PATH", help="cProfile a ledger trial to PATH")
     parser.add_argument("--dump", metavar="PATH", help="the raw cProfile stats to PATH")
