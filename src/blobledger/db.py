@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.pool import PoolResetState
 
 from blobledger.errors import AccessRefused, ConfigError, DatabaseMissing, DatabaseUnavailable
 
@@ -98,6 +99,10 @@ def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
                                       "the database in use")
             path.parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": 30}
+        # no rollback at checkin unless a transaction is open (_reset_sqlite): on aiosqlite
+        # every driver call is a trip to the connection's thread, and a checkin follows a
+        # COMMIT nearly always
+        kwargs["pool_reset_on_return"] = None
     else:
         # no pre-ping (a round trip per checkout): a pooled connection that died is found by
         # the transaction's own BEGIN, and replaced once (Database.transaction)
@@ -105,7 +110,19 @@ def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
     engine = create_async_engine(parsed, **kwargs)
     if parsed.drivername.startswith("sqlite"):
         _configure_sqlite(engine)
+        event.listen(engine.sync_engine, "reset", _reset_sqlite)
     return engine
+
+
+def _reset_sqlite(dbapi_conn: Any, _record: Any, state: PoolResetState) -> None:
+    """A SQLite connection back in the pool: rolled back if a transaction is still open on
+    it (an error left it so), as the pool's reset would; not otherwise (``ROLLBACK`` with
+    none open does nothing, but costs aiosqlite a trip to its thread). A driver that does
+    not say whether it is in a transaction is rolled back."""
+    if not state.asyncio_safe:  # garbage-collected outside the loop: no I/O (as the pool)
+        return
+    if getattr(getattr(dbapi_conn, "_connection", None), "in_transaction", True):
+        dbapi_conn.rollback()
 
 
 def configure_sqlite(engine: AsyncEngine) -> None:

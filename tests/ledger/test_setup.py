@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from blobledger import ConfigError, DatabaseUnavailable, Ledger
+from blobledger.db import Database
 from blobledger.stores import open_store
 from tests.support.services import Azurite, free_port
 
@@ -24,6 +25,30 @@ async def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
     ledger = Ledger.from_urls(f"sqlite:///{tmp_path / 'w.db'}", f"file://{tmp_path / 'b'}")
     async with ledger, ledger.db.engine.connect() as conn:
         assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+
+
+async def test_a_sqlite_connection_left_in_a_transaction_is_rolled_back_at_checkin(
+        tmp_path: Path) -> None:
+    """The pool does not roll back every SQLite connection it takes back (one driver call
+    each), only one a transaction is still open on: its uncommitted write and its write lock
+    do not reach the next user of the connection."""
+    db = Database(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        async with db.engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        async with db.engine.connect() as conn:  # a transaction the engine does not know of
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await driver.execute("BEGIN IMMEDIATE")
+            await driver.execute("INSERT INTO t VALUES (1)")
+            assert driver.in_transaction
+        async with db.engine.connect() as conn:  # the same pooled connection
+            again = (await conn.get_raw_connection()).driver_connection
+            assert again is driver and not again.in_transaction
+        async with db.transaction() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar() == 0
+    finally:
+        await db.dispose()
 
 
 async def test_from_env_uses_the_environment(

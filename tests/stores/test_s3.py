@@ -3,6 +3,7 @@ multipart uploads, the ETag-conditioned delete, and moto's known gaps, asserted.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from blobledger.stores.s3 import S3Store
+from blobledger.stores.s3.store import PARTS_IN_FLIGHT
 from tests.stores.contract import PENDING, StoreContract, new_name, put, read_all, stream
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.services import MotoS3
@@ -47,6 +49,57 @@ async def test_large_bodies_stream_as_multipart_in_bounded_parts(moto: MotoS3) -
         assert type(refused.value).__name__ == "BlobAlreadyExists"
         assert [u async for u in store.list_uncommitted(name)] == []  # the loser aborted
         assert await read_all(store, name) == data
+
+
+async def test_a_puts_parts_upload_concurrently_within_a_bounded_window(
+        moto: MotoS3) -> None:
+    """A large put sends its parts at once, never more than PARTS_IN_FLIGHT: the first two
+    parts each wait until both are in flight (one after the other, the first would wait
+    for ever), and the object is whole and in order."""
+    store = s3_store(moto, single_put_limit=PART, part_size=PART)
+    await store.prepare()
+    async with store:
+        s3 = await store._client()
+        original, both = s3.upload_part, asyncio.Event()
+        active = peak = 0
+
+        async def tracked(**kwargs: Any) -> Any:
+            nonlocal active, peak
+            active += 1
+            peak = max(peak, active)
+            try:
+                if active >= 2:
+                    both.set()
+                if kwargs["PartNumber"] <= 2:
+                    await asyncio.wait_for(both.wait(), 60)
+                return await original(**kwargs)
+            finally:
+                active -= 1
+
+        s3.upload_part = tracked
+        name, data = new_name(), os.urandom(PARTS_IN_FLIGHT * 2 * PART + 3)
+        digests = await store.put(name, stream(data, 1 << 20), tags=PENDING)
+        assert 2 <= peak <= PARTS_IN_FLIGHT
+        assert await read_all(store, name) == data
+        assert (await store.stat(name)).sha256 == digests.sha256
+
+
+async def test_a_put_whose_stream_fails_between_parts_leaves_no_upload(moto: MotoS3) -> None:
+    """The parts in flight are stopped and the multipart upload aborted."""
+    store = s3_store(moto, single_put_limit=PART, part_size=PART)
+    await store.prepare()
+
+    async def failing() -> AsyncIterator[bytes]:
+        for _ in range(3):
+            yield os.urandom(PART)
+        raise OSError("the client went away")
+
+    async with store:
+        name = new_name()
+        with pytest.raises(OSError):
+            await store.put(name, failing(), tags=PENDING)
+        assert [u async for u in store.list_uncommitted(name)] == []
+        assert [i async for i in store.list(name)] == []
 
 
 async def test_an_interrupted_multipart_upload_is_listed_and_discarded(moto: MotoS3) -> None:

@@ -68,6 +68,9 @@ from blobledger.stores.s3.settings import S3Settings
 SINGLE_PUT_LIMIT = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
 MIN_PART_SIZE = 5 * 1024 * 1024
+#: a put's multipart parts uploading at once (a bounded window: at most this many parts'
+#: bytes held in memory beside the one being read and hashed)
+PARTS_IN_FLIGHT = 4
 KNOWN_DIGESTS = 4096  # checksums of objects this process stored or hashed, for their retag
 
 
@@ -255,17 +258,23 @@ class S3Store(Reads):
                 ContentType=content_type or "application/octet-stream")
         upload_id = created["UploadId"]
         hasher = Hasher()
-        parts: list[dict[str, Any]] = []
+        etags: dict[int, str] = {}
+        in_flight: set[asyncio.Task[None]] = set()
         try:
+            number = 0
             while chunk := await reader.read(self.part_size):
-                await hasher.update(chunk)
-                part_md5 = base64.b64encode(
-                    hashlib.md5(chunk, usedforsecurity=False).digest()).decode()
-                with self._mapped(name):
-                    uploaded = await s3.upload_part(
-                        Bucket=self.bucket, Key=key, UploadId=upload_id,
-                        PartNumber=len(parts) + 1, Body=chunk, ContentMD5=part_md5)
-                parts.append({"ETag": uploaded["ETag"], "PartNumber": len(parts) + 1})
+                await hasher.update(chunk)  # in order: the whole object's checksums
+                number += 1
+                while len(in_flight) >= PARTS_IN_FLIGHT:
+                    done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                    in_flight.difference_update(done)
+                    for task in done:
+                        task.result()
+                in_flight.add(asyncio.ensure_future(
+                    self._part(s3, name, key, upload_id, number, chunk, etags)))
+            if in_flight:
+                await asyncio.gather(*in_flight)
+            parts = [{"ETag": etags[n], "PartNumber": n} for n in sorted(etags)]
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
             await failpoints.hit("put.before_commit")
@@ -279,13 +288,31 @@ class S3Store(Reads):
                         raise BlobAlreadyExists(name, digests) from exc
                     raise
         except BaseException:
-            await asyncio.shield(self._abort(key, upload_id))
+            await asyncio.shield(self._abort(key, upload_id, in_flight))
             raise
         self._known(name, digests)
         await failpoints.hit("put.after_commit")
         return digests
 
-    async def _abort(self, key: str, upload_id: str) -> None:
+    async def _part(self, s3: Any, name: str, key: str, upload_id: str, number: int,
+                    chunk: bytes, etags: dict[int, str]) -> None:
+        """One part of a put's multipart upload (its MD5 off the loop), its ETag recorded."""
+        digest = await asyncio.to_thread(
+            lambda: hashlib.md5(chunk, usedforsecurity=False).digest())
+        with self._mapped(name):
+            uploaded = await s3.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                Body=chunk, ContentMD5=base64.b64encode(digest).decode())
+        etags[number] = uploaded["ETag"]
+
+    async def _abort(self, key: str, upload_id: str,
+                     in_flight: set[asyncio.Task[None]] | None = None) -> None:
+        """Abort a multipart upload, once the parts still in flight have stopped (none is
+        still sending from this process when the upload is dropped)."""
+        for task in in_flight or ():
+            task.cancel()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
         with contextlib.suppress(Exception):
             s3 = await self._client()
             await s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
