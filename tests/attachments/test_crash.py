@@ -10,7 +10,6 @@ an attached one is intact and readable."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import signal
 from pathlib import Path
 
@@ -24,9 +23,9 @@ from tests.attachments.conftest import app_engine
 from tests.crash.child import Target, payload, sha256
 from tests.crash.conftest import make_target
 from tests.crash.harness import Resolution, resolve, settle
+from tests.support.forkserver import forkserver_context
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["tests.attachments.child"])
+_CONTEXT = forkserver_context("tests.attachments.child")
 
 STAGE_POINTS = ["stage.after_insert", "put.mid_stream@2", "put.before_commit",
                 "stage.after_upload", "stage.after_confirm", "stage.after_tag"]

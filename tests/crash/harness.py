@@ -5,7 +5,6 @@ cutoff), check the invariants, and record one row for ``docs/crash-matrix.md``."
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import signal
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -19,9 +18,9 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow, DocumentRow
 from blobledger.workers.invariants import InvariantReport, check
 from tests.crash.child import SETTINGS, Job, Target, chunks, main, payload
+from tests.support.forkserver import forkserver_context
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["tests.crash.child"])
+_CONTEXT = forkserver_context("tests.crash.child")
 CHILD_TIMEOUT = 60.0
 #: clock offsets: past the upload deadline (a lease ran out) / past every cutoff
 LEASE_EXPIRED = minimum_sweep_after(SETTINGS["upload_deadline"]) + 1  # and the takeover margin

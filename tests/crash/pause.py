@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import signal
 import time
@@ -20,9 +19,10 @@ from typing import Any
 from blobledger.workers.invariants import InvariantReport, check
 from tests.crash.child import Job, Target, main
 from tests.crash.harness import CHILD_TIMEOUT, PAST_CUTOFFS, RESOLVE_AT, settle
+from tests.support.forkserver import forkserver_context
 
 #: the forkserver context of the kill tests (one server, blobledger preloaded)
-_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT = forkserver_context("tests.crash.child")
 #: the paused writer wakes after the resolvers' last step (each a grace period apart)
 WAKE_AT = RESOLVE_AT + PAST_CUTOFFS
 #: the final resolution: past every cutoff of what the woken writer (or sweeper) left

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import signal
 import time
@@ -34,6 +33,7 @@ from tests.crash.pause import process_state
 from tests.events import child
 from tests.events.conftest import all_events, event_rows
 from tests.events.receiver import Receiver, receiving
+from tests.support.forkserver import forkserver_context
 
 POINTS = ["events.after_claim", "events.after_send", "events.after_mark", "events.before_log"]
 FULL = os.environ.get("BLOBLEDGER_CRASH_MATRIX") == "all"
@@ -42,8 +42,7 @@ CASES = [(point, action, db) for db in ("sqlite", "postgresql")
          if FULL or db == "sqlite" or action == ("kill", "stop")[i % 2]]
 
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["tests.events.child"])
+_CONTEXT = forkserver_context("tests.events.child")
 TIMEOUT = 60.0
 #: the resolvers' clock while a stopped worker sleeps: past every lease, deadline and grace
 PAST_EVERY_CUTOFF = 3600.0

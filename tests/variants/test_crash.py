@@ -10,7 +10,6 @@ bytes."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import signal
 from pathlib import Path
 
@@ -21,12 +20,12 @@ from blobledger.workers.invariants import check
 from tests.crash.child import Target
 from tests.crash.conftest import make_target
 from tests.crash.harness import RESOLVE_AT, settle
+from tests.support.forkserver import forkserver_context
 from tests.variants.child import LEASE, VariantJob, main, variant_ledger
 from tests.variants.conftest import stored_variants, variant_rows
 from tests.variants.images import png
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["tests.variants.child"])
+_CONTEXT = forkserver_context("tests.variants.child")
 
 STEPS = ["variant.after_claim", "variant.after_read", "variant.after_render",
          "put.mid_stream@1", "put.before_commit", "variant.after_upload",

@@ -72,6 +72,19 @@ MIN_PART_SIZE = 5 * 1024 * 1024
 #: bytes held in memory beside the one being read and hashed)
 PARTS_IN_FLIGHT = 4
 KNOWN_DIGESTS = 4096  # checksums of objects this process stored or hashed, for their retag
+#: botocore's data loaders, one per data path, shared by every store of the process: a loader
+#: caches the service model, endpoint rules and partitions it parsed (about half a second of
+#: JSON per session otherwise, paid again by every store that opens a client)
+_LOADERS: dict[str | None, Any] = {}
+
+
+def _data_loader(data_path: str | None) -> Any:
+    loader = _LOADERS.get(data_path)
+    if loader is None:
+        from botocore.loaders import create_loader
+
+        loader = _LOADERS[data_path] = create_loader(data_path)
+    return loader
 
 
 def _tag_set(tags: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
@@ -147,6 +160,8 @@ class S3Store(Reads):
                 from aiobotocore.session import AioSession
 
                 session = AioSession(profile=self.profile)
+                session.register_component(
+                    "data_loader", _data_loader(session.get_config_variable("data_path")))
                 access, secret = self._credentials
                 config = AioConfig(
                     connect_timeout=self.limits.connect_timeout,
