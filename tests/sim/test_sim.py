@@ -11,7 +11,7 @@ import pytest
 
 from tests.sim.loop import SimLoop
 from tests.sim.scenarios import SCENARIOS
-from tests.sim.sim import Config, run
+from tests.sim.sim import Config, Result, run
 
 ROOT = Path(__file__).resolve().parents[2]
 #: each re-injected bug, the scenario that reaches it and the first seed of a search from 0
@@ -23,6 +23,20 @@ FOUND = [("local-retag-delete", "local-no-flock", 21),
          ("local-retag-delete", "store-tag-conditions-ignored", 15)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
+
+
+
+def conclusive(start: int, config: Config | None = None) -> Result:
+    """The first run from seed ``start`` that decides: a violation, or a run whose checks
+    all ran. About one run in 30 to 80 ends with SQLite's lock left held by a crashed task
+    (``inconclusive``: the harness cannot tell), and which seeds do moves with every change
+    of the code's await points, so a test names where its search starts, not one seed."""
+    for seed in range(start, start + SEARCH):
+        result = run(seed, config)
+        if result.violation is not None or result.inconclusive is None:
+            return result
+    pytest.fail(f"no conclusive run in seeds {start} to {start + SEARCH - 1}")
+
 
 #: a crash cancels an actor wherever it is, also between making a coroutine (a sweeper's
 #: batch for its gather) and awaiting it: Python then warns that it was never awaited, which
@@ -61,20 +75,19 @@ def test_a_run_replays_exactly_from_its_seed() -> None:
     assert run(4).trace != first.trace
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_ledger_keeps_its_invariants_and_its_answers(seed: int) -> None:
-    result = run(seed)
+@pytest.mark.parametrize("start", [0, SEARCH, 2 * SEARCH])
+def test_the_ledger_keeps_its_invariants_and_its_answers(start: int) -> None:
+    result = conclusive(start)
     assert result.violation is None, (result.seed, result.violation, result.trace)
-    assert result.inconclusive is None
     assert result.acknowledged > 0 and result.operations > 0
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "default"])
 def test_a_scenario_replays_from_its_seed_and_keeps_the_invariants(scenario: str) -> None:
-    first, second = (run(1, Config(**SCENARIOS[scenario])) for _ in range(2))
+    first = conclusive(1, Config(**SCENARIOS[scenario]))
+    second = run(first.seed, Config(**SCENARIOS[scenario]))
     assert first.trace == second.trace and first.steps == second.steps
     assert first.violation is None, (scenario, first.violation, first.trace)
-    assert first.inconclusive is None
     assert first.acknowledged > 0 and first.operations > 0
 
 
@@ -90,8 +103,8 @@ def test_the_simulation_reports_a_reinjected_bug_that_the_same_seed_shows_clean_
             break
     else:
         pytest.fail(f"{mutant} not found in seeds {seed} to {seed + SEARCH - 1} of {scenario}")
-    clean = run(found, Config(**SCENARIOS[scenario]))
-    assert clean.violation is None and clean.inconclusive is None, clean.violation
+    clean = conclusive(found, Config(**SCENARIOS[scenario]))
+    assert clean.violation is None, (clean.seed, clean.violation)
 
 
 def test_a_mutant_of_the_sources_is_simulated_from_a_mutated_copy() -> None:
@@ -99,9 +112,9 @@ def test_a_mutant_of_the_sources_is_simulated_from_a_mutated_copy() -> None:
     token) applied to a copy of src/, the search run in a process that imports the copy."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.sim", "--src-mutant", "where:events:_dead:events.attempt",
-         "--scenario", "delivery-lease", "--seed", "0", "--runs", "1"],
+         "--scenario", "delivery-lease", "--seed", "0", "--runs", str(SEARCH)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "VIOLATION with seed 0" in done.stdout and "is dead, but its latest claim" in \
+    assert "VIOLATION with seed" in done.stdout and "is dead, but its latest claim" in \
         done.stdout, done.stdout
     assert "--src-mutant where:events:_dead:events.attempt" in done.stdout
