@@ -46,20 +46,28 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in done.stdout, done.stdout
 
 
-def test_the_contracts_catch_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
-    """The same contracts on a copy of the tree where a store imports the protocol (upward)
-    and the protocol's owners import a worker (a cycle): both contracts break."""
+def lint_with(tmp_path: Path, imports: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The contracts on a copy of the tree where each module (a path under ``blobledger/``)
+    gains one import line."""
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "blobledger", copy / "blobledger",
                     ignore=shutil.ignore_patterns("__pycache__", "static"))
-    base = copy / "blobledger" / "stores" / "base.py"
-    base.write_text(base.read_text() + "\nfrom blobledger.protocol import models  # noqa\n")
-    owners = copy / "blobledger" / "protocol" / "owners.py"
-    owners.write_text(owners.read_text() + "\nfrom blobledger.workers import scan  # noqa\n")
+    for module, line in imports.items():
+        path = copy / "blobledger" / module
+        path.write_text(path.read_text() + f"\n{line}  # noqa\n")
     config = tmp_path / "pyproject.toml"
     config.write_text((ROOT / "pyproject.toml").read_text())
     done = lint_imports(config, copy)
     assert done.returncode != 0, done.stdout
+    return done
+
+
+def test_the_contracts_catch_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
+    """The same contracts on a copy of the tree where a store imports the protocol (upward)
+    and the protocol's owners import a worker (a cycle): both contracts break."""
+    done = lint_with(tmp_path, {
+        "stores/base.py": "from blobledger.protocol import models",
+        "protocol/owners.py": "from blobledger.workers import scan"})
     assert "imports only go down the layers BROKEN" in done.stdout, done.stdout
     assert "blobledger.stores.base -> blobledger.protocol.models" in done.stdout, done.stdout
     assert "no import cycles between the packages at any depth BROKEN" in done.stdout
@@ -84,17 +92,9 @@ def test_every_room_is_in_a_layer(container: str) -> None:
 def test_the_settings_import_no_store_and_no_area_another(tmp_path: Path) -> None:
     """The upward import of old (the settings reading the stores' modules) and an area
     reading another area (their checks belong to the composed settings) both break."""
-    copy = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "blobledger", copy / "blobledger",
-                    ignore=shutil.ignore_patterns("__pycache__", "static"))
-    storage = copy / "blobledger" / "config" / "storage.py"
-    storage.write_text(storage.read_text() + "\nfrom blobledger.stores import base  # noqa\n")
-    service = copy / "blobledger" / "config" / "service.py"
-    service.write_text(service.read_text() + "\nfrom blobledger.config import workers  # noqa\n")
-    config = tmp_path / "pyproject.toml"
-    config.write_text((ROOT / "pyproject.toml").read_text())
-    done = lint_imports(config, copy)
-    assert done.returncode != 0, done.stdout
+    done = lint_with(tmp_path, {
+        "config/storage.py": "from blobledger.stores import base",
+        "config/service.py": "from blobledger.config import workers"})
     assert "imports only go down the layers BROKEN" in done.stdout, done.stdout
     assert "blobledger.config.storage -> blobledger.stores.base" in done.stdout, done.stdout
     assert ("the settings' rooms: the areas side by side, composed and read above them "
