@@ -646,6 +646,12 @@ class Explorer(RuleBasedStateMachine):
             headers.setdefault("x-ms-version", AZURE_API_VERSION)
         response = await self.http.request(target.method, target.url, content=data,
                                            headers=headers)
+        if response.status_code == 403 and "<Code>AuthorizationPermissionMismatch</Code>" \
+                in response.text:
+            # Azure's answer (Azurite's too) to a create-only SAS's write to a blob that
+            # exists: the overwrite refused, what 409 says elsewhere (docs/backends.md); an
+            # expired or forged SAS is AuthenticationFailed, still a 403
+            return 409
         return response.status_code
 
     def _expired(self, up: Upload) -> bool:
