@@ -406,35 +406,34 @@ class DjangoExplorer(RuleBasedStateMachine):
         for w in self._live():  # the writers' clock is the real one: to this sweep its
             # staging looks ``ahead`` seconds older than it is
             w.swept_age = max(w.swept_age, ahead + time.monotonic() - w.started)
-        try:
-            report = self._resolver(lambda: self._ledger_run(
-                ahead, lambda ledger: Sweeper(ledger).run_once()))
-        except (SweeperBusy, OperationalError) as exc:
-            self._event(f"sweep +{ahead:g}s busy: {type(exc).__name__}")
-            return
-        if report is None:
-            self._event(f"sweep +{ahead:g}s waits for a paused writer's lock")
-            return
-        if report.errors:
-            self._fail(f"the sweeper failed: {report.errors}")
-        self._event(f"sweep +{ahead:g}s: {report.as_dict()}")
+        report = self._resolve("sweep", "the sweeper", ahead,
+                               lambda ledger: Sweeper(ledger).run_once())
+        if report is not None:
+            self._event(f"sweep +{ahead:g}s: {report.as_dict()}")
 
     def reconcile_fix(self) -> None:
         current = storage().settings_for(self.alias)
         ahead = self.ahead
+        report = self._resolve("reconcile", "reconcile --fix", ahead, lambda ledger: reconcile(
+            ledger, fix=True, older_than=current.sweep_after))
+        if report is not None:
+            self._event(f"reconcile --fix +{ahead:g}s: fixed {report.fixed}")
+
+    def _resolve(self, label: str, who: str, ahead: float,
+                 run: Callable[[Ledger], Any]) -> Any:
+        """A resolver's run on a clock ``ahead``: its report, or None (told as an event) when
+        it found the lock busy or still waits for a paused writer's; its errors fail."""
         try:
-            report = self._resolver(lambda: self._ledger_run(
-                ahead, lambda ledger: reconcile(ledger, fix=True,
-                                                older_than=current.sweep_after)))
+            report = self._resolver(lambda: self._ledger_run(ahead, run))
         except (SweeperBusy, OperationalError) as exc:
-            self._event(f"reconcile +{ahead:g}s busy: {type(exc).__name__}")
-            return
+            self._event(f"{label} +{ahead:g}s busy: {type(exc).__name__}")
+            return None
         if report is None:
-            self._event(f"reconcile +{ahead:g}s waits for a paused writer's lock")
-            return
+            self._event(f"{label} +{ahead:g}s waits for a paused writer's lock")
+            return None
         if report.errors:
-            self._fail(f"reconcile --fix failed: {report.errors}")
-        self._event(f"reconcile --fix +{ahead:g}s: fixed {report.fixed}")
+            self._fail(f"{who} failed: {report.errors}")
+        return report
 
     def _resolver(self, work: Callable[[], Any]) -> Any:
         """Run a resolver; None if it still waits after :data:`WAIT` (a paused writer holds
