@@ -63,6 +63,13 @@ class RedactUrls(logging.Filter):
         return True
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception told in one line for a message: its text's first line (at most
+    ``limit`` characters), or its type's name when it says nothing."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else type(exc).__name__
+
+
 def redact_access_log() -> None:
     """Install :class:`RedactTokens` on uvicorn's access logger (once)."""
     access = logging.getLogger("uvicorn.access")

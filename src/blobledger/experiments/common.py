@@ -18,6 +18,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from sqlalchemy import DateTime, Index, Integer, String, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from blobledger._base.logs import first_line as first_line
 from blobledger._base.names import new_blob_name
 from blobledger.config import Settings
 from blobledger.db import Database
@@ -44,9 +45,6 @@ from blobledger.workers.doctor.azure_client import (
 )
 from blobledger.workers.doctor.azure_client import (
     fatal as fatal,
-)
-from blobledger.workers.doctor.azure_client import (
-    first_line as first_line,
 )
 from blobledger.workers.doctor.azure_client import (
     http as http,

@@ -19,6 +19,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
+from blobledger._base.logs import first_line
 from blobledger.errors import (
     AccessRefused,
     BlobAlreadyExists,
@@ -44,7 +45,7 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
     """The blobledger error for an SDK, HTTP or network error (the one mapping)."""
     status = _status(exc)
     if isinstance(exc, ClientAuthenticationError) or status == 403:
-        return AccessRefused(f"storage refused the credentials for {name}: {_first_line(exc)} "
+        return AccessRefused(f"storage refused the credentials for {name}: {first_line(exc)} "
                              "(check BLOBLEDGER_AZURE_CONNECTION_STRING's account key)")
     conflict = isinstance(exc, (ResourceExistsError, ResourceModifiedError))
     if put and (status in (409, 412) or conflict):
@@ -62,10 +63,10 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
         return StoreUnavailable(f"storage answered {status} for {name}")
     if isinstance(exc, (ServiceRequestError, ServiceResponseError, aiohttp.ClientError,
                         asyncio.TimeoutError, ConnectionError)):
-        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
+        return StoreUnavailable(f"storage unreachable: {first_line(exc)}")
     if isinstance(exc, HttpResponseError):
         return StoreError(f"storage answered {status} {_code(exc)} for {name}")
-    return StoreUnavailable(f"storage error for {name}: {_first_line(exc)}")
+    return StoreUnavailable(f"storage error for {name}: {first_line(exc)}")
 
 
 @contextmanager
@@ -82,6 +83,3 @@ def map_errors(name: str, *, put: bool = False,
             raise translate(exc, name, put=put) from exc
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__

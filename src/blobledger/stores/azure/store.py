@@ -32,6 +32,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient, LinearRet
 
 from blobledger import failpoints
 from blobledger._base.disposition import content_disposition, signed_cache_control
+from blobledger._base.logs import first_line
 from blobledger._base.names import check_blob_name
 from blobledger.config import Settings
 from blobledger.errors import (
@@ -42,7 +43,7 @@ from blobledger.errors import (
     Digests,
 )
 from blobledger.stores.azure.conditions import CREATE_ONLY, ConditionalWrites
-from blobledger.stores.azure.errors import _first_line, map_errors
+from blobledger.stores.azure.errors import map_errors
 from blobledger.stores.azure.reads import Reads
 from blobledger.stores.azure.settings import AzureSettings
 from blobledger.stores.base import (
@@ -169,7 +170,7 @@ class AzureStore(ConditionalWrites, Reads):
                         self._account_url or "", credential=self._credential, **options
                     )
             except (ValueError, AzureError) as exc:
-                raise ConfigError(f"invalid Azure configuration: {_first_line(exc)}") from exc
+                raise ConfigError(f"invalid Azure configuration: {first_line(exc)}") from exc
             self._container = self._service.get_container_client(self.container_name)
         return self._container
 

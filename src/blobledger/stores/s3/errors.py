@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from blobledger._base.logs import first_line
 from blobledger.errors import (
     AccessRefused,
     BlobAlreadyExists,
@@ -31,11 +32,6 @@ def _status(exc: BaseException) -> int | None:
     return int(status) if status is not None else None
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__
-
-
 def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
     """The blobledger error for a botocore, HTTP or network error (the one mapping)."""
     from botocore.exceptions import ClientError, NoCredentialsError
@@ -43,7 +39,7 @@ def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedger
     if isinstance(exc, NoCredentialsError):
         return ConfigError("no AWS credentials found (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
     if not isinstance(exc, ClientError):
-        return StoreUnavailable(f"storage unreachable: {_first_line(exc)}")
+        return StoreUnavailable(f"storage unreachable: {first_line(exc)}")
     status, code = _status(exc), _code(exc)
     if code == "NoSuchBucket":
         return StoreMissing(f"bucket for {name} does not exist; set BLOBLEDGER_STORE_URL to "

@@ -16,6 +16,7 @@ from typing import Any
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, ExponentialRetry
 
+from blobledger._base.logs import first_line
 from blobledger.config import Settings
 from blobledger.errors import BlobLedgerError, ConfigError, StoreError
 from blobledger.stores.azure import translate
@@ -74,11 +75,6 @@ def azure_container(settings: Settings, what: str) -> str:
 
 
 # -- reading SDK answers -------------------------------------------------------------------
-def first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__
-
-
 def error_code(exc: HttpResponseError) -> str:
     """The service's own ``x-ms-error-code`` (the SDK rewrites some into enum names)."""
     response = getattr(exc, "response", None)
