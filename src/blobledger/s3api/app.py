@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from blobledger.config import Settings
-from blobledger.s3api import buckets, objects
+from blobledger.s3api import buckets, listing, objects
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.sigv4 import Seen, verify
@@ -109,7 +109,7 @@ class S3App:
             if method == "HEAD" and not params:
                 return buckets.head_bucket
             if method == "GET" and params.get("list-type") == "2":
-                return buckets.list_objects_v2
+                return listing.list_objects_v2
             if method == "PUT" and not params:
                 return buckets.create_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
