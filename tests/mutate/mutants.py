@@ -866,6 +866,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # a signed read URL's or download link's expiry (the disk store's, served by the API)
     ("blobledger/api/links.py", ("expiry",)),
     ("blobledger/s3api/sigv4.py", ("expiry",)),
+    # the S3 endpoint's rows: only the parts and metadata of what is gone are forgotten
+    ("blobledger/s3api/rows.py", ("where",)),
 ]
 
 
