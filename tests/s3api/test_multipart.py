@@ -15,6 +15,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from blobledger import Ledger
+from blobledger.config import Settings
+from blobledger.s3api.rows import parts_of
+from blobledger.workers.sweeper import Sweeper
+from tests.conftest import run_sync
 from tests.s3api.conftest import BUCKET, KEYS, client
 from tests.s3api.test_objects import error
 from tests.support.server import Server, fresh_database, running_server
@@ -186,3 +191,35 @@ def test_an_upload_survives_a_killed_service(azurite: Azurite, tmp_path: Path) -
                                      MultipartUpload=parts_list((1, one), (2, two)))
         got = s3.get_object(Bucket=BUCKET, Key="k/survivor.bin")["Body"].read()
         assert got == first_part + b"after the restart"
+
+
+def test_an_abandoned_upload_is_swept_like_any_other(azurite: Azurite, tmp_path: Path) -> None:
+    """An upload never completed nor aborted: once expired, the sweeper takes its intent and
+    its staged parts; the endpoint then knows it no more, and forgets its parts' rows."""
+    extra = {"BLOBLEDGER_S3API_KEYS": KEYS, "BLOBLEDGER_STORE_URL": f"file://{tmp_path}/store"}
+    url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+    with running_server(azurite, url, extra=extra) as server:
+        s3 = client(server)
+        upload = s3.create_multipart_upload(Bucket=BUCKET, Key="k/left.bin")["UploadId"]
+        s3.upload_part(Bucket=BUCKET, Key="k/left.bin", UploadId=upload, PartNumber=1,
+                       Body=b"never completed")
+
+        async def sweep(later: bool) -> tuple[int, list[str], int]:
+            settings = Settings(database_url=url, store_url=extra["BLOBLEDGER_STORE_URL"])
+            async with Ledger.from_settings(settings) as ledger:
+                swept = 0
+                if later:  # past the upload's expiry
+                    ledger.transitions.offset = settings.resumable_expiry + 1
+                    swept = (await Sweeper(ledger).run_once()).swept
+                    ledger.transitions.offset = 0
+                staged = [u.name async for u in ledger.store.list_uncommitted()]
+                return swept, staged, len(await parts_of(ledger, upload))
+
+        assert run_sync(sweep(later=True))[:2] == (1, [])
+        with pytest.raises(ClientError) as gone:
+            s3.list_parts(Bucket=BUCKET, Key="k/left.bin", UploadId=upload)
+        assert error(gone) == (404, "NoSuchUpload")
+        assert "Uploads" not in s3.list_multipart_uploads(Bucket=BUCKET)
+        s3.create_multipart_upload(Bucket=BUCKET, Key="k/next.bin")  # forgets the parts' rows
+        assert run_sync(sweep(later=False)) == (0, [], 0)
+        assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
