@@ -256,12 +256,19 @@ async def complete_multipart_upload(call: Call) -> Response:
     digests = await _publish(call, upload, intent, chosen)
     if digests.size != size:
         raise S3Error("InvalidPart", "a part changed while the upload was completed: retry")
-    await ledger.transitions.record_verified(upload, digests.sha256)
     doc = None
-    if existing is None:
-        doc = await _create(call, upload, intent, digests, if_none_match)
-    if doc is None:  # the key names a ready document: the published bytes replace it
-        doc = await _replace(call, upload, intent, digests, if_match)
+    try:
+        if not await ledger.transitions.record_verified(upload, digests.sha256):
+            raise IntentLost("the upload's intent was taken (expired and swept)")
+        if existing is None:
+            doc = await _create(call, upload, intent, digests, if_none_match)
+        if doc is None:  # the key names a ready document: the published bytes replace it
+            doc = await _replace(call, upload, intent, digests, if_match)
+    except IntentLost:  # a twin completion finished it first, or the sweeper took it
+        again = await ledger.transitions.find_upload(upload.id)
+        if again is None or again.state != UploadState.DONE:
+            raise _no_such_upload() from None
+        doc = await ledger.get(again.document_id)
     await drop_parts(ledger, upload.id)
     return _completed(call, doc)
 
