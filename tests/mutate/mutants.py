@@ -866,6 +866,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # a signed read URL's or download link's expiry (the disk store's, served by the API)
     ("blobledger/api/links.py", ("expiry",)),
     ("blobledger/s3api/sigv4.py", ("expiry",)),
+    # the S3 endpoint's rows: only the parts and metadata of what is gone are forgotten
+    ("blobledger/s3api/rows.py", ("where",)),
 ]
 
 
@@ -925,6 +927,19 @@ NOT_FENCES: dict[str, str] = {
     "blobledger/workers/reconciler.py:delete_orphan:condition": "the Store API refuses a "
         "delete without a condition; the re-checks in front of it are enumerated "
         "(recheck:reconciler:delete_orphan:ignored)",
+    "blobledger/s3api/objects.py:put_object:condition": "the client's If-None-Match and "
+        "If-Match handed to the S3 endpoint's write: a create only is C1's unique name "
+        "(NameTaken: 412), a replace at the matched version R4's compare-and-set on it "
+        "(where:transitions:_point_document:documents.version); writes.target compares the "
+        "ETag (tests/s3api/test_writes.py::test_if_match_replaces_only_the_version_it_names)",
+    "blobledger/s3api/copy.py:copy_object:condition": "the destination's If-None-Match and "
+        "If-Match handed to the S3 endpoint's write, as PutObject's (the ledger's C1 and R4 "
+        "decide)",
+    "blobledger/s3api/multipart.py:_replace:condition": "a completion's If-Match handed to the "
+        "S3 endpoint's write, as PutObject's (R4's compare-and-set on the version decides)",
+    "blobledger/s3api/uploadlists.py:list_multipart_uploads": "ListMultipartUploads: the "
+        "open, unexpired uploads shown to a client, deciding nothing (a part or a completion "
+        "finds its upload by id and checks it itself)",
     "blobledger/stores/local.py:put:fs": "O_EXCL on a temp file whose name carries a new "
         "uuid4: it only asserts that; the create-only step is os.link (enumerated)",
     "blobledger/stores/local.py:write:fs": "O_EXCL on a part file whose name carries a new "

@@ -200,6 +200,7 @@ class UploadState(StrEnum):
 class UploadMode(StrEnum):
     TUS = "tus"  # resumable: parts through ``serve`` (``/files/``)
     DIRECT = "direct"  # the client puts the bytes itself (``/uploads``)
+    S3 = "s3"  # an S3 multipart upload through the S3 endpoint (its parts: ``s3_parts``)
 
 
 class UploadRow(Base):

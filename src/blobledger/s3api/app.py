@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from blobledger.config import Settings
-from blobledger.s3api import buckets, listing, objects
+from blobledger.s3api import buckets, copy, listing, multipart, objects, uploadlists
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.sigv4 import Seen, verify
@@ -30,8 +30,16 @@ log = logging.getLogger("blobledger.s3api")
 #: query parameters an object operation of this endpoint may carry (the presigned URL's
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
-OBJECT_QUERY = frozenset({"x-id"})
+OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber"})
 Handler = Callable[[Call], Awaitable[Response]]
+#: a multipart upload's operations, by method and the query parameter that names them
+MULTIPART: dict[tuple[str, str], Handler] = {
+    ("POST", "uploads"): multipart.create_multipart_upload,
+    ("PUT", "uploadId"): multipart.upload_part,
+    ("POST", "uploadId"): multipart.complete_multipart_upload,
+    ("DELETE", "uploadId"): multipart.abort_multipart_upload,
+    ("GET", "uploadId"): uploadlists.list_parts,
+}
 
 
 def _query(raw: bytes) -> list[tuple[str, str]]:
@@ -110,6 +118,8 @@ class S3App:
                 return buckets.head_bucket
             if method == "GET" and params.get("list-type") == "2":
                 return listing.list_objects_v2
+            if method == "GET" and "uploads" in params:
+                return uploadlists.list_multipart_uploads
             if method == "PUT" and not params:
                 return buckets.create_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
@@ -117,6 +127,13 @@ class S3App:
         if set(params) - OBJECT_QUERY:
             raise S3Error("NotImplemented", f"object sub-resources and options "
                           f"{sorted(set(params) - OBJECT_QUERY)} are not implemented")
+        named = "uploadId" if "uploadId" in params else "uploads" if "uploads" in params else ""
+        if named:
+            if (method, named) not in MULTIPART:
+                raise S3Error("NotImplemented", f"{method} with {named} is not implemented")
+            return MULTIPART[(method, named)]
+        if method == "PUT" and copy.is_copy(call):
+            return copy.copy_object
         if method in ("GET", "HEAD"):
             return objects.get_object
         if method == "PUT":

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.objects import etag_of
+from blobledger.s3api.lookup import etag_of
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 
 #: the most keys one listing answers (S3's own)

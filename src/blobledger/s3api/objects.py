@@ -16,46 +16,27 @@ import hashlib
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
-from email.utils import format_datetime, parsedate_to_datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
-from blobledger.errors import NameTaken, NotFound, PreconditionFailed, UploadAborted
+from blobledger.errors import NotFound, PreconditionFailed, UploadAborted
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
+from blobledger.s3api.lookup import etag_of, find, http_date
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
+from blobledger.s3api.usermeta import from_headers, response_headers
+from blobledger.s3api.writes import write
 
 #: request headers asking for what this endpoint does not keep or do yet
-UNSUPPORTED = ("x-amz-meta-", "x-amz-acl", "x-amz-grant-", "x-amz-tagging",
+UNSUPPORTED = ("x-amz-acl", "x-amz-grant-", "x-amz-tagging",
                "x-amz-object-lock-", "x-amz-server-side-encryption",
-               "x-amz-website-redirect-location", "x-amz-copy-source", "if-match")
+               "x-amz-website-redirect-location")
 CHECKSUMS = ("crc32", "sha1", "sha256")
+DEFAULT_TYPE = "application/octet-stream"
 ATTEMPTS = 3
-
-
-def etag_of(doc: Document) -> str:
-    """The object's ETag: the first 128 bits of its SHA-256, quoted (S3's is an MD5 for a
-    single PUT; clients compare it only with itself). A document without a recorded
-    SHA-256 gets one of its id and version."""
-    digest = doc.sha256 or hashlib.sha256(f"{doc.id}:{doc.version}".encode()).hexdigest()
-    return f'"{digest[:32]}"'
-
-
-def http_date(when: datetime) -> str:
-    return format_datetime(when.replace(microsecond=0), usegmt=True)
-
-
-async def find(call: Call, key: str) -> Document:
-    """The ready document named ``key`` (NotFound: none). The name itself sorts first among
-    the names it prefixes, so one row of the ledger's listing answers."""
-    if not key:
-        raise NotFound("no key")
-    found = await call.ledger.page(prefix=key, limit=1)
-    if not found or found[0].name != key:
-        raise NotFound(f"no document {key!r}")
-    return found[0]
 
 
 async def read_body(call: Call, limit: int) -> AsyncIterator[bytes]:
@@ -151,7 +132,8 @@ def _md5(call: Call) -> str | None:
 
 async def put_object(call: Call) -> Response:
     """A create of the key's document, or a replace of it at the version found; with
-    ``If-None-Match: *`` a create only (412 when the key exists, whoever wins a race)."""
+    ``If-None-Match: *`` a create only (412 when the key exists, whoever wins a race), with
+    ``If-Match`` a replace only at the version whose ETag matches (:mod:`.writes`)."""
     call.need("write")
     headers = call.request.headers
     for name in headers:
@@ -159,42 +141,19 @@ async def put_object(call: Call) -> Response:
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
     if "aws-chunked" in headers.get("content-encoding", ""):
         raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
-    if_none_match = headers.get("if-none-match")
-    if if_none_match is not None and if_none_match.strip() != "*":
-        raise S3Error("NotImplemented", "If-None-Match on PutObject takes only *")
     if "content-length" not in headers:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
     payload = call.signed.payload
-    sha256 = None if payload == UNSIGNED_PAYLOAD else payload
-    md5 = _md5(call)
-    limit = int(call.settings.max_upload_bytes)
-    data = _checked(read_body(call, limit), _checksums(call))
-    content_type = headers.get("content-type") or "application/octet-stream"
-    ledger = call.ledger
-    existing = None if if_none_match is not None else await _existing(call)
+    data = _checked(read_body(call, int(call.settings.max_upload_bytes)), _checksums(call))
     try:
-        if existing is None:
-            doc = await ledger.create(call.key, data, content_type=content_type,
-                                      sha256=sha256, md5=md5, owner=call.owner)
-        else:
-            doc = await ledger.replace(existing.id, data, expected_version=existing.version,
-                                       content_type=content_type, sha256=sha256, md5=md5)
-    except NameTaken:
-        if if_none_match is not None:
-            raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
-                          "specified did not hold (If-None-Match: * on an existing key)",
-                          headers={"x-amz-condition": "If-None-Match"}) from None
-        raise
+        doc = await write(call, call.key, data, meta=from_headers(headers),
+                          content_type=headers.get("content-type") or DEFAULT_TYPE,
+                          sha256=None if payload == UNSIGNED_PAYLOAD else payload,
+                          md5=_md5(call), if_none_match=headers.get("if-none-match"),
+                          if_match=headers.get("if-match"))
     finally:
         await data.aclose()
     return Response(status_code=200, headers=call.headers(ETag=etag_of(doc)))
-
-
-async def _existing(call: Call) -> Document | None:
-    try:
-        return await find(call, call.key)
-    except NotFound:
-        return None
 
 
 def _etags(text: str) -> list[str]:
@@ -260,6 +219,7 @@ async def get_object(call: Call) -> Response:
     headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
                                                  "Accept-Ranges": "bytes",
                                                  "Content-Type": doc.content_type})
+    headers.update(await response_headers(call, doc.blob))
     status = _preconditions(call, doc)
     if status == 412:
         raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "

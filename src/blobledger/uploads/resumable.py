@@ -229,7 +229,7 @@ class Resumable:
     async def find(self, upload_id: str) -> UploadRecord:
         """The upload; UploadGone if it is unknown or expired."""
         upload = await self.ledger.transitions.find_upload(upload_id)
-        if upload is None:
+        if upload is None or upload.mode == UploadMode.S3:  # the S3 endpoint's own
             raise UploadGone(f"no upload {upload_id!r}")
         if upload.expired and upload.state == UploadState.OPEN:
             raise UploadGone(f"upload {upload_id!r} expired")

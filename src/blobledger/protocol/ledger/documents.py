@@ -40,6 +40,8 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 #: a name known only after the bytes have streamed (see ``Ledger.create``)
 NameSource = Callable[[], Awaitable[str]]
+#: run once the intent's rows exist (C1/R1), before its bytes are sent (see ``Ledger.create``)
+OnIntent = Callable[[Intent], Awaitable[None]]
 
 
 class DocumentWriter(Reads):
@@ -58,6 +60,7 @@ class DocumentWriter(Reads):
         name_after_upload: NameSource | None = None,
         hold: bool = False,
         owner: str | None = None,
+        on_intent: OnIntent | None = None,
     ) -> Document:
         """Create a document; it becomes visible only once its bytes are committed (the span
         ``create``, parent of the steps' spans).
@@ -76,6 +79,10 @@ class DocumentWriter(Reads):
         Under an ``idempotency_key``, a retry within the retention gets the first response
         again (the same id, version and checksum), resumes the intent of an attempt that
         died, or is told that the first attempt is still running.
+
+        ``on_intent`` runs once the intent's rows exist, before the bytes are sent (what a
+        caller records beside the blob, keyed by its name: the S3 endpoint's user metadata);
+        its failure fails the creation like a failed upload.
         """
         if name is None and name_after_upload is None:
             raise InvalidName("a document needs a name")
@@ -86,7 +93,7 @@ class DocumentWriter(Reads):
             raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
         with telemetry.span("create") as span:
             doc = await self._create(name, data, content_type, idempotency_key, sha256, md5,
-                                     name_after_upload, hold, owner)
+                                     name_after_upload, hold, owner, on_intent)
             span.set("document_id", doc.id)
             span.set("blob_name", doc.blob)
             return doc
@@ -94,7 +101,7 @@ class DocumentWriter(Reads):
     async def _create(
         self, name: str | None, data: Data, content_type: str, idempotency_key: str | None,
         sha256: str | None, md5: str | None, name_after_upload: NameSource | None,
-        hold: bool = False, owner: str | None = None,
+        hold: bool = False, owner: str | None = None, on_intent: OnIntent | None = None,
     ) -> Document:
         rename = name_after_upload if name is None else None
         intent: Intent | None = None
@@ -120,7 +127,7 @@ class DocumentWriter(Reads):
         if intent.placeholder is not None and name is not None:
             rename = _known(name)  # a retry that knows the name its dead attempt did not
         return await self._finish_create(intent, data, sha256, md5, resumed=resumed,
-                                         rename=rename)
+                                         rename=rename, on_intent=on_intent)
 
     async def begin_create(
         self, name: str | None, content_type: str, idempotency_key: str | None = None, *,
@@ -149,10 +156,12 @@ class DocumentWriter(Reads):
 
     async def _finish_create(
         self, intent: Intent, data: Data, sha256: str | None, md5: str | None, *,
-        resumed: bool, rename: NameSource | None = None,
+        resumed: bool, rename: NameSource | None = None, on_intent: OnIntent | None = None,
     ) -> Document:
         deferred = self.transitions.deferred
         try:
+            if on_intent is not None:
+                await on_intent(intent)
             with _step("upload", intent):
                 digests = await self.upload(intent, data, sha256, md5, resumed=resumed)  # C2
             await failpoints.hit("create.after_upload")
@@ -242,14 +251,17 @@ class DocumentWriter(Reads):
         content_type: str | None = None,
         sha256: str | None = None,
         md5: str | None = None,
+        on_intent: OnIntent | None = None,
     ) -> Document:
         """Point the document at new bytes if its version is still ``expected_version``;
         returns the document as this replace wrote it (the span ``replace``, parent of the
-        steps' spans)."""
+        steps' spans). ``on_intent``: as :meth:`create`'s, after R1."""
         with telemetry.span("replace", document_id=doc_id) as span:
             intent = await self.begin_replace(doc_id, expected_version, content_type)
             span.set("blob_name", intent.blob_name)
             try:
+                if on_intent is not None:
+                    await on_intent(intent)
                 with _step("upload", intent):
                     digests = await self.upload(intent, data, sha256, md5)  # R2
                 await failpoints.hit("replace.after_upload")

@@ -75,6 +75,6 @@ class Steps:
             name=row.name, **self.times()) for name in self.settings.processors])
 
     def _expiry(self, mode: UploadMode) -> float:
-        return (self.settings.resumable_expiry if mode == UploadMode.TUS
+        return (self.settings.resumable_expiry if mode in (UploadMode.TUS, UploadMode.S3)
                 else self.settings.direct_upload_expiry)
 

@@ -1,0 +1,131 @@
+"""CopyObject: a write of the destination key (a create, or a replace of its document; the
+destination's ``If-None-Match``/``If-Match`` as on PutObject) whose bytes are read from the
+source key's ready document, checked against the source's ``x-amz-copy-source-if-*``
+conditions first. The bytes stream from the store through the service (no store-side copy:
+the destination's blob is its own create-only put, under the ledger's steps), and the
+SHA-256 recorded for the source is checked before the destination commits.
+
+``x-amz-metadata-directive``: ``COPY`` (the default) takes the source's content type and user
+metadata, ``REPLACE`` the request's."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from urllib.parse import unquote
+from xml.sax.saxutils import escape
+
+from starlette.responses import Response
+
+from blobledger.errors import NotFound
+from blobledger.protocol.documents import Document
+from blobledger.s3api.call import Call
+from blobledger.s3api.errors import S3Error
+from blobledger.s3api.lookup import etag_of, find
+from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
+from blobledger.s3api.rows import meta_of
+from blobledger.s3api.usermeta import from_headers
+from blobledger.s3api.writes import tags, write
+from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
+
+SOURCE = "x-amz-copy-source"
+DIRECTIVES = ("COPY", "REPLACE")
+
+
+def _source_key(call: Call) -> str:
+    """The source's key from ``x-amz-copy-source`` (``bucket/key``, URL-encoded, with or
+    without a leading ``/``); another bucket is NoSuchBucket, a version NotImplemented."""
+    text = call.request.headers[SOURCE].strip()
+    path, _, query = text.partition("?")
+    if query:
+        raise S3Error("NotImplemented", "copying a version (versionId) is not implemented")
+    bucket, _, key = unquote(path.lstrip("/")).partition("/")
+    if not key:
+        raise S3Error("InvalidArgument", "x-amz-copy-source must name a bucket and a key")
+    if bucket != call.settings.s3api_bucket:
+        raise S3Error("NoSuchBucket", "The specified bucket does not exist")
+    return key
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_source(call: Call, source: Document) -> None:
+    """The ``x-amz-copy-source-if-*`` conditions, as S3 weighs them: a matching If-Match
+    overrides a failing If-Unmodified-Since, a failing If-None-Match wins over a passing
+    If-Modified-Since."""
+    headers = call.request.headers
+    tag = etag_of(source)
+    modified = source.updated_at.replace(microsecond=0)
+    if_match = headers.get(f"{SOURCE}-if-match")
+    if_none_match = headers.get(f"{SOURCE}-if-none-match")
+    unmodified = _since(headers.get(f"{SOURCE}-if-unmodified-since"))
+    since = _since(headers.get(f"{SOURCE}-if-modified-since"))
+    if if_match is not None:
+        if "*" not in tags(if_match) and tag not in tags(if_match):
+            raise _failed("x-amz-copy-source-If-Match")
+    elif unmodified is not None and modified > unmodified:
+        raise _failed("x-amz-copy-source-If-Unmodified-Since")
+    if if_none_match is not None:
+        if "*" in tags(if_none_match) or tag in tags(if_none_match):
+            raise _failed("x-amz-copy-source-If-None-Match")
+    elif since is not None and modified <= since:
+        raise _failed("x-amz-copy-source-If-Modified-Since")
+
+
+def _failed(header: str) -> S3Error:
+    return S3Error("PreconditionFailed", "At least one of the pre-conditions you specified "
+                   f"did not hold ({header})", headers={"x-amz-condition": header})
+
+
+async def copy_object(call: Call) -> Response:
+    call.need("write")
+    headers = call.request.headers
+    for name in headers:
+        if name.startswith(UNSUPPORTED) or name.startswith(f"{SOURCE}-server-side"):
+            raise S3Error("NotImplemented", f"{name} is not implemented on CopyObject")
+    directive = headers.get("x-amz-metadata-directive", "COPY").upper()
+    if directive not in DIRECTIVES:
+        raise S3Error("InvalidArgument", "x-amz-metadata-directive must be COPY or REPLACE")
+    if headers.get("x-amz-tagging-directive", "COPY").upper() != "COPY":
+        raise S3Error("NotImplemented", "tagging is not implemented")
+    key = _source_key(call)
+    if key == call.key and directive == "COPY":
+        raise S3Error("InvalidRequest", "This copy request is illegal because it is trying "
+                      "to copy an object to itself without changing the object's metadata, "
+                      "storage class, website redirect location or encryption attributes.")
+    ledger = call.ledger
+    try:
+        source = await find(call, key)
+    except NotFound:
+        raise S3Error("NoSuchKey", "The specified key does not exist.") from None
+    _check_source(call, source)
+    if directive == "COPY":
+        content_type = source.content_type
+        meta = await meta_of(ledger, source.blob)
+    else:
+        content_type = headers.get("content-type") or DEFAULT_TYPE
+        meta = from_headers(headers)
+    opened, reader = await ledger.open(source.id)
+    try:
+        if opened.blob != source.blob:  # replaced meanwhile: not the version checked
+            raise S3Error("OperationAborted", "the source was replaced while it was read: "
+                          "retry")
+        doc = await write(call, call.key, reader, content_type=content_type, meta=meta,
+                          sha256=source.sha256, if_none_match=headers.get("if-none-match"),
+                          if_match=headers.get("if-match"))
+    finally:
+        await reader.aclose()
+    return xml_response(
+        f'<CopyObjectResult xmlns="{NAMESPACE}"><LastModified>{iso(doc.updated_at)}'
+        f"</LastModified><ETag>{escape(etag_of(doc))}</ETag></CopyObjectResult>", call)
+
+
+def is_copy(call: Call) -> bool:
+    return SOURCE in call.request.headers

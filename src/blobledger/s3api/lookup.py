@@ -1,0 +1,35 @@
+"""What every object operation looks up: the ready document a key names, and its ETag and
+date as S3 shows them."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from email.utils import format_datetime
+
+from blobledger.errors import NotFound
+from blobledger.protocol.documents import Document
+from blobledger.s3api.call import Call
+
+
+def etag_of(doc: Document) -> str:
+    """The object's ETag: the first 128 bits of its SHA-256, quoted (S3's is an MD5 for a
+    single PUT; clients compare it only with itself). A document without a recorded
+    SHA-256 gets one of its id and version."""
+    digest = doc.sha256 or hashlib.sha256(f"{doc.id}:{doc.version}".encode()).hexdigest()
+    return f'"{digest[:32]}"'
+
+
+def http_date(when: datetime) -> str:
+    return format_datetime(when.replace(microsecond=0), usegmt=True)
+
+
+async def find(call: Call, key: str) -> Document:
+    """The ready document named ``key`` (NotFound: none). The name itself sorts first among
+    the names it prefixes, so one row of the ledger's listing answers."""
+    if not key:
+        raise NotFound("no key")
+    found = await call.ledger.page(prefix=key, limit=1)
+    if not found or found[0].name != key:
+        raise NotFound(f"no document {key!r}")
+    return found[0]

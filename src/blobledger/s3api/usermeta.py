@@ -1,0 +1,48 @@
+"""User metadata (``x-amz-meta-*``): read from a write's headers within S3's limit, kept with
+the blob it was written with (:mod:`.rows`), answered on GET and HEAD."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from blobledger.protocol.transitions.records import Intent
+from blobledger.s3api.call import Call
+from blobledger.s3api.errors import S3Error
+from blobledger.s3api.rows import meta_of, record_meta
+
+PREFIX = "x-amz-meta-"
+#: S3's limit: the names (without the prefix) and values of one object, in UTF-8 bytes
+MAX_BYTES = 2 * 1024
+
+
+def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request's user metadata, names lower-cased without the prefix (``MetadataTooLarge``
+    past 2 KB, as S3)."""
+    meta = {name.removeprefix(PREFIX): value.strip() for name, value in headers.items()
+            if name.lower().startswith(PREFIX)}
+    size = sum(len(name.encode()) + len(value.encode()) for name, value in meta.items())
+    if size > MAX_BYTES:
+        raise S3Error("MetadataTooLarge", f"your metadata headers exceed the maximum allowed "
+                      f"metadata size ({size} of at most {MAX_BYTES} bytes)")
+    for name in meta:
+        if not name or not name.isascii() or not name.isprintable():
+            raise S3Error("InvalidArgument", f"not a metadata name: {PREFIX}{name!r}")
+    return meta
+
+
+def recorder(call: Call, meta: dict[str, str]) -> Callable[[Intent], Awaitable[None]] | None:
+    """The ledger's ``on_intent``: the metadata recorded under the intent's blob, after its
+    row exists and before its bytes are sent (None: nothing to record)."""
+    if not meta:
+        return None
+    ledger = call.ledger
+
+    async def record(intent: Intent) -> None:
+        await record_meta(ledger, intent.blob_name, meta)
+
+    return record
+
+
+async def response_headers(call: Call, blob_name: str) -> dict[str, str]:
+    return {PREFIX + name: value for name, value in
+            (await meta_of(call.ledger, blob_name)).items()}
