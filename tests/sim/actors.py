@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
+from blobledger.errors import IntentLost
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
@@ -80,6 +81,49 @@ async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: st
             run.docs.setdefault(v.id, Doc(v.id, v.version, sha))
 
 
+async def racing_writer(run: _Run, n: int) -> None:
+    """Creates under an idempotency key whose client gives up waiting after
+    ``retry_after`` seconds and sends the create again, to another process, while the first
+    attempt still runs (paused): the retry takes the intent over once the first attempt's
+    lease and the margin have passed. Both answers, if any, name one document and checksum.
+    With no sweeper and no reconciler running, nothing but an attempt of the same key can
+    take an intent, and only the later one takes it from the earlier: the latest attempt of
+    a key is never told its intent was lost."""
+    from tests.sim.sim import Doc, Violation, _short
+
+    first, second = run.ledger(), run.ledger()
+    for i in range(run.config.ops):
+        key, name = f"r{n}-{i}", run.rng.choice(run.names) + f"-r{n}.{i}"
+        data = f"r{n} op{i} {run.rng.getrandbits(32)}".encode()
+        sha = hashlib.sha256(data).hexdigest()
+
+        def create(ledger: Ledger) -> Callable[[], Awaitable[Any]]:
+            return lambda: ledger.create(name, data, content_type="text/plain",
+                                         idempotency_key=key)
+
+        run.note(f"r{n} create {name} key={key} sha={sha[:8]}")
+        attempts = [asyncio.ensure_future(run.op(f"r{n}.create", create(first)))]
+        done, _ = await asyncio.wait(attempts, timeout=run.config.retry_after)
+        if not done:
+            run.note(f"r{n} no answer after {run.config.retry_after:.0f}s: {key} sent again")
+            attempts.append(asyncio.ensure_future(run.op(f"r{n}.create'", create(second))))
+        answers = [await attempt for attempt in attempts]
+        run.note(f"r{n} {key}: " + ", ".join(f"{o} {_short(v)}" for o, v in answers))
+        for outcome, value in answers:
+            if outcome != "ok":
+                continue
+            run.result.acknowledged += 1
+            known = run.keys.setdefault(key, (value.id, sha))
+            if known != (value.id, value.sha256):
+                raise Violation(f"key {key} answered {value.id} {value.sha256}, first {known}")
+            run.docs.setdefault(value.id, Doc(value.id, value.version, sha))
+        outcome, value = answers[-1]
+        if (outcome == "error" and isinstance(value, IntentLost) and not run.config.sweepers
+                and not run.config.reconcilers):
+            raise Violation(f"the latest attempt under key {key} was told its intent was "
+                            "lost, though no sweeper runs (an earlier attempt took it)")
+
+
 def receiver(run: _Run, ledger: Ledger) -> None:
     """The events' one target: an in-process handler that records what it is sent and
     fails (the receiver answered an error) with the run's ``receiver_fails`` chance. Every
@@ -107,6 +151,22 @@ async def deliverer(run: _Run, n: int, rounds: int) -> None:
         run.note(f"delivery{n} runs")
         outcome, value = await run.op(f"delivery{n}", Delivery(ledger).run_once)
         run.note(f"delivery{n}: {outcome} {_short(value)}")
+
+
+def _counted_once(seq: int, event_id: str, state: str, attempts: int,
+                  numbers: set[int]) -> None:
+    """Each claim numbers its attempt one past the event's count, which only a mark under
+    the event's latest claim moves, and a failed mark's claim logged its attempt first: the
+    numbers logged run 1, 2, ... without a gap, and the count is at most the highest (one
+    more for a delivered event whose last claim found nothing left to send). A mark under a
+    lapsed claim counts an attempt twice."""
+    from tests.sim.sim import Violation
+
+    highest = max(numbers, default=0)
+    if numbers != set(range(1, highest + 1)) or \
+            attempts > highest + (state == events.DELIVERED):
+        raise Violation(f"event {seq} ({event_id}) counts {attempts} attempts, its attempts "
+                        f"logged are numbered {sorted(numbers)} (an attempt counted twice)")
 
 
 def recording_claims(run: _Run) -> Callable[[], None]:
@@ -148,11 +208,17 @@ async def check_events(run: _Run, ledger: Ledger) -> None:
 
     e, d = events.events, events.deliveries
     async with ledger.db.transaction(readonly=True) as conn:
-        rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id))).all()
-        log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome))).all()
-    failed = {(event_id, claim) for event_id, claim, outcome in log if outcome == "failed"}
-    took = {event_id for event_id, _, outcome in log if outcome != "failed"}
-    for event_id, state, seq in rows:
+        rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id,
+                                          e.c.attempts))).all()
+        log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome,
+                                         d.c.attempt_no))).all()
+    failed = {(event_id, claim) for event_id, claim, outcome, _ in log if outcome == "failed"}
+    took = {event_id for event_id, _, outcome, _ in log if outcome != "failed"}
+    numbered: dict[str, set[int]] = {}
+    for event_id, _, _, attempt_no in log:
+        numbered.setdefault(event_id, set()).add(attempt_no)
+    for event_id, state, seq, attempts in rows:
+        _counted_once(seq, event_id, state, attempts, numbered.get(event_id, set()))
         if state not in (events.DEAD, events.DELIVERED) or not run.claims.get(event_id):
             continue
         latest = max(run.claims[event_id])[1]

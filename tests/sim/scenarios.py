@@ -14,7 +14,11 @@ from tests.sim.store import MemoryStore
 MUTANTS = {
     "sweep-delete-unconditional": "the sweeper's deletes without their pending condition",
     "store-tag-conditions-ignored": "the store's own tag checks skipped",
-    "c4-no-attempt": "C4/R4's compare-and-set without its attempt term",
+    "c4-no-attempt": "C4/R4's compare-and-set without its attempt term "
+                     "(where:transitions:_commit_blob:blobs.attempt)",
+    "r4-without-intent": "R4's blob row committed by its name alone, neither pending nor "
+                         "the writer's (the paused replace: R4 before it required the "
+                         "writer's own pending intent)",
     "local-no-flock": "the local store's conditional calls without their flock "
                       "(store:stores/local:_locked:without-flock)",
     "azure-commit-overwrites": "Azure's Put Block List without If-None-Match: * "
@@ -35,6 +39,22 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
         focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
                "store.set_tags.after_read": (0.0, 1.0)}),
+    # the deferred retag: writers paused between their upload and C4/R4 past sweep_after
+    # while a sweeper claims their intents and is paused before its conditioned delete
+    # (the blob is still tagged pending: only C4's and R4's token stands between them)
+    "deferred-paused-writers": dict(
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        names=50, rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0,
+        fault=0.0,
+        focus={"create.after_upload": (181.0, 200.0), "replace.after_upload": (181.0, 200.0),
+               "sweep.after_claim": (0.0, 10.0), "sweep.after_delete": (0.0, 10.0)}),
+    # a create sent again under its key while the first attempt is paused after its upload
+    # (past its lease and the margin: the retry takes the intent over); the first wakes to
+    # a failed step, and its failure path must leave the retry's intent alone. No sweeper.
+    "key-retry-race": dict(
+        retag="deferred", writers=0, racers=3, sweepers=0, retaggers=1, reconcilers=0,
+        ops=3, names=50, pause=0.0, crash=0.0, jump=0.0, fault=0.0, retry_after=125.0,
+        focus={"create.after_upload": (0.0, 200.0)}, fail={"create.after_upload": 0.5}),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -44,6 +64,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
         receiver_fails=0.4, crash=0.0005, fault=0.0,
+        focus={"events.after_send": (61.0, 61.0), "events.before_log": (61.0, 61.0)}),
+    # the same with three attempts before dead and a backoff of a second: a failed attempt
+    # is marked and the event claimed again, so a lapsed claim's failure could count twice
+    "delivery-retry": dict(
+        writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
+        receiver_fails=0.6, crash=0.0005, fault=0.0,
+        overrides={"event_max_attempts": 3, "event_backoff": 1.0},
         focus={"events.after_send": (61.0, 61.0), "events.before_log": (61.0, 61.0)}),
 }
 
@@ -72,6 +99,50 @@ def c4_without_attempt() -> dict[str, Any]:
                 saved[f"{room.__name__}.{name}"] = getattr(room, name)
                 setattr(room, name, value)
     return saved
+
+
+def r4_without_intent() -> dict[str, Any]:
+    """The paused replace's bug: R4 moves its blob row to ``committed`` by the row's name
+    alone (not only while it is pending and this attempt's), so a replace woken after the
+    sweeper handed its intent to the deletion path points the document at bytes being
+    deleted. ``commit_replace`` runs with its statements swapped (C4 keeps its own); returns
+    what to restore."""
+    import importlib
+    import types
+
+    from sqlalchemy import bindparam, update
+
+    from blobledger.protocol.transitions import statements as t
+
+    # (the package's ``documents`` is a table)
+    room = importlib.import_module("blobledger.protocol.transitions.documents")
+
+    weak = update(t.blobs).where(t.blobs.c.name == bindparam("b_name")).values(
+        dict(t._commit_blob._values or {}))
+    real = room.DocumentSteps.commit_replace
+    scope = dict(real.__globals__, _commit_blob=weak,
+                 _commit_blob_owed=weak.values(retag_due=t.NOW))
+    weakened = types.FunctionType(real.__code__, scope, real.__name__, real.__defaults__,
+                                  real.__closure__)
+    weakened.__kwdefaults__ = real.__kwdefaults__
+    room.DocumentSteps.commit_replace = weakened  # type: ignore[method-assign]
+    return {f"{room.__name__}.DocumentSteps.commit_replace": real}
+
+
+def restore(saved: dict[str, Any]) -> None:
+    """Undo a mutant: each ``module[.Class].name`` back to what it was."""
+    import importlib
+
+    def owner(path: str) -> Any:
+        try:
+            return importlib.import_module(path)
+        except ModuleNotFoundError:
+            parent, _, name = path.rpartition(".")
+            return getattr(owner(parent), name)
+
+    for attribute, value in saved.items():
+        path, _, name = attribute.rpartition(".")
+        setattr(owner(path), name, value)
 
 
 def marks_without_token() -> dict[str, Any]:

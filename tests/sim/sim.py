@@ -25,7 +25,6 @@ import contextlib
 import contextvars
 import gc
 import hashlib
-import importlib
 import itertools
 import logging
 import secrets
@@ -57,6 +56,7 @@ from tests.sim.actors import (
     check_events,
     claimed,
     deliverer,
+    racing_writer,
     receiver,
     recording_claims,
     tus_writer,
@@ -66,6 +66,8 @@ from tests.sim.loop import SimLoop, await_point
 from tests.sim.scenarios import (
     c4_without_attempt,
     marks_without_token,
+    r4_without_intent,
+    restore,
     unconditional_sweep_store,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
@@ -113,9 +115,15 @@ class Config:
     #: points where a pause is likely (``focus_pause``), with the pause's (min, max) seconds
     focus: dict[str, tuple[float, float]] = field(default_factory=dict)
     focus_pause: float = 0.5
+    #: points where the step fails (an error raised there, after any pause) and its chance
+    fail: dict[str, float] = field(default_factory=dict)
+    racers: int = 0  # writers whose create is sent again under its key while it runs
+    retry_after: float = 125.0  # how long a racer's client waits before it sends again
+    #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        return Settings(**dict(SETTINGS, retag=self.retag))
+        return Settings(**dict(SETTINGS, retag=self.retag, **self.overrides))
 
 
 @dataclass
@@ -152,6 +160,9 @@ class Result:
 
 
 _TEMPLATE: dict[str, Path] = {}
+#: whether the process's long-lived objects were moved out of the collector's sight
+#: (``gc.freeze``: a run's ``gc.collect`` then scans what the runs made, not every module)
+_FROZEN: list[bool] = []
 
 
 def template() -> Path:
@@ -238,6 +249,10 @@ class _Run:
             await asyncio.sleep(seconds)
         else:
             await asyncio.sleep(0)
+        if name in self.config.fail and self.rng.random() < self.config.fail[name]:
+            self.result.faults += 1
+            self.note(f"{operation} fails at {name}")
+            raise StoreUnavailable(f"simulated: the step at {name} failed")
 
     async def fault(self, name: str) -> None:
         if OPERATION.get() is not None and self.rng.random() < self.config.fault:
@@ -464,6 +479,7 @@ class _Run:
             actors += [self.worker("retagger", n, rounds) for n in range(c.retaggers)]
             actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
             actors += [tus_writer(self, n) for n in range(c.tus)]
+            actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
             try:
                 await asyncio.gather(*actors)
@@ -490,6 +506,7 @@ class _Run:
 
         saved = (uuid.uuid4, secrets.token_hex, models.utcnow)
         mutated = {"c4-no-attempt": c4_without_attempt,
+                   "r4-without-intent": r4_without_intent,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
@@ -505,6 +522,9 @@ class _Run:
         # the cyclic collector finalizes what it finds when it runs (an async generator's
         # aclose scheduled on the loop): collected before, not during, the run
         gc.collect()
+        if not _FROZEN:  # what lives now (modules, the template) is never scanned again
+            gc.freeze()
+            _FROZEN.append(True)
         gc.disable()
         try:
             with sim_clock(self.point):
@@ -522,9 +542,7 @@ class _Run:
         finally:
             failpoints.set_hook(None)
             unclaim()
-            for attribute, value in mutated.items():
-                module, _, name = attribute.rpartition(".")
-                setattr(importlib.import_module(module), name, value)
+            restore(mutated)
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010
