@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from blobledger.errors import IntentLost
+from blobledger.errors import IntegrityError, IntentLost
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
+from blobledger.uploads.direct import DirectUploads
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.delivery import Delivery
 
@@ -45,7 +46,7 @@ async def tus_writer(run: _Run, n: int) -> None:
 
 async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: str,
                   data: bytes) -> None:
-    from tests.sim.sim import Doc, Violation, _short
+    from tests.sim.sim import _short
 
     sha = hashlib.sha256(data).hexdigest()
     run.note(f"t{n} tus {name} sha={sha[:8]}")
@@ -66,19 +67,65 @@ async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: st
             return await side.complete(await side.find(upload_id))
         return go
 
-    answers = await asyncio.gather(run.op(f"t{n}.complete", complete(here)),
-                                   run.op(f"t{n}.complete'", complete(there)))
-    run.note(f"t{n} tus {upload_id} completions: "
+    await _completed_twice(run, f"t{n}", upload_id, sha, complete(here), complete(there))
+
+
+async def _completed_twice(run: _Run, label: str, upload_id: str, sha: str,
+                           here: Callable[[], Awaitable[Any]],
+                           there: Callable[[], Awaitable[Any]]) -> None:
+    """An upload's completion sent to two processes at once: the answers that are
+    documents name one document with the bytes sent, and neither tells the honest client
+    its bytes are not what it declared."""
+    from tests.sim.sim import Doc, Violation, _short
+
+    answers = await asyncio.gather(run.op(f"{label}.complete", here),
+                                   run.op(f"{label}.complete'", there))
+    run.note(f"{label} {upload_id} completions: "
              + ", ".join(f"{o} {_short(v)}" for o, v in answers))
     docs = {v.id for o, v in answers if o == "ok"}
     if len(docs) > 1:
         raise Violation(f"two completions of upload {upload_id} made {sorted(docs)}")
     for o, v in answers:
+        if o == "error" and isinstance(v, IntegrityError):
+            raise Violation(f"a completion of upload {upload_id}, whose bytes are the ones "
+                            f"declared, was answered {v!r}")
         if o == "ok":
             run.result.acknowledged += 1
             if v.sha256 != sha:
                 raise Violation(f"upload {upload_id} answered {v.sha256}, sent {sha}")
             run.docs.setdefault(v.id, Doc(v.id, v.version, sha))
+
+
+async def direct_writer(run: _Run, n: int) -> None:
+    """Direct uploads (the store has no URL of its own here: the bytes go through
+    ``receive``, as ``serve``'s own URL takes them), each declared with its size and SHA-256
+    and completed by two processes at once (a client retrying ``complete``)."""
+    from tests.sim.sim import _short
+
+    here, there = DirectUploads(run.ledger()), DirectUploads(run.ledger())
+    for i in range(run.config.ops):
+        name = run.rng.choice(run.names) + f"-d{n}.{i}"
+        data = f"d{n} upload{i} {run.rng.getrandbits(32)}".encode()
+        sha = hashlib.sha256(data).hexdigest()
+        run.note(f"d{n} direct {name} sha={sha[:8]}")
+
+        async def begin(name: str = name, data: bytes = data, sha: str = sha) -> str:
+            began = await here.begin(name, len(data), "text/plain", sha256=sha)
+            assert began.token is not None  # the simulated stores have no URL of their own
+            await here.receive(began.upload.id, began.token, _body(data))
+            return began.upload.id
+
+        outcome, upload_id = await run.op(f"d{n}.begin", begin)
+        run.note(f"d{n} direct {name}: {outcome} "
+                 f"{upload_id if outcome == 'ok' else _short(upload_id)}")
+        if outcome != "ok":
+            continue
+
+        def complete(side: DirectUploads, upload_id: str = upload_id
+                     ) -> Callable[[], Awaitable[Any]]:
+            return lambda: side.complete(upload_id)
+
+        await _completed_twice(run, f"d{n}", upload_id, sha, complete(here), complete(there))
 
 
 async def racing_writer(run: _Run, n: int) -> None:

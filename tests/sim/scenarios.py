@@ -24,6 +24,9 @@ MUTANTS = {
     "azure-commit-overwrites": "Azure's Put Block List without If-None-Match: * "
                                "(store:stores/azure/store:commit_staged:"
                                "commit_block_list-without-unpacked)",
+    "direct-complete-no-reread": "a direct upload's completion that finds its blob tagged "
+                                 "committed judges the upload row it read before (not read "
+                                 "again: a twin completion may have verified it since)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -47,7 +50,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         names=50, rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0,
         fault=0.0,
         focus={"create.after_upload": (181.0, 200.0), "replace.after_upload": (181.0, 200.0),
-               "sweep.after_claim": (0.0, 10.0), "sweep.after_delete": (0.0, 10.0)}),
+               "sweep.after_claim": (0.0, 10.0), "sweep.after_delete": (5.0, 30.0)}),
     # a create sent again under its key while the first attempt is paused after its upload
     # (past its lease and the margin: the retry takes the intent over); the first wakes to
     # a failed step, and its failure path must leave the retry's intent alone. No sweeper.
@@ -55,6 +58,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         retag="deferred", writers=0, racers=3, sweepers=0, retaggers=1, reconcilers=0,
         ops=3, names=50, pause=0.0, crash=0.0, jump=0.0, fault=0.0, retry_after=125.0,
         focus={"create.after_upload": (0.0, 200.0)}, fail={"create.after_upload": 0.5}),
+    # direct uploads completed twice at once, the second completion paused after it read
+    # the upload's row while the first verifies, commits and answers
+    "direct-duplicate-completion": dict(
+        retag="inline", writers=1, direct=2, sweepers=1, retaggers=1, reconcilers=0, ops=3,
+        crash=0.0005, fault=0.0,
+        focus={"direct.before_check": (0.0, 5.0), "store.get_tags": (0.0, 5.0)}),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -127,6 +136,39 @@ def r4_without_intent() -> dict[str, Any]:
     weakened.__kwdefaults__ = real.__kwdefaults__
     room.DocumentSteps.commit_replace = weakened  # type: ignore[method-assign]
     return {f"{room.__name__}.DocumentSteps.commit_replace": real}
+
+
+def direct_without_reread() -> dict[str, Any]:
+    """The duplicate direct completion's bug: ``DirectUploads.complete`` without its second
+    read of the upload when the blob is no longer tagged ``pending`` (a twin completion
+    verified and retagged it since the first read), so the completion takes its client for
+    a liar. The real method's source with that one ``if`` removed; returns what to restore."""
+    import __future__
+    import ast
+    import inspect
+    import textwrap
+
+    from blobledger.uploads import direct
+
+    real = direct.DirectUploads.complete
+    tree = ast.parse(textwrap.dedent(inspect.getsource(real)))
+    dropped = []
+
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | None:
+            if "upload.sha256 is None" in ast.unparse(node.test) and \
+                    "self.find" in ast.unparse(node):
+                dropped.append(node)
+                return None
+            return self.generic_visit(node)
+
+    tree = ast.fix_missing_locations(Drop().visit(tree))
+    assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
+    scope = dict(vars(direct))
+    exec(compile(tree, direct.__file__, "exec",  # noqa: S102 (the real method, one if less)
+                 flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
+    direct.DirectUploads.complete = scope["complete"]  # type: ignore[method-assign]
+    return {f"{direct.__name__}.DirectUploads.complete": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -56,6 +56,7 @@ from tests.sim.actors import (
     check_events,
     claimed,
     deliverer,
+    direct_writer,
     racing_writer,
     receiver,
     recording_claims,
@@ -65,6 +66,7 @@ from tests.sim.db import EPOCH, release, sim_clock
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.scenarios import (
     c4_without_attempt,
+    direct_without_reread,
     marks_without_token,
     r4_without_intent,
     restore,
@@ -75,12 +77,13 @@ from tests.sim.store import AzureMemoryStore, MemoryStore
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
                             "delete_grace": 30.0, "retag": "deferred",
                             "event_max_attempts": 1, "event_lease": 60.0,
-                            "resumable_expiry": 300.0}
+                            "resumable_expiry": 300.0, "direct_upload_expiry": 300.0}
 NAMES = ("a", "b", "c")
 #: pauses: past the upload deadline, past sweep_after, past a sweeper's lease, an hour
 PAUSES = (5.0, 61.0, 181.0, SWEEP_LEASE + 1, 3600.0)
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
-SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"]) + SETTINGS["delete_grace"]
+SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"],
+              SETTINGS["direct_upload_expiry"]) + SETTINGS["delete_grace"]
           + SWEEP_LEASE + 1)
 #: the operation (an actor's call that may crash) the running task belongs to
 OPERATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("operation", default=None)
@@ -117,6 +120,7 @@ class Config:
     focus_pause: float = 0.5
     #: points where the step fails (an error raised there, after any pause) and its chance
     fail: dict[str, float] = field(default_factory=dict)
+    direct: int = 0  # writers of direct uploads, each completed twice at once
     racers: int = 0  # writers whose create is sent again under its key while it runs
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
@@ -480,6 +484,7 @@ class _Run:
             actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
             actors += [tus_writer(self, n) for n in range(c.tus)]
             actors += [racing_writer(self, n) for n in range(c.racers)]
+            actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
             try:
                 await asyncio.gather(*actors)
@@ -507,6 +512,7 @@ class _Run:
         saved = (uuid.uuid4, secrets.token_hex, models.utcnow)
         mutated = {"c4-no-attempt": c4_without_attempt,
                    "r4-without-intent": r4_without_intent,
+                   "direct-complete-no-reread": direct_without_reread,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
