@@ -27,6 +27,10 @@ MUTANTS = {
     "direct-complete-no-reread": "a direct upload's completion that finds its blob tagged "
                                  "committed judges the upload row it read before (not read "
                                  "again: a twin completion may have verified it since)",
+    "failed-mark-without-token": "the failed mark alone without the claim token "
+                                 "(where:events:_failed:events.attempt)",
+    "abandon-without-attempt": "a live writer's compensation without its attempt term "
+                               "(where:transitions:_abandon:blobs.attempt)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -110,6 +114,23 @@ def c4_without_attempt() -> dict[str, Any]:
     return saved
 
 
+def abandon_without_attempt() -> dict[str, Any]:
+    """A live writer's compensation (``_abandon``) without its ``attempt`` term (the mutant
+    ``where:transitions:_abandon:blobs.attempt`` in this process): a stale attempt's failure
+    path takes the intent of the retry that took it over (to restore)."""
+    import importlib
+
+    from sqlalchemy import update
+
+    from blobledger.protocol.transitions import statements as t
+
+    room = importlib.import_module("blobledger.protocol.transitions.documents")
+    saved = {f"{room.__name__}._abandon": room._abandon}
+    room._abandon = update(t.blobs).where(*t._mine[:2]).values(  # type: ignore[attr-defined]
+        dict(t._abandon._values or {}))
+    return saved
+
+
 def r4_without_intent() -> dict[str, Any]:
     """The paused replace's bug: R4 moves its blob row to ``committed`` by the row's name
     alone (not only while it is pending and this attempt's), so a replace woken after the
@@ -187,16 +208,19 @@ def restore(saved: dict[str, Any]) -> None:
         setattr(owner(path), name, value)
 
 
-def marks_without_token() -> dict[str, Any]:
+def marks_without_token(names: tuple[str, ...] = ("_delivered", "_failed", "_dead")
+                        ) -> dict[str, Any]:
     """The delivery marks' ``_mine`` without its ``events.attempt == token`` term: a worker
-    whose claim lapsed marks the event another worker claimed since (to restore)."""
+    whose claim lapsed marks the event another worker claimed since (to restore). ``names``:
+    the marks weakened (``("_failed",)``: the mutant ``where:events:_failed:events.attempt``
+    in this process)."""
     from sqlalchemy import and_, bindparam, update
 
     from blobledger.protocol import events as e
 
-    saved = {f"{e.__name__}.{n}": getattr(e, n) for n in ("_delivered", "_failed", "_dead")}
+    saved = {f"{e.__name__}.{n}": getattr(e, n) for n in names}
     mine = and_(e.events.c.event_id == bindparam("e_id"), e.events.c.state == e.PENDING)
-    for name in ("_delivered", "_failed", "_dead"):
+    for name in names:
         setattr(e, name, update(e.events).where(mine).values(
             dict(getattr(e, name)._values or {})))
     return saved

@@ -65,6 +65,7 @@ from tests.sim.actors import (
 from tests.sim.db import EPOCH, release, sim_clock
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.scenarios import (
+    abandon_without_attempt,
     c4_without_attempt,
     direct_without_reread,
     marks_without_token,
@@ -513,6 +514,8 @@ class _Run:
         mutated = {"c4-no-attempt": c4_without_attempt,
                    "r4-without-intent": r4_without_intent,
                    "direct-complete-no-reread": direct_without_reread,
+                   "abandon-without-attempt": abandon_without_attempt,
+                   "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
