@@ -31,6 +31,11 @@ MUTANTS = {
                                  "(where:events:_failed:events.attempt)",
     "abandon-without-attempt": "a live writer's compensation without its attempt term "
                                "(where:transitions:_abandon:blobs.attempt)",
+    "s3-sweeper-unfenced": "S3: the sweeper deletes under the store's own tag comparison "
+                           "instead of fencing the row first (the paused S3 sweeper)",
+    "s3-checksums-own-write": "S3: a staged upload's checksums written as tags of their "
+                              "own after the completion, with the tags read at its start "
+                              "(the whole-set retag)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -68,6 +73,19 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         retag="inline", writers=1, direct=2, sweepers=1, retaggers=1, reconcilers=0, ops=3,
         crash=0.0005, fault=0.0,
         focus={"direct.before_check": (0.0, 5.0), "store.get_tags": (0.0, 5.0)}),
+    # S3: a writer paused after its confirm past sweep_after while the sweeper, which read
+    # the blob's tag, is paused before its DeleteObject (If-Match on the ETag alone)
+    "s3-paused-sweeper": dict(
+        store="s3", retag="inline", writers=3, sweepers=1, retaggers=0, reconcilers=0, ops=4,
+        names=50, rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0,
+        fault=0.0,
+        focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
+               "sweep.after_fence": (5.0, 30.0), "store.set_tags.after_read": (0.0, 1.0)}),
+    # S3: tus uploads completed twice at once, one paused right after its completion
+    "s3-duplicate-completion": dict(
+        store="s3", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
+        reconcilers=0, ops=3, crash=0.0005, fault=0.0,
+        focus={"staged.after_commit": (5.0, 61.0), "staged.before_commit": (0.0, 5.0)}),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -190,6 +208,29 @@ def direct_without_reread() -> dict[str, Any]:
                  flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
     direct.DirectUploads.complete = scope["complete"]  # type: ignore[method-assign]
     return {f"{direct.__name__}.DirectUploads.complete": real}
+
+
+def s3_checksums_own_write() -> dict[str, Any]:
+    """The S3 whole-set retag's bug: after CompleteMultipartUpload the store wrote the
+    object's checksums as tags in a write of their own, the whole set being the tags given
+    at the upload's start (``pending``) plus the checksums; S3 replaces the whole set, so a
+    twin completion's retag to ``committed`` in between is undone. The real
+    ``commit_staged``, then that write (to restore)."""
+    from blobledger.stores.s3 import store as s3store
+
+    real = s3store.S3Store.commit_staged
+
+    async def commit_staged(self: Any, name: str, handle: str, parts: Any, *, tags: Any,
+                            content_type: str | None = None) -> Any:
+        digests = await real(self, name, handle, parts, tags=tags, content_type=content_type)
+        s3 = await self._client()
+        await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
+                                    Tagging=s3store._tag_set(
+                                        {**tags, "sha256": digests.sha256, "md5": digests.md5}))
+        return digests
+
+    s3store.S3Store.commit_staged = commit_staged  # type: ignore[method-assign]
+    return {f"{s3store.__name__}.S3Store.commit_staged": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -47,6 +47,7 @@ from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.migrate import migrate_database
+from blobledger.stores.base import Store
 from blobledger.workers.delivery import Delivery
 from blobledger.workers.invariants import check
 from blobledger.workers.reconciler import reconcile
@@ -71,8 +72,10 @@ from tests.sim.scenarios import (
     marks_without_token,
     r4_without_intent,
     restore,
+    s3_checksums_own_write,
     unconditional_sweep_store,
 )
+from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.store import AzureMemoryStore, MemoryStore
 
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
@@ -107,7 +110,7 @@ class Config:
     fault: float = 0.03  # per store write: an error after it applied
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
     mutant: str | None = None
-    store: str = "local"  # the simulated store's semantics: "local" or "azure"
+    store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
     tus: int = 0  # writers of tus uploads, each completed twice at once
     deliverers: int = 0  # event delivery workers
@@ -211,11 +214,14 @@ class _Run:
         self.keys: dict[str, tuple[str, str]] = {}  # idempotency key: (doc id, sha256)
         self.running: list[asyncio.Task[Any]] = []  # operations that may crash
         self.checker: asyncio.Task[Any] | None = None
-        kind = AzureMemoryStore if config.store == "azure" else MemoryStore
-        self.store = kind(clock=lambda: EPOCH + timedelta(seconds=self.loop.time()),
-                          point=self.point, after_write=self.fault,
-                          ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
-                          flock=config.mutant != "local-no-flock")
+        clock = lambda: EPOCH + timedelta(seconds=self.loop.time())  # noqa: E731
+        #: S3: the service all actors' stores talk to (each process has a store of its own)
+        self.s3 = S3Service(clock, point=self.point, after_write=self.fault)
+        self.store: Store = self.actor_store() if config.store == "s3" else (
+            AzureMemoryStore if config.store == "azure" else MemoryStore)(
+            clock=clock, point=self.point, after_write=self.fault,
+            ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
+            flock=config.mutant != "local-no-flock")
         if isinstance(self.store, AzureMemoryStore):
             self.store.create_only_commit = config.mutant != "azure-commit-overwrites"
         self.receiver_fails = config.receiver_fails
@@ -310,9 +316,17 @@ class _Run:
             return "error", exc
         raise Violation(f"{name} failed with an unclear error: {exc!r}") from exc
 
+    def actor_store(self) -> Store:
+        """The store as one process has it: on S3 a client of its own (its own memory of
+        the checksums it stored) over the one service; the shared one elsewhere."""
+        if self.config.store != "s3":
+            return self.store
+        return s3_memory_store(self.s3,
+                               unfenced_sweeps=self.config.mutant == "s3-sweeper-unfenced")
+
     def ledger(self) -> Ledger:
         """A ledger of its own (an actor's process), its clock off by the run's skew."""
-        ledger = Ledger(self.db, self.store, self.config.settings(), migrate=False)
+        ledger = Ledger(self.db, self.actor_store(), self.config.settings(), migrate=False)
         ledger.clock_offset = round(self.rng.uniform(-self.config.skew, self.config.skew), 3)
         return ledger
 
@@ -516,6 +530,7 @@ class _Run:
                    "direct-complete-no-reread": direct_without_reread,
                    "abandon-without-attempt": abandon_without_attempt,
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
+                   "s3-checksums-own-write": s3_checksums_own_write,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4

@@ -126,7 +126,8 @@ def test_a_mutant_of_the_sources_is_simulated_from_a_mutated_copy(
     token) applied to a copy of src/, the search run in a process that imports the copy
     (started from this one, as ``scripts/simulate --src-mutant`` starts it)."""
     code = src_mutant("where:events:_dead:events.attempt",
-                      ["--scenario", "delivery-lease", "--seed", "3", "--runs", str(SEARCH)])
+                      ["--scenario", "delivery-lease", "--seed", "3", "--runs", str(SEARCH),
+                       "--seconds", "600"])
     out, err = capfd.readouterr()
     assert code == 1, out + err
     assert "VIOLATION with seed" in out and "is dead, but its latest claim" in out, out
