@@ -144,7 +144,8 @@ async def racing_writer(run: _Run, n: int) -> None:
         data = f"r{n} op{i} {run.rng.getrandbits(32)}".encode()
         sha = hashlib.sha256(data).hexdigest()
 
-        def create(ledger: Ledger) -> Callable[[], Awaitable[Any]]:
+        def create(ledger: Ledger, name: str = name, data: bytes = data,
+                   key: str = key) -> Callable[[], Awaitable[Any]]:
             return lambda: ledger.create(name, data, content_type="text/plain",
                                          idempotency_key=key)
 

@@ -115,8 +115,8 @@ class S3Service:
         return {}
 
     # -- objects --------------------------------------------------------------------------
-    async def put_object(self, *, Key: str, Body: bytes, IfNoneMatch: str | None = None,  # noqa: N803
-                         Tagging: str = "", ContentType: str | None = None,  # noqa: N803
+    async def put_object(self, *, Key: str, Body: bytes, IfNoneMatch: str | None = None,
+                         Tagging: str = "", ContentType: str | None = None,
                          **_: Any) -> dict[str, Any]:
         await self.point("s3.put_object")
         if IfNoneMatch == "*" and Key in self.objects:
@@ -128,21 +128,21 @@ class S3Service:
         await self.after_write("s3.put_object")
         return {"ETag": etag}
 
-    async def head_object(self, *, Key: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    async def head_object(self, *, Key: str, **_: Any) -> dict[str, Any]:
         await self.point("s3.head_object")
         found = self._object(Key, "HeadObject")
         return {"ContentLength": len(found.data), "LastModified": found.modified,
                 "ETag": found.etag, "ContentType": found.content_type}
 
-    async def get_object(self, *, Key: str, Range: str | None = None,  # noqa: N803
+    async def get_object(self, *, Key: str, Range: str | None = None,
                          **_: Any) -> dict[str, Any]:
         await self.point("s3.get_object")
         found = self._object(Key, "GetObject")
-        answer = {"LastModified": found.modified, "ETag": found.etag,
-                  "ContentType": found.content_type}
+        answer: dict[str, Any] = {"LastModified": found.modified, "ETag": found.etag,
+                                  "ContentType": found.content_type}
         data = found.data
         if Range is not None:
-            first, _, last = Range.removeprefix("bytes=").partition("-")
+            first, _dash, last = Range.removeprefix("bytes=").partition("-")
             start = int(first)
             if start >= len(data):
                 raise _error(416, "InvalidRange", "GetObject")
@@ -151,12 +151,12 @@ class S3Service:
             data = data[start:end + 1]
         return {**answer, "ContentLength": len(data), "Body": _Body(data)}
 
-    async def get_object_tagging(self, *, Key: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    async def get_object_tagging(self, *, Key: str, **_: Any) -> dict[str, Any]:
         await self.point("s3.get_object_tagging")
         tags = self._object(Key, "GetObjectTagging").tags
         return {"TagSet": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}
 
-    async def put_object_tagging(self, *, Key: str, Tagging: dict[str, Any],  # noqa: N803
+    async def put_object_tagging(self, *, Key: str, Tagging: dict[str, Any],
                                  **_: Any) -> dict[str, Any]:
         """The whole set replaced, with no condition."""
         await self.point("s3.put_object_tagging")
@@ -165,7 +165,7 @@ class S3Service:
         await self.after_write("s3.put_object_tagging")
         return {}
 
-    async def delete_object(self, *, Key: str, IfMatch: str | None = None,  # noqa: N803
+    async def delete_object(self, *, Key: str, IfMatch: str | None = None,
                             **_: Any) -> dict[str, Any]:
         await self.point("s3.delete_object")
         found = self._object(Key, "DeleteObject")
@@ -175,7 +175,7 @@ class S3Service:
         await self.after_write("s3.delete_object")
         return {}
 
-    async def list_objects_v2(self, *, Prefix: str = "", **_: Any) -> dict[str, Any]:  # noqa: N803
+    async def list_objects_v2(self, *, Prefix: str = "", **_: Any) -> dict[str, Any]:
         await self.point("s3.list_objects_v2")
         keys = sorted(k for k in self.objects if k.startswith(Prefix))
         return {"Contents": [{"Key": k, "Size": len(self.objects[k].data),
@@ -186,8 +186,8 @@ class S3Service:
         return _Paginator(self, operation)
 
     # -- multipart uploads ----------------------------------------------------------------
-    async def create_multipart_upload(self, *, Key: str, Tagging: str = "",  # noqa: N803
-                                      ContentType: str | None = None,  # noqa: N803
+    async def create_multipart_upload(self, *, Key: str, Tagging: str = "",
+                                      ContentType: str | None = None,
                                       **_: Any) -> dict[str, Any]:
         await self.point("s3.create_multipart_upload")
         upload_id = f"upload-{next(self._ids)}"
@@ -195,7 +195,7 @@ class S3Service:
                                           self._now())
         return {"UploadId": upload_id}
 
-    async def upload_part(self, *, UploadId: str, PartNumber: int, Body: bytes,  # noqa: N803
+    async def upload_part(self, *, UploadId: str, PartNumber: int, Body: bytes,
                           **_: Any) -> dict[str, Any]:
         await self.point("s3.upload_part")
         data = bytes(Body)
@@ -204,8 +204,8 @@ class S3Service:
         return {"ETag": etag}
 
     async def complete_multipart_upload(
-        self, *, Key: str, UploadId: str, MultipartUpload: dict[str, Any],  # noqa: N803
-        IfNoneMatch: str | None = None, **_: Any,  # noqa: N803
+        self, *, Key: str, UploadId: str, MultipartUpload: dict[str, Any],
+        IfNoneMatch: str | None = None, **_: Any,
     ) -> dict[str, Any]:
         await self.point("s3.complete_multipart_upload")
         upload = self._upload(UploadId, "CompleteMultipartUpload")
@@ -228,26 +228,26 @@ class S3Service:
         await self.after_write("s3.complete_multipart_upload")
         return {"ETag": etag}
 
-    async def abort_multipart_upload(self, *, UploadId: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    async def abort_multipart_upload(self, *, UploadId: str, **_: Any) -> dict[str, Any]:
         await self.point("s3.abort_multipart_upload")
         self._upload(UploadId, "AbortMultipartUpload")
         del self.uploads[UploadId]
         return {}
 
-    async def list_parts(self, *, UploadId: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    async def list_parts(self, *, UploadId: str, **_: Any) -> dict[str, Any]:
         await self.point("s3.list_parts")
         upload = self._upload(UploadId, "ListParts")
         return {"Parts": [{"PartNumber": n, "ETag": e, "Size": len(d)}
                           for n, (e, d) in sorted(upload.parts.items())]}
 
-    async def list_multipart_uploads(self, *, Prefix: str = "",  # noqa: N803
+    async def list_multipart_uploads(self, *, Prefix: str = "",
                                      **_: Any) -> dict[str, Any]:
         await self.point("s3.list_multipart_uploads")
         return {"Uploads": [{"Key": u.key, "UploadId": i, "Initiated": u.initiated}
                             for i, u in sorted(self.uploads.items())
                             if u.key.startswith(Prefix)]}
 
-    async def generate_presigned_url(self, operation: str, Params: dict[str, Any],  # noqa: N803
+    async def generate_presigned_url(self, operation: str, Params: dict[str, Any],
                                      **_: Any) -> str:
         return f"https://{BUCKET}.s3.sim/{Params['Key']}?signed"
 

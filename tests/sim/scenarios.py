@@ -173,7 +173,7 @@ def r4_without_intent() -> dict[str, Any]:
     weakened = types.FunctionType(real.__code__, scope, real.__name__, real.__defaults__,
                                   real.__closure__)
     weakened.__kwdefaults__ = real.__kwdefaults__
-    room.DocumentSteps.commit_replace = weakened  # type: ignore[method-assign]
+    room.DocumentSteps.commit_replace = weakened
     return {f"{room.__name__}.DocumentSteps.commit_replace": real}
 
 
@@ -183,6 +183,7 @@ def direct_without_reread() -> dict[str, Any]:
     verified and retagged it since the first read), so the completion takes its client for
     a liar. The real method's source with that one ``if`` removed; returns what to restore."""
     import __future__
+
     import ast
     import inspect
     import textwrap
@@ -204,7 +205,7 @@ def direct_without_reread() -> dict[str, Any]:
     tree = ast.fix_missing_locations(Drop().visit(tree))
     assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
     scope = dict(vars(direct))
-    exec(compile(tree, direct.__file__, "exec",  # noqa: S102 (the real method, one if less)
+    exec(compile(tree, direct.__file__, "exec",
                  flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
     direct.DirectUploads.complete = scope["complete"]  # type: ignore[method-assign]
     return {f"{direct.__name__}.DirectUploads.complete": real}

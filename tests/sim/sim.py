@@ -65,6 +65,7 @@ from tests.sim.actors import (
 )
 from tests.sim.db import EPOCH, release, sim_clock
 from tests.sim.loop import SimLoop, await_point
+from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.scenarios import (
     abandon_without_attempt,
     c4_without_attempt,
@@ -75,7 +76,6 @@ from tests.sim.scenarios import (
     s3_checksums_own_write,
     unconditional_sweep_store,
 )
-from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.store import AzureMemoryStore, MemoryStore
 
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
@@ -400,6 +400,7 @@ class _Run:
     async def worker(self, kind: str, n: int, rounds: int) -> None:
         ledger = self.ledger()
         if kind == "sweeper" and self.config.mutant == "sweep-delete-unconditional":
+            assert isinstance(self.store, MemoryStore)
             ledger.store = unconditional_sweep_store(self.store)
         for _ in range(rounds):
             await asyncio.sleep(self.rng.choice(

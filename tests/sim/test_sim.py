@@ -23,7 +23,9 @@ FOUND = [("local-retag-delete", "local-no-flock", 24),
          ("deferred-paused-writers", "r4-without-intent", 34),
          ("direct-duplicate-completion", "direct-complete-no-reread", 0),
          ("delivery-retry", "failed-mark-without-token", 3),
-         ("key-retry-race", "abandon-without-attempt", 0)]
+         ("key-retry-race", "abandon-without-attempt", 0),
+         ("s3-paused-sweeper", "s3-sweeper-unfenced", 0),
+         ("s3-duplicate-completion", "s3-checksums-own-write", 1)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
 

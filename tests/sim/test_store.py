@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from blobledger.errors import BlobNotFound
-from blobledger.testing.conformance import COMMITTED, PENDING, put
 from blobledger.stores.s3 import S3Store
+from blobledger.testing.conformance import COMMITTED, PENDING, put
 from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.store import AzureMemoryStore, MemoryStore
 from tests.stores.contract import StoreContract
