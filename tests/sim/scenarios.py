@@ -86,6 +86,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         store="s3", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
         reconcilers=0, ops=3, crash=0.0005, fault=0.0,
         focus={"staged.after_commit": (5.0, 61.0), "staged.before_commit": (0.0, 5.0)}),
+    # the default mix with the database's connection lost under one call in fifty of an
+    # operation's (a statement, or a COMMIT that applied or did not)
+    "db-drops": dict(drop=0.02, crash=0.0005),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,

@@ -41,12 +41,11 @@ from sqlalchemy.exc import OperationalError
 
 from blobledger import failpoints
 from blobledger.config import Settings
-from blobledger.db import Database
+from blobledger.db import Database, connection_lost
 from blobledger.errors import BlobLedgerError, NotFound, StoreUnavailable
 from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.migrate import migrate_database
 from blobledger.stores.base import Store
 from blobledger.workers.delivery import Delivery
 from blobledger.workers.invariants import check
@@ -63,7 +62,7 @@ from tests.sim.actors import (
     recording_claims,
     tus_writer,
 )
-from tests.sim.db import EPOCH, release, sim_clock
+from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.scenarios import (
@@ -108,6 +107,7 @@ class Config:
     crash: float = 0.002  # per scheduling step: one running operation is cancelled
     jump: float = 0.0005  # per scheduling step
     fault: float = 0.03  # per store write: an error after it applied
+    drop: float = 0.0  # per database call of an operation: its connection lost under it
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
     mutant: str | None = None
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
@@ -167,28 +167,9 @@ class Result:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
 
-_TEMPLATE: dict[str, Path] = {}
 #: whether the process's long-lived objects were moved out of the collector's sight
 #: (``gc.freeze``: a run's ``gc.collect`` then scans what the runs made, not every module)
 _FROZEN: list[bool] = []
-
-
-def template() -> Path:
-    """A migrated database, copied for every run (made once per process)."""
-    if "path" not in _TEMPLATE:
-        root = Path(tempfile.mkdtemp(prefix="blobledger-sim-"))
-        path = root / "template.db"
-
-        async def make() -> None:
-            db = Database(f"sqlite:///{path}")
-            try:
-                await migrate_database(db)
-            finally:
-                await db.dispose()
-
-        asyncio.run(make())
-        _TEMPLATE["path"] = path
-    return _TEMPLATE["path"]
 
 
 def run(seed: int, config: Config | None = None) -> Result:
@@ -271,6 +252,19 @@ class _Run:
             self.note(f"fault after {name}")
             raise StoreUnavailable(f"simulated: {name} applied, its answer lost")
 
+    def drop(self, call: str) -> str | None:
+        """Whether an operation's connection is lost under this database call: at a COMMIT
+        its transaction applied or not (one in two), at another call nothing applied."""
+        if (OPERATION.get() is None or not self.config.drop
+                or call not in ("execute", "executemany", "commit")
+                or self.rng.random() >= self.config.drop):
+            return None
+        outcome = ("applied" if self.rng.random() < 0.5 else "not applied") \
+            if call == "commit" else "lost"
+        self.result.faults += 1
+        self.note(f"connection lost under {OPERATION.get()}'s {call}: {outcome}")
+        return outcome
+
     def step(self) -> None:
         if self.loop.exclusive is not None:
             return
@@ -308,6 +302,8 @@ class _Run:
         if exc is None:
             return "ok", task.result()
         if isinstance(exc, BlobLedgerError):
+            return "error", exc
+        if connection_lost(exc):  # the service answers 503 "retry is safe"
             return "error", exc
         if isinstance(exc, OperationalError) and "locked" in str(exc):
             # SQLite's busy timeout ran out: another actor held the write lock (paused
@@ -552,7 +548,7 @@ class _Run:
             _FROZEN.append(True)
         gc.disable()
         try:
-            with sim_clock(self.point):
+            with sim_clock(self.point, self.drop):
                 self.loop.run_until_complete(self.main())
         except Violation as exc:
             self.result.violation = str(exc)
