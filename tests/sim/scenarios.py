@@ -89,6 +89,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # the default mix with the database's connection lost under one call in fifty of an
     # operation's (a statement, or a COMMIT that applied or did not)
     "db-drops": dict(drop=0.02, crash=0.0005),
+    # the default mix, tus uploads besides, with one store write in twenty refused before it
+    # applies (a full disk: the local store's ENOSPC; throttling: S3's 503 SlowDown once the
+    # client's retries ran out), beside the writes whose answer is lost after they applied
+    "store-refusals": dict(refuse=0.05, tus=1, crash=0.0005),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,

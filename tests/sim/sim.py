@@ -88,6 +88,11 @@ JUMPS = (31.0, 61.0, 181.0, 3600.0)
 SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"],
               SETTINGS["direct_upload_expiry"]) + SETTINGS["delete_grace"]
           + SWEEP_LEASE + 1)
+#: the preemption points where a store write starts (the simulated stores' and S3's)
+STORE_WRITES = frozenset({
+    "store.put", "store.set_tags", "store.delete", "store.stage", "staged.before_commit",
+    "s3.put_object", "s3.put_object_tagging", "s3.delete_object", "s3.upload_part",
+    "s3.complete_multipart_upload"})
 #: the operation (an actor's call that may crash) the running task belongs to
 OPERATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("operation", default=None)
 
@@ -108,6 +113,8 @@ class Config:
     jump: float = 0.0005  # per scheduling step
     fault: float = 0.03  # per store write: an error after it applied
     drop: float = 0.0  # per database call of an operation: its connection lost under it
+    #: per store write: refused before it applies (a full disk, throttling past retries)
+    refuse: float = 0.0
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
     mutant: str | None = None
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
@@ -241,6 +248,12 @@ class _Run:
             await asyncio.sleep(seconds)
         else:
             await asyncio.sleep(0)
+        if (self.config.refuse and name in STORE_WRITES
+                and self.rng.random() < self.config.refuse):
+            self.result.faults += 1
+            self.note(f"{operation}'s {name} refused before it applied")
+            raise StoreUnavailable(f"simulated: {name} refused (a full disk, or throttled "
+                                   "past the client's retries)")
         if name in self.config.fail and self.rng.random() < self.config.fail[name]:
             self.result.faults += 1
             self.note(f"{operation} fails at {name}")
