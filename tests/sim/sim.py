@@ -1,18 +1,21 @@
 """One simulated run: the ledger's real code (``Ledger``, the transitions, the sweeper, the
-retag worker of the deferred retag, ``reconcile --fix``, tus uploads, the delivery worker) on
-:class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an in-memory store
-with the local disk's or Azure's semantics (:mod:`tests.sim.store`), all decided by one seed.
+retag worker of the deferred retag, ``reconcile --fix``, tus and direct uploads, the delivery
+worker) on :class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an
+in-memory store with the local disk's or Azure's semantics (:mod:`tests.sim.store`), or the
+real S3 store over S3 in memory (:mod:`tests.sim.s3`), all decided by one seed.
 
 Actors: writers (create under an idempotency key on a few names, retried under the key after
 a failure or a crash; replace and delete of the documents they were acknowledged), sweepers,
 retag workers and reconcilers (``--fix``), several of each, and those of
-:mod:`tests.sim.actors` (tus uploads completed twice, delivery workers), each with a ledger
+:mod:`tests.sim.actors` (tus and direct uploads completed twice, a create sent again under
+its key while it runs, delivery workers), each with a ledger
 of its own (as separate processes on one database and store) whose clock is skewed. A
 scenario (:mod:`tests.sim.scenarios`) chooses the mix and aims the pauses. Every protocol
 step (failpoint), statement and store call is a preemption point; at one an actor may be
 paused for a virtual duration past the leases; any step may crash an actor's operation (its
 task cancelled: what it knew is lost, its rows and blobs stay); the clock may jump; a store
-write may be answered by an error after it applied. A checker stops the world after the run
+write may be answered by an error after it applied, or refused before; a step may fail at a
+named point; a database call may lose its connection (a COMMIT applied or not). A checker stops the world after the run
 settles, before and after ``reconcile --fix``: the invariants
 (:func:`blobledger.workers.invariants.check`), the events' marks and order, and the model:
 every acknowledged write is readable with its checksum until its deletion was acknowledged.
