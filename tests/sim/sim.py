@@ -15,8 +15,8 @@ step (failpoint), statement and store call is a preemption point; at one an acto
 paused for a virtual duration past the leases; any step may crash an actor's operation (its
 task cancelled: what it knew is lost, its rows and blobs stay); the clock may jump; a store
 write may be answered by an error after it applied, or refused before; a step may fail at a
-named point; a database call may lose its connection (a COMMIT applied or not). A checker stops the world after the run
-settles, before and after ``reconcile --fix``: the invariants
+named point; a database call may lose its connection (a COMMIT applied or not). A checker
+stops the world after the run settles, before and after ``reconcile --fix``: the invariants
 (:func:`blobledger.workers.invariants.check`), the events' marks and order, and the model:
 every acknowledged write is readable with its checksum until its deletion was acknowledged.
 """
