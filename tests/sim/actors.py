@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
+from blobledger.errors import IntegrityError, IntentLost
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
+from blobledger.uploads.direct import DirectUploads
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.delivery import Delivery
 
@@ -44,7 +46,7 @@ async def tus_writer(run: _Run, n: int) -> None:
 
 async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: str,
                   data: bytes) -> None:
-    from tests.sim.sim import Doc, Violation, _short
+    from tests.sim.sim import _short
 
     sha = hashlib.sha256(data).hexdigest()
     run.note(f"t{n} tus {name} sha={sha[:8]}")
@@ -65,19 +67,109 @@ async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: st
             return await side.complete(await side.find(upload_id))
         return go
 
-    answers = await asyncio.gather(run.op(f"t{n}.complete", complete(here)),
-                                   run.op(f"t{n}.complete'", complete(there)))
-    run.note(f"t{n} tus {upload_id} completions: "
+    await _completed_twice(run, f"t{n}", upload_id, sha, complete(here), complete(there))
+
+
+async def _completed_twice(run: _Run, label: str, upload_id: str, sha: str,
+                           here: Callable[[], Awaitable[Any]],
+                           there: Callable[[], Awaitable[Any]]) -> None:
+    """An upload's completion sent to two processes at once: the answers that are
+    documents name one document with the bytes sent, and neither tells the honest client
+    its bytes are not what it declared."""
+    from tests.sim.sim import Doc, Violation, _short
+
+    answers = await asyncio.gather(run.op(f"{label}.complete", here),
+                                   run.op(f"{label}.complete'", there))
+    run.note(f"{label} {upload_id} completions: "
              + ", ".join(f"{o} {_short(v)}" for o, v in answers))
     docs = {v.id for o, v in answers if o == "ok"}
     if len(docs) > 1:
         raise Violation(f"two completions of upload {upload_id} made {sorted(docs)}")
     for o, v in answers:
+        if o == "error" and isinstance(v, IntegrityError):
+            raise Violation(f"a completion of upload {upload_id}, whose bytes are the ones "
+                            f"declared, was answered {v!r}")
         if o == "ok":
             run.result.acknowledged += 1
             if v.sha256 != sha:
                 raise Violation(f"upload {upload_id} answered {v.sha256}, sent {sha}")
             run.docs.setdefault(v.id, Doc(v.id, v.version, sha))
+
+
+async def direct_writer(run: _Run, n: int) -> None:
+    """Direct uploads (the store has no URL of its own here: the bytes go through
+    ``receive``, as ``serve``'s own URL takes them), each declared with its size and SHA-256
+    and completed by two processes at once (a client retrying ``complete``)."""
+    from tests.sim.sim import _short
+
+    here, there = DirectUploads(run.ledger()), DirectUploads(run.ledger())
+    for i in range(run.config.ops):
+        name = run.rng.choice(run.names) + f"-d{n}.{i}"
+        data = f"d{n} upload{i} {run.rng.getrandbits(32)}".encode()
+        sha = hashlib.sha256(data).hexdigest()
+        run.note(f"d{n} direct {name} sha={sha[:8]}")
+
+        async def begin(name: str = name, data: bytes = data, sha: str = sha) -> str:
+            began = await here.begin(name, len(data), "text/plain", sha256=sha)
+            assert began.token is not None  # the simulated stores have no URL of their own
+            await here.receive(began.upload.id, began.token, _body(data))
+            return began.upload.id
+
+        outcome, upload_id = await run.op(f"d{n}.begin", begin)
+        run.note(f"d{n} direct {name}: {outcome} "
+                 f"{upload_id if outcome == 'ok' else _short(upload_id)}")
+        if outcome != "ok":
+            continue
+
+        def complete(side: DirectUploads, upload_id: str = upload_id
+                     ) -> Callable[[], Awaitable[Any]]:
+            return lambda: side.complete(upload_id)
+
+        await _completed_twice(run, f"d{n}", upload_id, sha, complete(here), complete(there))
+
+
+async def racing_writer(run: _Run, n: int) -> None:
+    """Creates under an idempotency key whose client gives up waiting after
+    ``retry_after`` seconds and sends the create again, to another process, while the first
+    attempt still runs (paused): the retry takes the intent over once the first attempt's
+    lease and the margin have passed. Both answers, if any, name one document and checksum.
+    With no sweeper and no reconciler running, nothing but an attempt of the same key can
+    take an intent, and only the later one takes it from the earlier: the latest attempt of
+    a key is never told its intent was lost."""
+    from tests.sim.sim import Doc, Violation, _short
+
+    first, second = run.ledger(), run.ledger()
+    for i in range(run.config.ops):
+        key, name = f"r{n}-{i}", run.rng.choice(run.names) + f"-r{n}.{i}"
+        data = f"r{n} op{i} {run.rng.getrandbits(32)}".encode()
+        sha = hashlib.sha256(data).hexdigest()
+
+        def create(ledger: Ledger, name: str = name, data: bytes = data,
+                   key: str = key) -> Callable[[], Awaitable[Any]]:
+            return lambda: ledger.create(name, data, content_type="text/plain",
+                                         idempotency_key=key)
+
+        run.note(f"r{n} create {name} key={key} sha={sha[:8]}")
+        attempts = [asyncio.ensure_future(run.op(f"r{n}.create", create(first)))]
+        done, _ = await asyncio.wait(attempts, timeout=run.config.retry_after)
+        if not done:
+            run.note(f"r{n} no answer after {run.config.retry_after:.0f}s: {key} sent again")
+            attempts.append(asyncio.ensure_future(run.op(f"r{n}.create'", create(second))))
+        answers = [await attempt for attempt in attempts]
+        run.note(f"r{n} {key}: " + ", ".join(f"{o} {_short(v)}" for o, v in answers))
+        for outcome, value in answers:
+            if outcome != "ok":
+                continue
+            run.result.acknowledged += 1
+            known = run.keys.setdefault(key, (value.id, sha))
+            if known != (value.id, value.sha256):
+                raise Violation(f"key {key} answered {value.id} {value.sha256}, first {known}")
+            run.docs.setdefault(value.id, Doc(value.id, value.version, sha))
+        outcome, value = answers[-1]
+        if (outcome == "error" and isinstance(value, IntentLost) and not run.config.sweepers
+                and not run.config.reconcilers):
+            raise Violation(f"the latest attempt under key {key} was told its intent was "
+                            "lost, though no sweeper runs (an earlier attempt took it)")
 
 
 def receiver(run: _Run, ledger: Ledger) -> None:
@@ -107,6 +199,22 @@ async def deliverer(run: _Run, n: int, rounds: int) -> None:
         run.note(f"delivery{n} runs")
         outcome, value = await run.op(f"delivery{n}", Delivery(ledger).run_once)
         run.note(f"delivery{n}: {outcome} {_short(value)}")
+
+
+def _counted_once(seq: int, event_id: str, state: str, attempts: int,
+                  numbers: set[int]) -> None:
+    """Each claim numbers its attempt one past the event's count, which only a mark under
+    the event's latest claim moves, and a failed mark's claim logged its attempt first: the
+    numbers logged run 1, 2, ... without a gap, and the count is at most the highest (one
+    more for a delivered event whose last claim found nothing left to send). A mark under a
+    lapsed claim counts an attempt twice."""
+    from tests.sim.sim import Violation
+
+    highest = max(numbers, default=0)
+    if numbers != set(range(1, highest + 1)) or \
+            attempts > highest + (state == events.DELIVERED):
+        raise Violation(f"event {seq} ({event_id}) counts {attempts} attempts, its attempts "
+                        f"logged are numbered {sorted(numbers)} (an attempt counted twice)")
 
 
 def recording_claims(run: _Run) -> Callable[[], None]:
@@ -148,11 +256,17 @@ async def check_events(run: _Run, ledger: Ledger) -> None:
 
     e, d = events.events, events.deliveries
     async with ledger.db.transaction(readonly=True) as conn:
-        rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id))).all()
-        log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome))).all()
-    failed = {(event_id, claim) for event_id, claim, outcome in log if outcome == "failed"}
-    took = {event_id for event_id, _, outcome in log if outcome != "failed"}
-    for event_id, state, seq in rows:
+        rows = (await conn.execute(select(e.c.event_id, e.c.state, e.c.id,
+                                          e.c.attempts))).all()
+        log = (await conn.execute(select(d.c.event_id, d.c.claim, d.c.outcome,
+                                         d.c.attempt_no))).all()
+    failed = {(event_id, claim) for event_id, claim, outcome, _ in log if outcome == "failed"}
+    took = {event_id for event_id, _, outcome, _ in log if outcome != "failed"}
+    numbered: dict[str, set[int]] = {}
+    for event_id, _, _, attempt_no in log:
+        numbered.setdefault(event_id, set()).add(attempt_no)
+    for event_id, state, seq, attempts in rows:
+        _counted_once(seq, event_id, state, attempts, numbered.get(event_id, set()))
         if state not in (events.DEAD, events.DELIVERED) or not run.claims.get(event_id):
             continue
         latest = max(run.claims[event_id])[1]

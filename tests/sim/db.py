@@ -15,16 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
 from sqlalchemy.ext.compiler import compiles
 
+from blobledger.db import Database
 from blobledger.protocol import clock
+from blobledger.protocol.migrate import migrate_database
 
 #: the virtual clock's zero, as the database's UTC
 EPOCH = datetime(2030, 1, 1)
@@ -35,6 +39,27 @@ _active: dict[str, Any] = {}
 OPEN: set[SimConnection] = set()
 #: :func:`release` of the connections of finished tasks only
 DEAD: Any = object()
+
+
+_TEMPLATE: dict[str, Path] = {}
+
+
+def template() -> Path:
+    """A migrated database, copied for every run (made once per process)."""
+    if "path" not in _TEMPLATE:
+        root = Path(tempfile.mkdtemp(prefix="blobledger-sim-"))
+        path = root / "template.db"
+
+        async def make() -> None:
+            db = Database(f"sqlite:///{path}")
+            try:
+                await migrate_database(db)
+            finally:
+                await db.dispose()
+
+        asyncio.run(make())
+        _TEMPLATE["path"] = path
+    return _TEMPLATE["path"]
 
 
 def release(task: asyncio.Task[Any] | None) -> int:
@@ -70,9 +95,11 @@ class SimConnection(aiosqlite.Connection):
     """aiosqlite's connection, its functions run on the loop's thread."""
 
     def __init__(self, connector: Callable[[], sqlite3.Connection], iter_chunk_size: int,
-                 point: Callable[[str], Awaitable[None]]) -> None:
+                 point: Callable[[str], Awaitable[None]],
+                 drop: Callable[[str], str | None]) -> None:
         super().__init__(connector, iter_chunk_size)
         self._point = point
+        self._drop = drop
         self.cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
         self._tx = _Inline()  # type: ignore[assignment]  # SQLAlchemy queues to it directly
 
@@ -96,6 +123,8 @@ class SimConnection(aiosqlite.Connection):
         cursor = getattr(fn, "__self__", None)
         if isinstance(cursor, sqlite3.Cursor):
             self.cursors.add(cursor)
+        if (lost := self._drop(getattr(fn, "__name__", ""))) is not None:
+            self._lose(fn, lost)
         waited, backoff = 0.0, 0.001
         while True:
             try:
@@ -108,6 +137,18 @@ class SimConnection(aiosqlite.Connection):
             await asyncio.sleep(backoff)
             waited += backoff
             backoff = min(backoff * 2, 1.0)
+
+    def _lose(self, fn: Any, outcome: str) -> None:
+        """The connection lost under this call (``outcome`` says how): a COMMIT that
+        ``applied`` or did not, a statement that never ran; the transaction is over either
+        way, and the error is the one SQLAlchemy takes for a lost connection."""
+        assert self._connection is not None
+        if outcome == "applied":
+            self._connection.commit()
+        elif self._connection.in_transaction:
+            self._connection.rollback()
+        raise sqlite3.OperationalError(f"connection closed (simulated: {outcome} at "
+                                       f"{getattr(fn, '__name__', 'a call')})")
 
     def stop(self) -> asyncio.Future[Any] | None:
         OPEN.discard(self)
@@ -150,10 +191,18 @@ def _sqlite(element: clock.db_now, compiler: Any, **kw: Any) -> str:
     return f"sim_now({compiler.process(seconds, **kw)})"
 
 
+def _kept(call: str) -> str | None:
+    return None
+
+
 @contextlib.contextmanager
-def sim_clock(point: Callable[[str], Awaitable[None]] = _nothing) -> Iterator[None]:
+def sim_clock(point: Callable[[str], Awaitable[None]] = _nothing,
+              drop: Callable[[str], str | None] = _kept) -> Iterator[None]:
     """While it is open, aiosqlite connections run on the loop's thread and SQLite's clock
-    is the loop's (new engines only: a compiled statement is cached per engine)."""
+    is the loop's (new engines only: a compiled statement is cached per engine). ``drop``
+    is asked at every call (``commit``, ``execute``, ...) whether the connection is lost
+    under it: None, or how (``applied``: a COMMIT that applied; anything else: nothing of
+    the transaction applied)."""
     original = aiosqlite.connect
 
     def connect(database: Any, *, iter_chunk_size: int = 64, **kwargs: Any) -> SimConnection:
@@ -163,7 +212,7 @@ def sim_clock(point: Callable[[str], Awaitable[None]] = _nothing) -> Iterator[No
             connection: sqlite3.Connection = sqlite3.connect(str(database), **kwargs)
             return connection
 
-        return SimConnection(connector, iter_chunk_size, point)
+        return SimConnection(connector, iter_chunk_size, point, drop)
 
     OPEN.clear()
     _active["on"] = True

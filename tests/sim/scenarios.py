@@ -14,12 +14,28 @@ from tests.sim.store import MemoryStore
 MUTANTS = {
     "sweep-delete-unconditional": "the sweeper's deletes without their pending condition",
     "store-tag-conditions-ignored": "the store's own tag checks skipped",
-    "c4-no-attempt": "C4/R4's compare-and-set without its attempt term",
+    "c4-no-attempt": "C4/R4's compare-and-set without its attempt term "
+                     "(where:transitions:_commit_blob:blobs.attempt)",
+    "r4-without-intent": "R4's blob row committed by its name alone, neither pending nor "
+                         "the writer's (the paused replace: R4 before it required the "
+                         "writer's own pending intent)",
     "local-no-flock": "the local store's conditional calls without their flock "
                       "(store:stores/local:_locked:without-flock)",
     "azure-commit-overwrites": "Azure's Put Block List without If-None-Match: * "
                                "(store:stores/azure/store:commit_staged:"
                                "commit_block_list-without-unpacked)",
+    "direct-complete-no-reread": "a direct upload's completion that finds its blob tagged "
+                                 "committed judges the upload row it read before (not read "
+                                 "again: a twin completion may have verified it since)",
+    "failed-mark-without-token": "the failed mark alone without the claim token "
+                                 "(where:events:_failed:events.attempt)",
+    "abandon-without-attempt": "a live writer's compensation without its attempt term "
+                               "(where:transitions:_abandon:blobs.attempt)",
+    "s3-sweeper-unfenced": "S3: the sweeper deletes under the store's own tag comparison "
+                           "instead of fencing the row first (the paused S3 sweeper)",
+    "s3-checksums-own-write": "S3: a staged upload's checksums written as tags of their "
+                              "own after the completion, with the tags read at its start "
+                              "(the whole-set retag)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -35,6 +51,48 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
         focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
                "store.set_tags.after_read": (0.0, 1.0)}),
+    # the deferred retag: writers paused between their upload and C4/R4 past sweep_after
+    # while a sweeper claims their intents and is paused before its conditioned delete
+    # (the blob is still tagged pending: only C4's and R4's token stands between them)
+    "deferred-paused-writers": dict(
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        names=50, rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0,
+        fault=0.0,
+        focus={"create.after_upload": (181.0, 200.0), "replace.after_upload": (181.0, 200.0),
+               "sweep.after_claim": (0.0, 10.0), "sweep.after_delete": (5.0, 30.0)}),
+    # a create sent again under its key while the first attempt is paused after its upload
+    # (past its lease and the margin: the retry takes the intent over); the first wakes to
+    # a failed step, and its failure path must leave the retry's intent alone. No sweeper.
+    "key-retry-race": dict(
+        retag="deferred", writers=0, racers=3, sweepers=0, retaggers=1, reconcilers=0,
+        ops=3, names=50, pause=0.0, crash=0.0, jump=0.0, fault=0.0, retry_after=125.0,
+        focus={"create.after_upload": (0.0, 200.0)}, fail={"create.after_upload": 0.5}),
+    # direct uploads completed twice at once, the second completion paused after it read
+    # the upload's row while the first verifies, commits and answers
+    "direct-duplicate-completion": dict(
+        retag="inline", writers=1, direct=2, sweepers=1, retaggers=1, reconcilers=0, ops=3,
+        crash=0.0005, fault=0.0,
+        focus={"direct.before_check": (0.0, 5.0), "store.get_tags": (0.0, 5.0)}),
+    # S3: a writer paused after its confirm past sweep_after while the sweeper, which read
+    # the blob's tag, is paused before its DeleteObject (If-Match on the ETag alone)
+    "s3-paused-sweeper": dict(
+        store="s3", retag="inline", writers=3, sweepers=1, retaggers=0, reconcilers=0, ops=4,
+        names=50, rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0,
+        fault=0.0,
+        focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
+               "sweep.after_fence": (5.0, 30.0), "store.set_tags.after_read": (0.0, 1.0)}),
+    # S3: tus uploads completed twice at once, one paused right after its completion
+    "s3-duplicate-completion": dict(
+        store="s3", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
+        reconcilers=0, ops=3, crash=0.0005, fault=0.0,
+        focus={"staged.after_commit": (5.0, 61.0), "staged.before_commit": (0.0, 5.0)}),
+    # the default mix with the database's connection lost under one call in fifty of an
+    # operation's (a statement, or a COMMIT that applied or did not)
+    "db-drops": dict(drop=0.02, crash=0.0005),
+    # the default mix, tus uploads besides, with one store write in twenty refused before it
+    # applies (a full disk: the local store's ENOSPC; throttling: S3's 503 SlowDown once the
+    # client's retries ran out), beside the writes whose answer is lost after they applied
+    "store-refusals": dict(refuse=0.05, tus=1, crash=0.0005),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -44,6 +102,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
         receiver_fails=0.4, crash=0.0005, fault=0.0,
+        focus={"events.after_send": (61.0, 61.0), "events.before_log": (61.0, 61.0)}),
+    # the same with three attempts before dead and a backoff of a second: a failed attempt
+    # is marked and the event claimed again, so a lapsed claim's failure could count twice
+    "delivery-retry": dict(
+        writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
+        receiver_fails=0.6, crash=0.0005, fault=0.0,
+        overrides={"event_max_attempts": 3, "event_backoff": 1.0},
         focus={"events.after_send": (61.0, 61.0), "events.before_log": (61.0, 61.0)}),
 }
 
@@ -74,16 +139,137 @@ def c4_without_attempt() -> dict[str, Any]:
     return saved
 
 
-def marks_without_token() -> dict[str, Any]:
+def abandon_without_attempt() -> dict[str, Any]:
+    """A live writer's compensation (``_abandon``) without its ``attempt`` term (the mutant
+    ``where:transitions:_abandon:blobs.attempt`` in this process): a stale attempt's failure
+    path takes the intent of the retry that took it over (to restore)."""
+    import importlib
+
+    from sqlalchemy import update
+
+    from blobledger.protocol.transitions import statements as t
+
+    room = importlib.import_module("blobledger.protocol.transitions.documents")
+    saved = {f"{room.__name__}._abandon": room._abandon}
+    room._abandon = update(t.blobs).where(*t._mine[:2]).values(  # type: ignore[attr-defined]
+        dict(t._abandon._values or {}))
+    return saved
+
+
+def r4_without_intent() -> dict[str, Any]:
+    """The paused replace's bug: R4 moves its blob row to ``committed`` by the row's name
+    alone (not only while it is pending and this attempt's), so a replace woken after the
+    sweeper handed its intent to the deletion path points the document at bytes being
+    deleted. ``commit_replace`` runs with its statements swapped (C4 keeps its own); returns
+    what to restore."""
+    import importlib
+    import types
+
+    from sqlalchemy import bindparam, update
+
+    from blobledger.protocol.transitions import statements as t
+
+    # (the package's ``documents`` is a table)
+    room = importlib.import_module("blobledger.protocol.transitions.documents")
+
+    weak = update(t.blobs).where(t.blobs.c.name == bindparam("b_name")).values(
+        dict(t._commit_blob._values or {}))
+    real = room.DocumentSteps.commit_replace
+    scope = dict(real.__globals__, _commit_blob=weak,
+                 _commit_blob_owed=weak.values(retag_due=t.NOW))
+    weakened = types.FunctionType(real.__code__, scope, real.__name__, real.__defaults__,
+                                  real.__closure__)
+    weakened.__kwdefaults__ = real.__kwdefaults__
+    room.DocumentSteps.commit_replace = weakened
+    return {f"{room.__name__}.DocumentSteps.commit_replace": real}
+
+
+def direct_without_reread() -> dict[str, Any]:
+    """The duplicate direct completion's bug: ``DirectUploads.complete`` without its second
+    read of the upload when the blob is no longer tagged ``pending`` (a twin completion
+    verified and retagged it since the first read), so the completion takes its client for
+    a liar. The real method's source with that one ``if`` removed; returns what to restore."""
+    import __future__
+
+    import ast
+    import inspect
+    import textwrap
+
+    from blobledger.uploads import direct
+
+    real = direct.DirectUploads.complete
+    tree = ast.parse(textwrap.dedent(inspect.getsource(real)))
+    dropped = []
+
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | None:
+            if "upload.sha256 is None" in ast.unparse(node.test) and \
+                    "self.find" in ast.unparse(node):
+                dropped.append(node)
+                return None
+            return self.generic_visit(node)
+
+    tree = ast.fix_missing_locations(Drop().visit(tree))
+    assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
+    scope = dict(vars(direct))
+    exec(compile(tree, direct.__file__, "exec",
+                 flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
+    direct.DirectUploads.complete = scope["complete"]  # type: ignore[method-assign]
+    return {f"{direct.__name__}.DirectUploads.complete": real}
+
+
+def s3_checksums_own_write() -> dict[str, Any]:
+    """The S3 whole-set retag's bug: after CompleteMultipartUpload the store wrote the
+    object's checksums as tags in a write of their own, the whole set being the tags given
+    at the upload's start (``pending``) plus the checksums; S3 replaces the whole set, so a
+    twin completion's retag to ``committed`` in between is undone. The real
+    ``commit_staged``, then that write (to restore)."""
+    from blobledger.stores.s3 import store as s3store
+
+    real = s3store.S3Store.commit_staged
+
+    async def commit_staged(self: Any, name: str, handle: str, parts: Any, *, tags: Any,
+                            content_type: str | None = None) -> Any:
+        digests = await real(self, name, handle, parts, tags=tags, content_type=content_type)
+        s3 = await self._client()
+        await s3.put_object_tagging(Bucket=self.bucket, Key=self._key(name),
+                                    Tagging=s3store._tag_set(
+                                        {**tags, "sha256": digests.sha256, "md5": digests.md5}))
+        return digests
+
+    s3store.S3Store.commit_staged = commit_staged  # type: ignore[method-assign]
+    return {f"{s3store.__name__}.S3Store.commit_staged": real}
+
+
+def restore(saved: dict[str, Any]) -> None:
+    """Undo a mutant: each ``module[.Class].name`` back to what it was."""
+    import importlib
+
+    def owner(path: str) -> Any:
+        try:
+            return importlib.import_module(path)
+        except ModuleNotFoundError:
+            parent, _, name = path.rpartition(".")
+            return getattr(owner(parent), name)
+
+    for attribute, value in saved.items():
+        path, _, name = attribute.rpartition(".")
+        setattr(owner(path), name, value)
+
+
+def marks_without_token(names: tuple[str, ...] = ("_delivered", "_failed", "_dead")
+                        ) -> dict[str, Any]:
     """The delivery marks' ``_mine`` without its ``events.attempt == token`` term: a worker
-    whose claim lapsed marks the event another worker claimed since (to restore)."""
+    whose claim lapsed marks the event another worker claimed since (to restore). ``names``:
+    the marks weakened (``("_failed",)``: the mutant ``where:events:_failed:events.attempt``
+    in this process)."""
     from sqlalchemy import and_, bindparam, update
 
     from blobledger.protocol import events as e
 
-    saved = {f"{e.__name__}.{n}": getattr(e, n) for n in ("_delivered", "_failed", "_dead")}
+    saved = {f"{e.__name__}.{n}": getattr(e, n) for n in names}
     mine = and_(e.events.c.event_id == bindparam("e_id"), e.events.c.state == e.PENDING)
-    for name in ("_delivered", "_failed", "_dead"):
+    for name in names:
         setattr(e, name, update(e.events).where(mine).values(
             dict(getattr(e, name)._values or {})))
     return saved

@@ -1,19 +1,22 @@
 """One simulated run: the ledger's real code (``Ledger``, the transitions, the sweeper, the
-retag worker of the deferred retag, ``reconcile --fix``, tus uploads, the delivery worker) on
-:class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an in-memory store
-with the local disk's or Azure's semantics (:mod:`tests.sim.store`), all decided by one seed.
+retag worker of the deferred retag, ``reconcile --fix``, tus and direct uploads, the delivery
+worker) on :class:`tests.sim.loop.SimLoop`, real SQLite (:mod:`tests.sim.db`) and an
+in-memory store with the local disk's or Azure's semantics (:mod:`tests.sim.store`), or the
+real S3 store over S3 in memory (:mod:`tests.sim.s3`), all decided by one seed.
 
 Actors: writers (create under an idempotency key on a few names, retried under the key after
 a failure or a crash; replace and delete of the documents they were acknowledged), sweepers,
 retag workers and reconcilers (``--fix``), several of each, and those of
-:mod:`tests.sim.actors` (tus uploads completed twice, delivery workers), each with a ledger
+:mod:`tests.sim.actors` (tus and direct uploads completed twice, a create sent again under
+its key while it runs, delivery workers), each with a ledger
 of its own (as separate processes on one database and store) whose clock is skewed. A
 scenario (:mod:`tests.sim.scenarios`) chooses the mix and aims the pauses. Every protocol
 step (failpoint), statement and store call is a preemption point; at one an actor may be
 paused for a virtual duration past the leases; any step may crash an actor's operation (its
 task cancelled: what it knew is lost, its rows and blobs stay); the clock may jump; a store
-write may be answered by an error after it applied. A checker stops the world after the run
-settles, before and after ``reconcile --fix``: the invariants
+write may be answered by an error after it applied, or refused before; a step may fail at a
+named point; a database call may lose its connection (a COMMIT applied or not). A checker
+stops the world after the run settles, before and after ``reconcile --fix``: the invariants
 (:func:`blobledger.workers.invariants.check`), the events' marks and order, and the model:
 every acknowledged write is readable with its checksum until its deletion was acknowledged.
 """
@@ -25,7 +28,6 @@ import contextlib
 import contextvars
 import gc
 import hashlib
-import importlib
 import itertools
 import logging
 import secrets
@@ -42,12 +44,12 @@ from sqlalchemy.exc import OperationalError
 
 from blobledger import failpoints
 from blobledger.config import Settings
-from blobledger.db import Database
+from blobledger.db import Database, connection_lost
 from blobledger.errors import BlobLedgerError, NotFound, StoreUnavailable
 from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
-from blobledger.protocol.migrate import migrate_database
+from blobledger.stores.base import Store
 from blobledger.workers.delivery import Delivery
 from blobledger.workers.invariants import check
 from blobledger.workers.reconciler import reconcile
@@ -57,15 +59,23 @@ from tests.sim.actors import (
     check_events,
     claimed,
     deliverer,
+    direct_writer,
+    racing_writer,
     receiver,
     recording_claims,
     tus_writer,
 )
-from tests.sim.db import EPOCH, release, sim_clock
+from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
+from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.scenarios import (
+    abandon_without_attempt,
     c4_without_attempt,
+    direct_without_reread,
     marks_without_token,
+    r4_without_intent,
+    restore,
+    s3_checksums_own_write,
     unconditional_sweep_store,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
@@ -73,13 +83,19 @@ from tests.sim.store import AzureMemoryStore, MemoryStore
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
                             "delete_grace": 30.0, "retag": "deferred",
                             "event_max_attempts": 1, "event_lease": 60.0,
-                            "resumable_expiry": 300.0}
+                            "resumable_expiry": 300.0, "direct_upload_expiry": 300.0}
 NAMES = ("a", "b", "c")
 #: pauses: past the upload deadline, past sweep_after, past a sweeper's lease, an hour
 PAUSES = (5.0, 61.0, 181.0, SWEEP_LEASE + 1, 3600.0)
 JUMPS = (31.0, 61.0, 181.0, 3600.0)
-SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"]) + SETTINGS["delete_grace"]
+SETTLE = (max(SETTINGS["sweep_after"], SETTINGS["resumable_expiry"],
+              SETTINGS["direct_upload_expiry"]) + SETTINGS["delete_grace"]
           + SWEEP_LEASE + 1)
+#: the preemption points where a store write starts (the simulated stores' and S3's)
+STORE_WRITES = frozenset({
+    "store.put", "store.set_tags", "store.delete", "store.stage", "staged.before_commit",
+    "s3.put_object", "s3.put_object_tagging", "s3.delete_object", "s3.upload_part",
+    "s3.complete_multipart_upload"})
 #: the operation (an actor's call that may crash) the running task belongs to
 OPERATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("operation", default=None)
 
@@ -99,9 +115,12 @@ class Config:
     crash: float = 0.002  # per scheduling step: one running operation is cancelled
     jump: float = 0.0005  # per scheduling step
     fault: float = 0.03  # per store write: an error after it applied
+    drop: float = 0.0  # per database call of an operation: its connection lost under it
+    #: per store write: refused before it applies (a full disk, throttling past retries)
+    refuse: float = 0.0
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
     mutant: str | None = None
-    store: str = "local"  # the simulated store's semantics: "local" or "azure"
+    store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
     tus: int = 0  # writers of tus uploads, each completed twice at once
     deliverers: int = 0  # event delivery workers
@@ -113,9 +132,16 @@ class Config:
     #: points where a pause is likely (``focus_pause``), with the pause's (min, max) seconds
     focus: dict[str, tuple[float, float]] = field(default_factory=dict)
     focus_pause: float = 0.5
+    #: points where the step fails (an error raised there, after any pause) and its chance
+    fail: dict[str, float] = field(default_factory=dict)
+    direct: int = 0  # writers of direct uploads, each completed twice at once
+    racers: int = 0  # writers whose create is sent again under its key while it runs
+    retry_after: float = 125.0  # how long a racer's client waits before it sends again
+    #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        return Settings(**dict(SETTINGS, retag=self.retag))
+        return Settings(**dict(SETTINGS, retag=self.retag, **self.overrides))
 
 
 @dataclass
@@ -151,25 +177,9 @@ class Result:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
 
-_TEMPLATE: dict[str, Path] = {}
-
-
-def template() -> Path:
-    """A migrated database, copied for every run (made once per process)."""
-    if "path" not in _TEMPLATE:
-        root = Path(tempfile.mkdtemp(prefix="blobledger-sim-"))
-        path = root / "template.db"
-
-        async def make() -> None:
-            db = Database(f"sqlite:///{path}")
-            try:
-                await migrate_database(db)
-            finally:
-                await db.dispose()
-
-        asyncio.run(make())
-        _TEMPLATE["path"] = path
-    return _TEMPLATE["path"]
+#: whether the process's long-lived objects were moved out of the collector's sight
+#: (``gc.freeze``: a run's ``gc.collect`` then scans what the runs made, not every module)
+_FROZEN: list[bool] = []
 
 
 def run(seed: int, config: Config | None = None) -> Result:
@@ -195,11 +205,14 @@ class _Run:
         self.keys: dict[str, tuple[str, str]] = {}  # idempotency key: (doc id, sha256)
         self.running: list[asyncio.Task[Any]] = []  # operations that may crash
         self.checker: asyncio.Task[Any] | None = None
-        kind = AzureMemoryStore if config.store == "azure" else MemoryStore
-        self.store = kind(clock=lambda: EPOCH + timedelta(seconds=self.loop.time()),
-                          point=self.point, after_write=self.fault,
-                          ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
-                          flock=config.mutant != "local-no-flock")
+        clock = lambda: EPOCH + timedelta(seconds=self.loop.time())  # noqa: E731
+        #: S3: the service all actors' stores talk to (each process has a store of its own)
+        self.s3 = S3Service(clock, point=self.point, after_write=self.fault)
+        self.store: Store = self.actor_store() if config.store == "s3" else (
+            AzureMemoryStore if config.store == "azure" else MemoryStore)(
+            clock=clock, point=self.point, after_write=self.fault,
+            ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
+            flock=config.mutant != "local-no-flock")
         if isinstance(self.store, AzureMemoryStore):
             self.store.create_only_commit = config.mutant != "azure-commit-overwrites"
         self.receiver_fails = config.receiver_fails
@@ -238,12 +251,35 @@ class _Run:
             await asyncio.sleep(seconds)
         else:
             await asyncio.sleep(0)
+        if (self.config.refuse and name in STORE_WRITES
+                and self.rng.random() < self.config.refuse):
+            self.result.faults += 1
+            self.note(f"{operation}'s {name} refused before it applied")
+            raise StoreUnavailable(f"simulated: {name} refused (a full disk, or throttled "
+                                   "past the client's retries)")
+        if name in self.config.fail and self.rng.random() < self.config.fail[name]:
+            self.result.faults += 1
+            self.note(f"{operation} fails at {name}")
+            raise StoreUnavailable(f"simulated: the step at {name} failed")
 
     async def fault(self, name: str) -> None:
         if OPERATION.get() is not None and self.rng.random() < self.config.fault:
             self.result.faults += 1
             self.note(f"fault after {name}")
             raise StoreUnavailable(f"simulated: {name} applied, its answer lost")
+
+    def drop(self, call: str) -> str | None:
+        """Whether an operation's connection is lost under this database call: at a COMMIT
+        its transaction applied or not (one in two), at another call nothing applied."""
+        if (OPERATION.get() is None or not self.config.drop
+                or call not in ("execute", "executemany", "commit")
+                or self.rng.random() >= self.config.drop):
+            return None
+        outcome = ("applied" if self.rng.random() < 0.5 else "not applied") \
+            if call == "commit" else "lost"
+        self.result.faults += 1
+        self.note(f"connection lost under {OPERATION.get()}'s {call}: {outcome}")
+        return outcome
 
     def step(self) -> None:
         if self.loop.exclusive is not None:
@@ -283,6 +319,8 @@ class _Run:
             return "ok", task.result()
         if isinstance(exc, BlobLedgerError):
             return "error", exc
+        if connection_lost(exc):  # the service answers 503 "retry is safe"
+            return "error", exc
         if isinstance(exc, OperationalError) and "locked" in str(exc):
             # SQLite's busy timeout ran out: another actor held the write lock (paused
             # inside its transaction) for longer than the 30 s the ledger configures
@@ -290,9 +328,17 @@ class _Run:
             return "error", exc
         raise Violation(f"{name} failed with an unclear error: {exc!r}") from exc
 
+    def actor_store(self) -> Store:
+        """The store as one process has it: on S3 a client of its own (its own memory of
+        the checksums it stored) over the one service; the shared one elsewhere."""
+        if self.config.store != "s3":
+            return self.store
+        return s3_memory_store(self.s3,
+                               unfenced_sweeps=self.config.mutant == "s3-sweeper-unfenced")
+
     def ledger(self) -> Ledger:
         """A ledger of its own (an actor's process), its clock off by the run's skew."""
-        ledger = Ledger(self.db, self.store, self.config.settings(), migrate=False)
+        ledger = Ledger(self.db, self.actor_store(), self.config.settings(), migrate=False)
         ledger.clock_offset = round(self.rng.uniform(-self.config.skew, self.config.skew), 3)
         return ledger
 
@@ -366,6 +412,7 @@ class _Run:
     async def worker(self, kind: str, n: int, rounds: int) -> None:
         ledger = self.ledger()
         if kind == "sweeper" and self.config.mutant == "sweep-delete-unconditional":
+            assert isinstance(self.store, MemoryStore)
             ledger.store = unconditional_sweep_store(self.store)
         for _ in range(rounds):
             await asyncio.sleep(self.rng.choice(
@@ -464,6 +511,8 @@ class _Run:
             actors += [self.worker("retagger", n, rounds) for n in range(c.retaggers)]
             actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
             actors += [tus_writer(self, n) for n in range(c.tus)]
+            actors += [racing_writer(self, n) for n in range(c.racers)]
+            actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
             try:
                 await asyncio.gather(*actors)
@@ -490,6 +539,11 @@ class _Run:
 
         saved = (uuid.uuid4, secrets.token_hex, models.utcnow)
         mutated = {"c4-no-attempt": c4_without_attempt,
+                   "r4-without-intent": r4_without_intent,
+                   "direct-complete-no-reread": direct_without_reread,
+                   "abandon-without-attempt": abandon_without_attempt,
+                   "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
+                   "s3-checksums-own-write": s3_checksums_own_write,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
@@ -505,9 +559,12 @@ class _Run:
         # the cyclic collector finalizes what it finds when it runs (an async generator's
         # aclose scheduled on the loop): collected before, not during, the run
         gc.collect()
+        if not _FROZEN:  # what lives now (modules, the template) is never scanned again
+            gc.freeze()
+            _FROZEN.append(True)
         gc.disable()
         try:
-            with sim_clock(self.point):
+            with sim_clock(self.point, self.drop):
                 self.loop.run_until_complete(self.main())
         except Violation as exc:
             self.result.violation = str(exc)
@@ -522,9 +579,7 @@ class _Run:
         finally:
             failpoints.set_hook(None)
             unclaim()
-            for attribute, value in mutated.items():
-                module, _, name = attribute.rpartition(".")
-                setattr(importlib.import_module(module), name, value)
+            restore(mutated)
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010

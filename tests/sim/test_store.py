@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 
 from blobledger.errors import BlobNotFound
+from blobledger.stores.s3 import S3Store
 from blobledger.testing.conformance import COMMITTED, PENDING, put
+from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.store import AzureMemoryStore, MemoryStore
 from tests.stores.contract import StoreContract
 
@@ -22,6 +25,14 @@ class TestAzureMemoryStore(StoreContract):
     @pytest.fixture
     async def store(self) -> AzureMemoryStore:
         return AzureMemoryStore()
+
+
+class TestS3MemoryStore(StoreContract):
+    """The real S3 store over S3's semantics in memory (:mod:`tests.sim.s3`)."""
+
+    @pytest.fixture
+    async def store(self) -> S3Store:
+        return s3_memory_store(S3Service(clock=lambda: datetime.now(UTC)))
 
 
 async def test_a_commit_without_if_none_match_fails_the_conformance_check() -> None:
