@@ -17,8 +17,8 @@ from typing import Any
 
 # the service's modules, imported once by the fork server
 import blobledger.api.app
-import blobledger.cli.serve
-import blobledger.s3api  # noqa: F401
+import blobledger.cli.serve  # noqa: F401
+import blobledger.s3api
 from blobledger import cli
 from blobledger.protocol.ledger import Ledger
 
@@ -60,7 +60,7 @@ def _warm() -> None:
 
     with tempfile.TemporaryDirectory(prefix="blobledger-warm-") as folder:
         asyncio.run(once(folder))
-    import uvicorn.lifespan.on  # noqa: F401  (the server's own, loaded as it starts)
+    import uvicorn.lifespan.on
     import uvicorn.protocols.http.h11_impl  # noqa: F401
 
 
@@ -86,8 +86,7 @@ def main(env: dict[str, str], port: int, wake_offset: float | None, log: str) ->
             return ledger
 
         # the service's ledger, whose clock the wake moves
-        blobledger.cli.serve.Ledger.from_settings = staticmethod(  # type: ignore[method-assign]
-            from_settings)
+        Ledger.from_settings = staticmethod(from_settings)  # type: ignore[method-assign]
 
         def woken(*_: object) -> None:
             for ledger in ledgers:

@@ -33,7 +33,7 @@ from tests.conftest import BACKENDS
 from tests.crash.child import Target, payload
 from tests.crash.conftest import DOC_ENV, make_target
 from tests.crash.harness import create_ready, describe, resolve, settle
-from tests.crash.matrix_doc import MatrixRows, PauseRow, Row
+from tests.crash.matrix_doc import S3_GROUP, MatrixRows, PauseRow, Row
 from tests.crash.pause import WAKE_AT, resolve_finally, resolve_meanwhile
 from tests.crash.s3serve import BUCKET, Answer, serving
 from tests.crash.test_matrix import (
@@ -69,7 +69,7 @@ class S3Case:
         return f"{point}={action}" + (f"@{nth}" if nth else "")
 
 
-GROUP = "S3 endpoint (`blobledger serve`, boto3): "
+GROUP = S3_GROUP
 BASE_CASES = [
     *[S3Case(GROUP + "PutObject of a new key, a create", t, p, "put-create", e)
       for t, p, e in CREATE],
@@ -92,16 +92,19 @@ REFUSED = {"put-create": ABSENT, "put-replace": UNCHANGED, "delete": UNCHANGED}
 FULL = bool(os.environ.get(DOC_ENV)) or os.environ.get("BLOBLEDGER_CRASH_MATRIX") == "all"
 
 
-def in_suite(turn: int) -> list[tuple[S3Case, str]]:
-    """Every case on every backend (``FULL``), else each case on one backend, in turn
-    (``turn`` shifts the rotation: a point's kill and its pause land on different ones)."""
+def in_suite(turn: int, every: int = 1) -> list[tuple[S3Case, str]]:
+    """Every case on every backend (``FULL``), else every ``every``-th case (from ``turn``)
+    on one backend, in turn (``turn`` shifts the rotation: a point's kill and its pause
+    land on different ones)."""
     if FULL:
         return [(case, backend) for case in BASE_CASES for backend in BACKENDS]
-    return [(case, BACKENDS[(i + turn) % len(BACKENDS)]) for i, case in enumerate(BASE_CASES)]
+    return [(case, BACKENDS[(i + turn) % len(BACKENDS)]) for i, case in enumerate(BASE_CASES)
+            if (i + turn) % every == 0]
 
 
+#: the suite: every kill, one backend each; half the pauses (the whole matrix: ``FULL``)
 KILLED = in_suite(0)
-PAUSED = in_suite(2)
+PAUSED = in_suite(2, every=2)
 
 
 async def prepare(case: S3Case, target: Target) -> None:
@@ -158,10 +161,14 @@ async def test_s3_writer_paused(case: S3Case, backend: str, tmp_path: Path,
     matrix_rows.add_pause(PauseRow(case.group, case.title, case.point, backend, text))
 
 
+#: what a woken writer whose intent was swept may answer: a timeout (its deadline passed,
+#: nothing stored), which S3 clients retry; never a 500 nor a body blamed for being short
+CLEAN = {"RequestTimeout"}
+
+
 def judge(case: S3Case, told: Answer) -> tuple[Doc, ...]:
     """A woken server's answer: success, or a clean S3 error; what must follow."""
     if told.ok:
         return ACKNOWLEDGED[case.op]
-    assert told.status >= 400 and told.code and told.code != "InternalError", (
-        f"{case.op} woke at {case.point} to an unclear answer: {told}")
+    assert told.code in CLEAN, f"{case.op} woke at {case.point} to an unclear answer: {told}"
     return REFUSED[case.op]

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from blobledger.errors import (
     DatabaseUnavailable,
     IntegrityError,
+    IntentLost,
     InvalidInput,
     InvalidName,
     NameTaken,
@@ -99,6 +100,9 @@ def from_ledger(exc: Exception) -> S3Error | None:
                            f"does not match what was computed: {text}")
         return S3Error("BadDigest", f"the Content-MD5 you specified did not match what we "
                        f"received: {text}")
+    if isinstance(exc, IntentLost):  # the body was whole: the writer outlived its deadline
+        return S3Error("RequestTimeout", "the upload outlived its deadline and was abandoned "
+                       "(nothing was stored): retry")
     if isinstance(exc, UploadAborted):
         return S3Error("IncompleteBody", str(exc))
     if isinstance(exc, DatabaseUnavailable | StoreUnavailable):
