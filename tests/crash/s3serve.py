@@ -73,7 +73,7 @@ def s3_client(url: str) -> Any:
         "s3", endpoint_url=f"{url}/s3", aws_access_key_id=KEY_ID,
         aws_secret_access_key=SECRET, region_name="us-east-1",
         config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
-                      retries={"max_attempts": 1, "mode": "standard"},
+                      retries={"total_max_attempts": 1, "mode": "standard"},
                       read_timeout=CHILD_TIMEOUT, connect_timeout=5))
 
 

@@ -65,8 +65,10 @@ class S3Case:
         return f"s3-{self.op}-{self.point.replace('@', '-')}"
 
     def armed(self, action: str) -> str:
+        """The failpoint's setting: on its first pass only, unless the point names another
+        (a request the client sends again must not stop the server a second time)."""
         point, _, nth = self.point.partition("@")
-        return f"{point}={action}" + (f"@{nth}" if nth else "")
+        return f"{point}={action}@{nth or 1}"
 
 
 GROUP = S3_GROUP
