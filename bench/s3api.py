@@ -103,7 +103,8 @@ class Timed:
 
     def __init__(self, pid: int, body: bytes, count: int) -> None:
         self.pid, self.body, self.count = pid, body, count
-        self.names = (f"k{n}" for n in itertools.count())
+        self.names = (f"{len(body)}/k{n}" for n in itertools.count())
+        self.seed = f"{len(body)}/seed"  # the key every GET reads
         self.cpu = {"put": 0.0, "get": 0.0}
 
     def puts(self, put: Callable[[str, bytes], object], spent: str = "") -> Any:
@@ -119,13 +120,10 @@ class Timed:
         async def go() -> None:
             before = cpu_seconds(self.pid)
             for _ in range(self.count):
-                assert await asyncio.to_thread(get, SEED) == len(self.body)
+                assert await asyncio.to_thread(get, self.seed) == len(self.body)
             if spent:
                 self.cpu[spent] += cpu_seconds(self.pid) - before
         return go
-
-
-SEED = "seed"  # the key every GET reads
 
 
 async def one_size(ctx: Context, kind: str, latency_ms: float, endpoint: Any, bare: Bare,
@@ -133,8 +131,8 @@ async def one_size(ctx: Context, kind: str, latency_ms: float, endpoint: Any, ba
     label = {"azure": "Azurite", "s3": "S3 (moto)"}[kind]
     body = bytes(range(256)) * (size // 256)
     timed = Timed(pid, body, 1 if size > MIB else (10 if ctx.quick else 40))
-    endpoint.put_object(Bucket=BUCKET, Key=SEED, Body=body)  # what the GETs read
-    bare.put(SEED, body)
+    endpoint.put_object(Bucket=BUCKET, Key=timed.seed, Body=body)  # what the GETs read
+    bare.put(timed.seed, body)
     put_times = await interleaved({
         "endpoint": timed.puts(lambda k, b: endpoint.put_object(Bucket=BUCKET, Key=k, Body=b),
                                "put"),
