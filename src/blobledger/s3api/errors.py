@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
+from sqlalchemy.exc import DBAPIError
 from starlette.responses import Response
 
+from blobledger.db import refused_value
 from blobledger.errors import (
     DatabaseUnavailable,
     IntegrityError,
@@ -109,4 +111,9 @@ def from_ledger(exc: Exception) -> S3Error | None:
         return S3Error("ServiceUnavailable", "the service is unavailable: retry")
     if isinstance(exc, InvalidInput):
         return S3Error("InvalidArgument", str(exc))
+    if refused_value(exc):  # a value the database refuses to compare or store
+        return S3Error("InvalidArgument", "a value in the request is not acceptable")
+    if isinstance(exc, DBAPIError | OSError | TimeoutError):  # the connection lost
+        return S3Error("ServiceUnavailable", "the database could not be reached: retry")
     return None
+
