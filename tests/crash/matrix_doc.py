@@ -141,7 +141,7 @@ S3_GROUP = "S3 endpoint: "
 S3_PART = "## The S3 endpoint's writers"
 
 
-def _is_s3(row: Row | PauseRow) -> bool:
+def _is_s3(row: Row | PauseRow | DbFaultRow) -> bool:
     return row.group.startswith(S3_GROUP)
 
 
@@ -196,10 +196,32 @@ def render(rows: MatrixRows) -> str:
         *tables])
 
 
-def render_s3(rows: MatrixRows) -> str:
-    """The S3 endpoint's writers' part: the same columns, one table per operation."""
+#: where the S3 part's database faults begin
+S3_FAULTS = "From `tests/crash/test_db_faults_s3.py`"
+
+
+def render_s3(rows: MatrixRows, old: str | None = None) -> str:
+    """The S3 endpoint's writers' part: the same columns, one table per operation, then
+    the database faults; of the two, one the run has no rows of is kept from ``old``."""
+    kept_head, _, kept_faults = (old or "").partition(f"\n{S3_FAULTS}")
     backends, tables = _tables([r for r in rows.rows if _is_s3(r)],
                                [p for p in rows.pauses if _is_s3(p)], "###")
+    fault_backends, faults = _fault_tables([f for f in rows.db_faults if _is_s3(f)], "###")
+    if faults:
+        faults = [
+            f"{S3_FAULTS}: the database connection cut at one",
+            "statement of the endpoint's step, as in [Database faults](#database-faults), the",
+            "request sent through the service's own app in process (signed as boto3 signs).",
+            "*First answer* is the S3 client's; *retry's answer* is the same request sent",
+            "again (a PUT has no idempotency key: while the first attempt's intent holds the",
+            "key the retry is `OperationAborted`, and succeeds once the sweeper resolved that",
+            "intent past its cutoff). Backends: " + ", ".join(fault_backends) + ".",
+            "",
+            *faults]
+    elif kept_faults:
+        faults = [f"{S3_FAULTS}{kept_faults}".rstrip("\n"), ""]
+    if not tables and kept_head:
+        return "\n".join([kept_head.rstrip("\n"), "", *faults])
     return "\n".join([
         S3_PART,
         "",
@@ -218,7 +240,7 @@ def render_s3(rows: MatrixRows) -> str:
         "",
         f"Backends: {', '.join(backends)}.",
         "",
-        *tables])
+        *tables, *faults])
 
 
 #: the heading of the section ``scripts/mutate --record`` writes (docs/mutation.md), kept at
@@ -236,8 +258,8 @@ def with_mutation_section(doc: str, section: str) -> str:
 DB_FAULTS = "## Database faults"
 
 
-def render_db_faults(rows: list[DbFaultRow]) -> str:
-    """The database faults' part of the document, one table per group."""
+def _fault_tables(rows: list[DbFaultRow], level: str) -> tuple[list[str], list[str]]:
+    """The backends that ran, and one table of database faults per group."""
     order: list[tuple[str, str, str, str]] = []
     cells: dict[tuple[str, str, str, str], dict[str, DbFaultRow]] = defaultdict(dict)
     for row in rows:
@@ -247,7 +269,30 @@ def render_db_faults(rows: list[DbFaultRow]) -> str:
         cells[key][row.backend] = row
     order = _by_group(order)
     backends = sorted({row.backend for row in rows})
-    lines = [
+    lines: list[str] = []
+    group = None
+    for i, key in enumerate(order):
+        if key[0] != group:
+            group = key[0]
+            title = group.removeprefix(S3_GROUP).split(": ", 1)[-1]
+            lines += [f"{level} {title[:1].upper()}{title[1:]}", "",
+                      "| step | cut | first answer | retry's answer | after the sweep "
+                      "| backends |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+        by = cells[key]
+        merged = [_merge({b: getattr(r, f) for b, r in by.items()})
+                  for f in ("first", "retry", "after")]
+        lines.append(f"| {key[1]} {key[2]} | {key[3]} | " + " | ".join(merged)
+                     + f" | {len(by)}/{len(backends)} |")
+        if i == len(order) - 1 or order[i + 1][0] != group:
+            lines.append("")
+    return backends, lines
+
+
+def render_db_faults(rows: list[DbFaultRow]) -> str:
+    """The database faults' part of the document, one table per group."""
+    backends, tables = _fault_tables(rows, "###")
+    return "\n".join([
         DB_FAULTS,
         "",
         "From `tests/crash/test_db_faults.py`: a TCP proxy in front of PostgreSQL",
@@ -271,24 +316,7 @@ def render_db_faults(rows: list[DbFaultRow]) -> str:
         "",
         f"Backends: {', '.join(backends)}.",
         "",
-    ]
-    group = None
-    for i, key in enumerate(order):
-        if key[0] != group:
-            group = key[0]
-            title = group.split(": ", 1)[-1]
-            lines += [f"### {title[:1].upper()}{title[1:]}", "",
-                      "| step | cut | first answer | retry's answer | after the sweep "
-                      "| backends |",
-                      "| --- | --- | --- | --- | --- | --- |"]
-        by = cells[key]
-        merged = [_merge({b: getattr(r, f) for b, r in by.items()})
-                  for f in ("first", "retry", "after")]
-        lines.append(f"| {key[1]} {key[2]} | {key[3]} | " + " | ".join(merged)
-                     + f" | {len(by)}/{len(backends)} |")
-        if i == len(order) - 1 or order[i + 1][0] != group:
-            lines.append("")
-    return "\n".join(lines)
+        *tables])
 
 
 def _part(doc: str, heading: str, ends: tuple[str, ...]) -> str | None:
@@ -309,12 +337,14 @@ def write_matrix(path: Path, rows: MatrixRows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     old = _without_mutation(path.read_text()) if path.exists() else ""
     ours = [r for r in rows.rows if not _is_s3(r)] + [p for p in rows.pauses if not _is_s3(p)]
-    s3 = [r for r in rows.rows if _is_s3(r)] + [p for p in rows.pauses if _is_s3(p)]
+    s3 = ([r for r in rows.rows if _is_s3(r)] + [p for p in rows.pauses if _is_s3(p)]
+          + [f for f in rows.db_faults if _is_s3(f)])
+    db_faults = [f for f in rows.db_faults if not _is_s3(f)]
     main = render(rows) if ours else (_part(old, "# Crash matrix", (S3_PART, DB_FAULTS))
                                       or "# Crash matrix")
-    s3_part = render_s3(rows) if s3 else _part(old, S3_PART, (DB_FAULTS,))
-    faults = (render_db_faults(rows.db_faults) if rows.db_faults
-              else _part(old, DB_FAULTS, ()))
+    old_s3 = _part(old, S3_PART, (DB_FAULTS,))
+    s3_part = render_s3(rows, old_s3) if s3 else old_s3
+    faults = render_db_faults(db_faults) if db_faults else _part(old, DB_FAULTS, ())
     text = "\n\n".join(part.rstrip("\n") for part in (main, s3_part, faults) if part)
     mutation = path.with_name("mutation.md")
     if mutation.exists():

@@ -17,7 +17,7 @@ from typing import Any
 
 # the service's modules, imported once by the fork server
 import blobledger.api.app
-import blobledger.cli.serve  # noqa: F401
+import blobledger.cli.serve
 import blobledger.s3api
 from blobledger import cli
 from blobledger.protocol.ledger import Ledger

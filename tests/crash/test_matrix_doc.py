@@ -62,3 +62,20 @@ def test_a_run_replaces_only_the_parts_it_has_rows_of(tmp_path: Path) -> None:
     again = doc.read_text()
     assert "AGAIN" in again and "S3LEFT" in again and DB_FAULTS in again
     assert again.count("# Crash matrix") == 1
+
+
+def test_the_s3_part_keeps_what_a_run_has_no_rows_of(tmp_path: Path) -> None:
+    doc = tmp_path / "crash-matrix.md"
+    s3 = Row(S3_GROUP + "DeleteObject", "after the commit", "delete.after_commit",
+             "sqlite-local", "S3LEFT", "R", "E")
+    write_matrix(doc, MatrixRows(rows=[s3]))
+    fault = DbFaultRow(S3_GROUP + "one connection cut", "DeleteObject", "(one transaction)",
+                       "`COMMIT`", "postgresql-local", "FIRST", "RETRY", "AFTER", "")
+    write_matrix(doc, MatrixRows(db_faults=[fault]))
+    text = doc.read_text()
+    assert "S3LEFT" in text and "FIRST" in text and DB_FAULTS not in text
+    write_matrix(doc, MatrixRows(rows=[Row(s3.group, s3.title, s3.point, "sqlite-local",
+                                           "AGAIN", "R", "E")]))
+    again = doc.read_text()
+    assert "AGAIN" in again and "S3LEFT" not in again and "FIRST" in again
+    assert again.count(S3_PART) == 1
