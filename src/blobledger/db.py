@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -322,6 +322,17 @@ async def once_more_if_lost(step: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         if not connection_lost(exc):
             raise
     return await step(), True
+
+
+def refused_value(exc: BaseException) -> bool:
+    """Whether the database refused a value of the request (SQLSTATE class 22, e.g. a NUL in
+    a PostgreSQL string): the request's fault, not an outage."""
+    if isinstance(exc, DataError):
+        return True
+    if isinstance(exc, DBAPIError):
+        code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+        return isinstance(code, str) and code.startswith("22")
+    return False
 
 
 def _sqlstate(exc: BaseException) -> str | None:

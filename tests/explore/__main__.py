@@ -1,5 +1,5 @@
 """``python -m tests.explore --minutes N [--store local|azure|s3] [--db sqlite|postgres]
-[--retag inline|deferred|both]``:
+[--retag inline|deferred|both] [--s3]``:
 the interleaving explorer for longer than the suite allows; prints how many examples, steps
 and distinct interleavings it ran. A violation stops it with hypothesis' shrunk trace of
 steps and the blob that reproduces it (exit 1)."""
@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40, help="steps per example at most")
     parser.add_argument("--retag", choices=["inline", "deferred", "both"], default="both",
                         help="BLOBLEDGER_RETAG (both: half the time each; default)")
+    parser.add_argument("--s3", action="store_true",
+                        help="documents written only through the S3 endpoint (PutObject, "
+                        "DeleteObject), not the ledger's API")
     args = parser.parse_args(argv)
     # A paused sweeper that lost its claims says so at WARNING; expected here, not news.
     logging.getLogger("blobledger").setLevel(logging.ERROR)
@@ -43,11 +46,13 @@ def main(argv: list[str] | None = None) -> int:
                               azurite=services.get("azurite"),  # type: ignore[arg-type]
                               moto=services.get("moto"))  # type: ignore[arg-type]
             backend.root.mkdir()
-            print(f"exploring {backend.name} (retag {retag}) for {seconds / 60:g} min",
+            print(f"exploring {backend.name} (retag {retag}"
+                  f"{', S3 endpoint writers' if args.s3 else ''}) for {seconds / 60:g} min",
                   flush=True)
             try:
                 explore(backend, seconds=seconds, batch=args.batch, steps=args.steps,
-                        on_batch=lambda: print(_progress(started), flush=True), retag=retag)
+                        on_batch=lambda: print(_progress(started), flush=True), retag=retag,
+                        s3_only=args.s3)
             except AssertionError as exc:
                 steps = "\n".join(getattr(exc, "__notes__", []))
                 print(f"violation on {backend.name} (retag {retag}):\n{exc}\n{steps}",
@@ -88,6 +93,9 @@ def _summary(started: float) -> str:
         f"interleavings tried (distinct sequences of (operation, step) and resolver runs): "
         f"{len(STATS.interleavings)}",
         f"distinct (operation, step) suspensions: {len(pairs)}",
+        *(["S3 endpoint writers answered: " + ", ".join(
+            f"{op} {answer} {n}" for (op, answer), n in sorted(STATS.s3.items()))]
+          if STATS.s3 else []),
     ])
 
 

@@ -71,6 +71,7 @@ import hashlib
 import io
 import itertools
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -135,6 +136,7 @@ from blobledger.workers.retagger import Retagger
 from blobledger.workers.sweeper import SWEEP_LEASE, Sweeper, SweepReport
 from tests.explore.backends import Backend, OwnerRow
 from tests.explore.delivery import DeliveryModel, deliver_all
+from tests.explore.s3writers import S3Endpoint, visible
 from tests.support.clock import set_clock_offset
 
 T = TypeVar("T")
@@ -266,6 +268,9 @@ class Op:
     first: tuple[str, int, str] | None = None
     other_bytes: bool = False  # a retry under the key with bytes of its own (or its retry)
     upload: Upload | None = None  # an upload's operations
+    #: a create, replace or delete sent to the S3 endpoint (``s3writers``), not the ledger
+    s3: bool = False
+    create_only: bool = False  # an S3 create: ``If-None-Match: *``
     began_at: float = 0.0  # the clock offset when it started
     task: asyncio.Task[Any] | None = None
     point: str | None = None  # where it is stopped now
@@ -295,6 +300,8 @@ class Op:
                 "variant": f"variant({self.doc_id}, thumb)",
                 "sweeper": "sweeper run", "retagger": "retag worker run",
                 "delivery": "delivery worker run"}[self.kind]
+        if self.s3:
+            what += " via S3" + (", If-None-Match: *" if self.create_only else "")
         return f"op{self.n} {what}"
 
     async def suspend(self, point: str) -> None:
@@ -392,6 +399,8 @@ class Stats:
     examples: int = 0
     steps: int = 0
     interleavings: set[tuple[tuple[str, str], ...]] = field(default_factory=set)
+    #: the S3 endpoint's writers' answers: (operation, answer) -> how many
+    s3: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
 STATS = Stats()
@@ -403,6 +412,8 @@ class Explorer(RuleBasedStateMachine):
     backend: Backend
     loop: asyncio.AbstractEventLoop
     retag: str = "inline"  # BLOBLEDGER_RETAG
+    #: documents are written only through the S3 endpoint (``scripts/explore --s3``)
+    s3_only: bool = False
 
     ops = Bundle("ops")
 
@@ -428,6 +439,7 @@ class Explorer(RuleBasedStateMachine):
         self.resumable = Resumable(self.ledger)
         self.sessions = async_sessionmaker(self.ledger.db.engine, expire_on_commit=False)
         self.http = httpx.AsyncClient(timeout=STEP_TIMEOUT)
+        self._s3: S3Endpoint | None = None  # made on the first S3 writer
         self.deliveries = DeliveryModel(self.settings.event_lease,
                                         self.settings.event_max_attempts)
         self.deliveries.register(self.ledger)
@@ -466,6 +478,11 @@ class Explorer(RuleBasedStateMachine):
             _CURRENT.set(op)
             if op.upload is not None:
                 return await self._upload_step(op, op.upload)
+            if op.s3:
+                assert op.name is not None
+                if op.kind == "delete":
+                    return await self.s3.delete(op.name)
+                return await self.s3.put(op.name, op.data, create_only=op.create_only)
             if op.kind == "stage":
                 return await self.ledger.stage(_chunks(op.data), filename="staged.bin")
             if op.kind in ("create", "retry", "held"):
@@ -538,6 +555,10 @@ class Explorer(RuleBasedStateMachine):
         """Check the answer the client got and record it in the model."""
         assert op.task is not None
         exc = op.task.exception()
+        if op.s3:
+            what = f"{op.kind}{' (If-None-Match: *)' if op.create_only else ''}"
+            STATS.s3[what, "acknowledged" if exc is None else
+                     f"`{getattr(exc, 'code', type(exc).__name__)}`"] += 1
         if op.upload is not None:
             await self._upload_answered(op, op.upload, exc)
             return
@@ -1076,6 +1097,47 @@ class Explorer(RuleBasedStateMachine):
     def clean_start(self) -> None:
         self._run(self._check())
 
+    @property
+    def s3(self) -> S3Endpoint:
+        if self._s3 is None:
+            self._s3 = S3Endpoint(self.ledger, self.settings)
+        return self._s3
+
+    @rule(target=ops, name=st.sampled_from(NAMES), create_only=st.booleans())
+    def start_s3_put(self, name: str, create_only: bool) -> Any:
+        """PutObject through the S3 endpoint: a create when the key names no ready
+        document (or with ``If-None-Match: *``), else a replace of the one it names at the
+        version it shows (the endpoint reads it before any step, as here). A key naming a
+        document no client was told of yet (a create past C4, unanswered): no step."""
+        doc = self._run(visible(self.ledger, name))
+        if doc is not None and doc.id not in self.known:
+            return multiple()
+        n = len(self.ops_run) + 1
+        data = f"s3 put {n} of {name} ".encode() * 20
+        if doc is None or create_only:
+            op = self._op("create", name=name, group=next(self.groups), data=data, s3=True,
+                          create_only=create_only)
+        else:
+            op = self._op("replace", name=name, doc_id=doc.id, expected=doc.version,
+                          data=data, s3=True)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, name=st.sampled_from(NAMES))
+    def start_s3_delete(self, name: str) -> Any:
+        """DeleteObject through the S3 endpoint: the delete of the document the key names
+        at the version it shows (a key naming nothing, or a document no client was told of
+        yet: no step)."""
+        doc = self._run(visible(self.ledger, name))
+        if doc is None or doc.id not in self.known:
+            return multiple()
+        op = self._op("delete", name=name, doc_id=doc.id, expected=doc.version, s3=True)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @precondition(lambda self: not self.s3_only)
     @rule(target=ops, name=st.sampled_from(NAMES), keyed=st.booleans())
     def start_create(self, name: str, keyed: bool) -> Op:
         group = next(self.groups)
@@ -1145,6 +1207,7 @@ class Explorer(RuleBasedStateMachine):
             return known.id, known.version - 1
         return known.id, known.version
 
+    @precondition(lambda self: not self.s3_only)
     @rule(target=ops, pick=st.integers(0, 3),
           version=st.sampled_from(["acknowledged", "visible", "stale"]))
     def start_replace(self, pick: int, version: str) -> Any:
@@ -1160,6 +1223,7 @@ class Explorer(RuleBasedStateMachine):
         self._run(self._start(op))
         return op
 
+    @precondition(lambda self: not self.s3_only)
     @rule(target=ops, pick=st.integers(0, 3),
           version=st.sampled_from(["acknowledged", "visible", "stale"]))
     def start_delete(self, pick: int, version: str) -> Any:
@@ -1477,6 +1541,8 @@ class Explorer(RuleBasedStateMachine):
         await asyncio.gather(*[op.task for op in self.ops_run if op.task is not None],
                              return_exceptions=True)
         await self.http.aclose()
+        if self._s3 is not None:
+            await self._s3.close()
         await self.ledger.close()
 
 
@@ -1499,11 +1565,11 @@ async def _visible(ledger: Ledger, doc_id: str) -> int | None:
 
 def explore(backend: Backend, *, seconds: float, batch: int = 20, steps: int = 30,
             shrink_seconds: int = 60, on_batch: Callable[[], None] | None = None,
-            retag: str = "inline") -> Stats:
+            retag: str = "inline", s3_only: bool = False) -> Stats:
     """Run the explorer on ``backend`` in batches of ``batch`` examples (``steps`` steps at
     most each) until ``seconds`` have passed, with ``BLOBLEDGER_RETAG`` = ``retag``; a
     violation raises (hypothesis shrinks it, for ``shrink_seconds`` at most, and prints the
-    steps first)."""
+    steps first). ``s3_only``: documents are written only through the S3 endpoint."""
     # Hypothesis shrinks for up to five minutes; each attempt here replays a whole run of
     # database and storage calls, so a shorter bound keeps a failing suite short.
     engine.MAX_SHRINKING_SECONDS = shrink_seconds
@@ -1511,7 +1577,8 @@ def explore(backend: Backend, *, seconds: float, batch: int = 20, steps: int = 3
     try:
         loop.run_until_complete(backend.start())
         machine = type(f"Explore_{backend.name.replace('-', '_')}_{retag}", (Explorer,),
-                       {"backend": backend, "loop": loop, "retag": retag})
+                       {"backend": backend, "loop": loop, "retag": retag,
+                        "s3_only": s3_only})
         config = settings(max_examples=batch, stateful_step_count=steps, deadline=None,
                           database=None, print_blob=True,
                           suppress_health_check=list(HealthCheck))

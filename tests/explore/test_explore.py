@@ -1,7 +1,8 @@
 """The interleaving explorer in the suite, time-bounded: about 30 s on SQLite and local disk
-(half with the retag inline, half deferred) and short runs on PostgreSQL with Azurite
-(deferred) and with moto's S3 (inline) (``scripts/explore --minutes N`` runs it longer, under
-both settings), and the interleavings of ``scenarios.py`` replayed."""
+(half with the retag inline, half deferred), 10 s more with documents written only through
+the S3 endpoint, and short runs on PostgreSQL with Azurite (deferred) and with moto's S3
+(inline) (``scripts/explore --minutes N [--s3]`` runs it longer, under both settings), and
+the interleavings of ``scenarios.py`` replayed."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ def test_interleavings_on_sqlite_and_local_disk(tmp_path: Path, retag: str) -> N
     examples = STATS.examples
     explore(SqliteLocal(tmp_path), seconds=15, batch=10, retag=retag)
     assert STATS.examples - examples >= 10  # at least one whole batch ran
+
+
+def test_s3_endpoint_writers_on_sqlite_and_local_disk(tmp_path: Path) -> None:
+    """Documents written only through the S3 endpoint (PutObject create, replace,
+    ``If-None-Match: *``, DeleteObject), interleaved with the resolvers and uploads."""
+    examples = STATS.examples
+    explore(SqliteLocal(tmp_path), seconds=10, batch=5, steps=25, s3_only=True)
+    assert STATS.examples - examples >= 5
 
 
 def test_interleavings_on_postgresql_and_azurite(

@@ -13,6 +13,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from blobledger.config import from_env
+from blobledger.protocol.ledger import Ledger
 from tests.support.server import Server, fresh_database, running_server
 from tests.support.services import Azurite
 
@@ -43,6 +45,33 @@ def client(server: Server, key: tuple[str, str] = WRITER, **config: Any) -> Any:
         aws_secret_access_key=key[1], region_name="us-east-1",
         config=Config(**{"s3": {"addressing_style": "path"}, "signature_version": "s3v4",
                          "retries": {"max_attempts": 1, "mode": "standard"}, **config}))
+
+
+def server_ledger(server: Server, clock_offset: float = 0.0) -> Ledger:
+    """A ledger on the server's database and store (its own settings), ``clock_offset``
+    seconds ahead: what a sweeper or a reconciler beside it opens."""
+    settings = from_env(server.env).with_(clock_offset=clock_offset, failpoints="")
+    return Ledger.from_settings(settings, migrate=False)
+
+
+async def settled(server: Server) -> list[str]:
+    """The sweeper (pending intents, then the deletion path) and ``reconcile --fix`` with the
+    clock past every cutoff of the server's settings, then the settled invariants checked:
+    every blob the store holds."""
+    from blobledger.workers.invariants import check
+    from blobledger.workers.reconciler import reconcile
+    from blobledger.workers.sweeper import Sweeper
+
+    ahead = 10 * 86400.0
+    async with server_ledger(server, ahead) as ledger:
+        for n in range(3):  # each pass a grace period later: the deletion path's rows due
+            ledger.clock_offset = ahead + n * (ledger.settings.delete_grace + 1)
+            await Sweeper(ledger).run_once()
+        found = await reconcile(ledger, fix=True, older_than=ledger.settings.upload_deadline)
+        assert not (found.missing_ready or found.missing or found.mismatch), found.findings
+        report = await check(ledger, settled=True)
+        assert report.ok, report.render()
+        return [info.name async for info in ledger.store.list(ledger.settings.blob_prefix)]
 
 
 @pytest.fixture

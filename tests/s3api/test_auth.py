@@ -1,5 +1,6 @@
 """SigV4 as the endpoint checks it, with botocore signing as clients do: a wrong secret, an
-unknown key, no signature, a skewed clock, presigned URLs within and past their expiry."""
+unknown key, no signature, a skewed clock, presigned URLs within and past their expiry, a
+captured request replayed."""
 
 from __future__ import annotations
 
@@ -116,3 +117,33 @@ def test_a_sigv2_presigned_url_is_refused_with_the_way_out(s3_server: Server, s3
     url = v2.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": prefix + "v2"})
     refused = httpx.get(url)
     assert refused.status_code == 403 and "s3v4" in refused.text
+
+
+def test_a_replayed_request_does_only_what_it_did(s3_server: Server, s3: Any,
+                                                   prefix: str) -> None:
+    """A captured header-signed PUT, sent again within the skew: a create (``If-None-Match:
+    *``) is refused once the key exists, and a signed payload cannot carry other bytes."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = f"{s3_server.url}/s3/{BUCKET}/{prefix}replayed"
+    body = b"the bytes that were signed"
+    signed = AWSRequest(method="PUT", url=url, data=body, headers={"If-None-Match": "*"})
+    S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1").add_auth(signed)
+    headers = {name.lower(): value for name, value in signed.headers.items()}
+    assert headers["x-amz-content-sha256"] != "UNSIGNED-PAYLOAD"
+    assert httpx.put(url, content=body, headers=headers).status_code == 200
+    again = httpx.put(url, content=body, headers=headers)
+    assert again.status_code == 412 and "<Code>PreconditionFailed</Code>" in again.text
+    other = {k: v for k, v in headers.items() if k != "if-none-match"}
+    swapped = httpx.put(url, content=b"other bytes, same length!!", headers=other)
+    assert swapped.status_code == 403  # If-None-Match was signed: dropping it breaks it
+    stored = s3.get_object(Bucket=BUCKET, Key=prefix + "replayed")["Body"].read()
+    assert stored == body
+    plain = AWSRequest(method="PUT", url=url, data=body)
+    S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1").add_auth(plain)
+    forged = httpx.put(url, content=b"other bytes, same length!!",
+                       headers=dict(plain.headers.items()))
+    assert forged.status_code == 400 and "XAmzContentSHA256Mismatch" in forged.text
+    assert s3.get_object(Bucket=BUCKET, Key=prefix + "replayed")["Body"].read() == body

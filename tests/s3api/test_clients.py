@@ -1,13 +1,19 @@
-"""The protocol under S3 clients: two writers racing ``If-None-Match: *`` on one key, a
-listing while an upload is still streaming, and the AWS CLI used as a user would."""
+"""The protocol under S3 clients: two writers racing ``If-None-Match: *`` on one key (the
+loser's bytes nowhere in the store), a listing while an upload is still streaming, a
+client SIGKILLed mid-body (nothing visible, its intent swept), and the AWS CLI used as a
+user would. (A ``serve`` killed or paused at each point of a PUT or a DELETE:
+tests/crash/test_s3_endpoint.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from tests.s3api.conftest import BUCKET, WRITER, client
+from tests.conftest import run_sync
+from tests.s3api.conftest import BUCKET, WRITER, client, server_ledger, settled
 from tests.support.server import Server
 
 AWS = Path(sys.executable).parent / "aws"
@@ -52,15 +59,35 @@ def race(server: Server, key: str, bodies: list[bytes]) -> list[tuple[int, bytes
 def test_two_clients_racing_if_none_match_star(s3_server: Server, s3: Any,
                                                prefix: str) -> None:
     """Exactly one 200, the other 412, and the key holds the winner's bytes, every time."""
+    losers: list[bytes] = []
     for round_ in range(6):
         key = f"{prefix}race-{round_}"
-        outcomes = race(s3_server, key, [bytes([65 + i]) * (256 * 1024) for i in range(2)])
+        # bytes of each round's own: a loser's can be told from any other round's winner
+        bodies = [f"round {round_}, client {i};".encode() * 16384 for i in range(2)]
+        outcomes = race(s3_server, key, bodies)
         assert sorted(status for status, _, _ in outcomes) == [200, 412], outcomes
         winner = next(o for o in outcomes if o[0] == 200)
         loser = next(o for o in outcomes if o[0] == 412)
         assert loser[2] == "PreconditionFailed"
         stored = s3.get_object(Bucket=BUCKET, Key=key)
         assert stored["Body"].read() == winner[1] and stored["ETag"] == winner[2]
+        losers.append(loser[1])
+    # no overwritten bytes: once settled, no blob of the store holds a loser's bytes
+    blobs = run_sync(settled(s3_server))
+    held = run_sync(contents(s3_server, blobs))
+    assert not [body for body in losers if body in held]
+
+
+async def contents(server: Server, blobs: list[str]) -> set[bytes]:
+    async with server_ledger(server) as ledger:
+        found = set()
+        for name in blobs:
+            reader = await ledger.store.open(name)
+            try:
+                found.add(b"".join([chunk async for chunk in reader]))
+            finally:
+                await reader.aclose()
+        return found
 
 
 def test_a_listing_shows_no_object_before_its_bytes(s3_server: Server, s3: Any,
@@ -84,6 +111,70 @@ def test_a_listing_shows_no_object_before_its_bytes(s3_server: Server, s3: Any,
     assert answer.startswith(b"HTTP/1.1 200"), answer
     listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
     assert [(c["Key"], c["Size"]) for c in listed["Contents"]] == [(key, len(body))]
+
+
+#: a client that signs a PUT, sends its head and half its body, and waits to be killed
+HALF_A_PUT = """
+import socket, sys, time
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+port, path, key_id, secret = sys.argv[1:5]
+body = b"m" * 400_000
+url = f"http://127.0.0.1:{port}{path}"
+signed = AWSRequest(method="PUT", url=url, data=body)
+S3SigV4Auth(Credentials(key_id, secret), "s3", "us-east-1").add_auth(signed)
+head = "".join(f"{k}: {v}\\r\\n" for k, v in signed.headers.items())
+sock = socket.create_connection(("127.0.0.1", int(port)))
+sock.sendall(f"PUT {path} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n"
+             f"Content-Length: {len(body)}\\r\\n{head}\\r\\n".encode() + body[:200_000])
+print("sent", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_client_killed_mid_body_leaves_nothing(s3_server: Server, s3: Any,
+                                                prefix: str) -> None:
+    """An S3 client SIGKILLed with half its PUT's body sent: the object never shows (no
+    GET, no listing), and once the sweeper and the reconciler ran ahead no row or blob of
+    its intent remains."""
+    key = prefix + "killed-mid-body"
+    client_process = subprocess.Popen(
+        [sys.executable, "-c", HALF_A_PUT, str(s3_server.port), f"/s3/{BUCKET}/{key}",
+         *WRITER], stdout=subprocess.PIPE)
+    try:
+        assert client_process.stdout is not None
+        assert client_process.stdout.readline() == b"sent\n"
+        intent = run_sync(wait_for_intent(s3_server, key))
+        assert intent == "pending"
+        assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    finally:
+        client_process.send_signal(signal.SIGKILL)
+        client_process.wait(30)
+    with pytest.raises(ClientError) as gone:
+        s3.head_object(Bucket=BUCKET, Key=key)
+    assert gone.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    run_sync(settled(s3_server))
+    assert run_sync(wait_for_intent(s3_server, key, wait=0)) is None
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+
+
+async def wait_for_intent(server: Server, name: str, wait: float = 60.0) -> str | None:
+    """The status of the document row named ``name`` once there is one (None: none within
+    ``wait`` seconds)."""
+    from sqlalchemy import select
+
+    from blobledger.protocol.models import DocumentRow
+
+    deadline = time.monotonic() + wait
+    async with server_ledger(server) as ledger:
+        while True:
+            async with ledger.db.session() as session:
+                status = (await session.execute(select(DocumentRow.status).where(
+                    DocumentRow.name == name))).scalar()
+            if status is not None or time.monotonic() >= deadline:
+                return None if status is None else str(status)
+            await asyncio.sleep(0.05)
 
 
 def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix: str) -> None:

@@ -19,10 +19,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
+from blobledger.db import refused_value
 from blobledger.errors import (
     BlobLedgerError,
     ConfigError,
@@ -140,7 +141,7 @@ def error_response(exc: BaseException, path: str | None = None) -> Response:
         return problem_response(exc, path)
     if isinstance(exc, BlobLedgerError):
         return problem_response(problem_for(exc), path)
-    if _is_data_error(exc):  # a value the database refuses to compare or store
+    if refused_value(exc):  # a value the database refuses to compare or store
         log.warning("database refused a value: %s", str(exc).splitlines()[0][:200])
         return problem_response(Problem(400, "invalid-input",
                                         "a value in the request is not acceptable"), path)
@@ -151,17 +152,6 @@ def error_response(exc: BaseException, path: str | None = None) -> Response:
             headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE)}), path)
     log.error("unexpected error", exc_info=exc)
     return problem_response(Problem(500, "internal-error", "internal server error"), path)
-
-
-def _is_data_error(exc: BaseException) -> bool:
-    """A database refusing a value (SQLSTATE class 22, e.g. a NUL in a PostgreSQL string):
-    the request's fault, not an outage."""
-    if isinstance(exc, DataError):
-        return True
-    if isinstance(exc, DBAPIError):
-        code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-        return isinstance(code, str) and code.startswith("22")
-    return False
 
 
 def install(app: FastAPI) -> None:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
+from sqlalchemy.exc import DBAPIError
 from starlette.responses import Response
 
+from blobledger.db import refused_value
 from blobledger.errors import (
     DatabaseUnavailable,
     IntegrityError,
+    IntentLost,
     InvalidInput,
     InvalidName,
     NameTaken,
@@ -104,10 +107,18 @@ def from_ledger(exc: Exception) -> S3Error | None:
                            f"does not match what was computed: {text}")
         return S3Error("BadDigest", f"the Content-MD5 you specified did not match what we "
                        f"received: {text}")
+    if isinstance(exc, IntentLost):  # the body was whole: the writer outlived its deadline
+        return S3Error("RequestTimeout", "the upload outlived its deadline and was abandoned "
+                       "(nothing was stored): retry")
     if isinstance(exc, UploadAborted):
         return S3Error("IncompleteBody", str(exc))
     if isinstance(exc, DatabaseUnavailable | StoreUnavailable):
         return S3Error("ServiceUnavailable", "the service is unavailable: retry")
     if isinstance(exc, InvalidInput):
         return S3Error("InvalidArgument", str(exc))
+    if refused_value(exc):  # a value the database refuses to compare or store
+        return S3Error("InvalidArgument", "a value in the request is not acceptable")
+    if isinstance(exc, DBAPIError | OSError | TimeoutError):  # the connection lost
+        return S3Error("ServiceUnavailable", "the database could not be reached: retry")
     return None
+
