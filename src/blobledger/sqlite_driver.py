@@ -53,7 +53,7 @@ def _run(operation: str, parameters: Any, many: bool,
 class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
     """A client-side cursor that holds no driver cursor: each statement is one trip."""
 
-    __slots__ = ("_description", "_rowcount", "_lastrowid")
+    __slots__ = ("_description", "_lastrowid", "_rowcount")
 
     def __init__(self, adapt_connection: Any) -> None:  # no trip: no driver cursor yet
         self._adapt_connection = adapt_connection
