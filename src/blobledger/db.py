@@ -106,7 +106,9 @@ def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
         # a statement in one trip to aiosqlite's thread, not three or four
         from blobledger import sqlite_driver
 
-        kwargs["module"] = sqlite_driver.dbapi()
+        adapted = sqlite_driver.dbapi()
+        if adapted is not None:
+            kwargs["module"] = adapted
     else:
         # no pre-ping (a round trip per checkout): a pooled connection that died is found by
         # the transaction's own BEGIN, and replaced once (Database.transaction)

@@ -9,8 +9,9 @@ cursor closed before the call returns (so no unfinished statement ever holds a l
 statement does, its transaction and its errors are those of ``sqlite3``, unchanged: only the
 number of trips changes (a create on SQLite made 24 of them, it makes 9).
 
-The ledger's own SQLite engines use it (:func:`blobledger.db.create_engine`); an application's
-engine given to ``Database.from_engine`` keeps its own driver.
+The ledger's own SQLite engines use it (:func:`blobledger.db.create_engine`) where the installed
+SQLAlchemy adapts aiosqlite as 2.1 does (:data:`ADAPTABLE`; an older one keeps its stock
+driver); an application's engine given to ``Database.from_engine`` keeps its own driver.
 """
 
 from __future__ import annotations
@@ -125,5 +126,13 @@ class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
         return adapted  # type: ignore[return-value]
 
 
-def dbapi() -> OneTripDBAPI:
-    return OneTripDBAPI(aiosqlite, sqlite3)
+#: whether the installed SQLAlchemy adapts aiosqlite as this module builds on (2.1's shared
+#: asyncio cursor: a statement through ``_execute_async``); an older one keeps its own driver
+ADAPTABLE = all(hasattr(AsyncAdapt_aiosqlite_cursor, attribute)
+                for attribute in ("_execute_async", "_executemany_async", "_async_soft_close"))
+
+
+def dbapi() -> OneTripDBAPI | None:
+    """The adapted module for ``create_async_engine(module=...)``; None where the installed
+    SQLAlchemy's adapter is not the one this module builds on (its stock driver then)."""
+    return OneTripDBAPI(aiosqlite, sqlite3) if ADAPTABLE else None
