@@ -103,6 +103,12 @@ def create_engine(url: str, *, create: bool = True) -> AsyncEngine:
         # every driver call is a trip to the connection's thread, and a checkin follows a
         # COMMIT nearly always
         kwargs["pool_reset_on_return"] = None
+        # a statement in one trip to aiosqlite's thread, not three or four
+        from blobledger import sqlite_driver
+
+        adapted = sqlite_driver.dbapi()
+        if adapted is not None:
+            kwargs["module"] = adapted
     else:
         # no pre-ping (a round trip per checkout): a pooled connection that died is found by
         # the transaction's own BEGIN, and replaced once (Database.transaction)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import aiosqlite
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from blobledger import ConfigError, DatabaseUnavailable, Ledger
 from blobledger.db import Database
@@ -47,6 +50,42 @@ async def test_a_sqlite_connection_left_in_a_transaction_is_rolled_back_at_check
             assert again is driver and not again.in_transaction
         async with db.transaction() as conn:
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar() == 0
+    finally:
+        await db.dispose()
+
+
+async def test_a_sqlite_statement_is_one_trip_to_the_connections_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger's SQLite engine runs a statement, its rows and its cursor's close in one
+    call on aiosqlite's thread: what SQLAlchemy reads of it (rows, row count, a constraint's
+    error as IntegrityError) is what the driver's cursor gave."""
+    db = Database(f"sqlite:///{tmp_path / 'trips.db'}")
+    trips = 0
+    original = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal trips
+        trips += 1
+        return await original(self, fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    try:
+        async with db.engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (x INTEGER PRIMARY KEY, y TEXT)"))
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        async with db.transaction() as conn:
+            trips = 0
+            rows = (await conn.execute(text(
+                "INSERT INTO t (x, y) VALUES (1, 'a'), (2, 'b') RETURNING x, y"))).all()
+            assert trips == 1 and [tuple(r) for r in rows] == [(1, "a"), (2, "b")]
+            changed = await conn.execute(text("UPDATE t SET y = 'c' WHERE x >= :x"), {"x": 1})
+            assert trips == 2 and changed.rowcount == 2
+            assert (await conn.execute(text("SELECT y FROM t WHERE x = 2"))).scalar() == "c"
+            assert trips == 3
+        with pytest.raises(IntegrityError):
+            async with db.transaction() as conn:
+                await conn.execute(text("INSERT INTO t (x, y) VALUES (1, 'again')"))
+        async with db.transaction(readonly=True) as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar() == 2
     finally:
         await db.dispose()
 

@@ -4,6 +4,7 @@ multipart uploads, the ETag-conditioned delete, and moto's known gaps, asserted.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -82,6 +83,35 @@ async def test_a_puts_parts_upload_concurrently_within_a_bounded_window(
         assert 2 <= peak <= PARTS_IN_FLIGHT
         assert await read_all(store, name) == data
         assert (await store.stat(name)).sha256 == digests.sha256
+
+
+async def test_each_parts_bytes_are_checked_in_transit_once(moto: MotoS3) -> None:
+    """Over plain HTTP botocore signs every payload's SHA-256 (the server checks it), so a
+    part carries no Content-MD5 as well (the MD5 would hash its bytes a second time); over
+    HTTPS the signature leaves a payload with a Content-MD5 unsigned, so there the MD5 is
+    the part's check."""
+    store = s3_store(moto, single_put_limit=PART, part_size=PART)
+    await store.prepare()
+    sent: list[tuple[str | None, str | None]] = []
+
+    def header(request: Any, name: str) -> str | None:
+        value = request.headers.get(name)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def seen(request: Any, **_: Any) -> None:
+        sent.append((header(request, "Content-MD5"), header(request, "X-Amz-Content-SHA256")))
+
+    async with store:
+        (await store._client()).meta.events.register("before-send.s3.UploadPart", seen)
+        name, data = new_name(), os.urandom(2 * PART + 7)
+        await store.put(name, stream(data, 1 << 20), tags=PENDING)
+        assert await read_all(store, name) == data
+    parts = [data[:PART], data[PART:2 * PART], data[2 * PART:]]
+    assert sorted(sent, key=lambda s: str(s[1])) == sorted(
+        ((None, hashlib.sha256(p).hexdigest()) for p in parts), key=lambda s: str(s[1]))
+    assert not store.payload_unsigned
+    assert S3Store("bucket", endpoint_url="https://s3.example.test").payload_unsigned
+    assert S3Store("bucket").payload_unsigned  # AWS's own endpoints: HTTPS
 
 
 async def test_a_put_whose_stream_fails_between_parts_leaves_no_upload(moto: MotoS3) -> None:

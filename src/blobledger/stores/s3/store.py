@@ -311,14 +311,28 @@ class S3Store(Reads):
 
     async def _part(self, s3: Any, name: str, key: str, upload_id: str, number: int,
                     chunk: bytes, etags: dict[int, str]) -> None:
-        """One part of a put's multipart upload (its MD5 off the loop), its ETag recorded."""
-        digest = await asyncio.to_thread(
-            lambda: hashlib.md5(chunk, usedforsecurity=False).digest())
+        """One part of a put's multipart upload, its ETag recorded. Its bytes are checked in
+        transit once: by their Content-MD5 (computed off the loop) over HTTPS, where the
+        signature leaves the payload unsigned when a Content-MD5 is sent; by the signature's
+        payload SHA-256 over plain HTTP, where botocore always signs the payload (the MD5
+        would hash the part a second time for no further check)."""
+        checksum: dict[str, str] = {}
+        if self.payload_unsigned:
+            digest = await asyncio.to_thread(
+                lambda: hashlib.md5(chunk, usedforsecurity=False).digest())
+            checksum["ContentMD5"] = base64.b64encode(digest).decode()
         with self._mapped(name):
             uploaded = await s3.upload_part(
                 Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                Body=chunk, ContentMD5=base64.b64encode(digest).decode())
+                Body=chunk, **checksum)
         etags[number] = uploaded["ETag"]
+
+    @property
+    def payload_unsigned(self) -> bool:
+        """Whether a request's signature leaves its payload unsigned when it carries a
+        Content-MD5: over HTTPS (AWS's endpoints, an ``https://`` endpoint URL), as botocore
+        signs S3's bodies. Over plain HTTP it signs every payload's SHA-256."""
+        return not (self.endpoint_url or "https:").lower().startswith("http:")
 
     async def _abort(self, key: str, upload_id: str,
                      in_flight: set[asyncio.Task[None]] | None = None) -> None:
