@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-from blobledger._base.logs import _ACCESS_FIELDS
+from blobledger._base.redact import ACCESS_FIELDS
 
 #: the fields a line starts with, in this order (the others follow as they came)
 _LEADING = ("time", "level", "logger", "event", "message")
@@ -54,8 +54,8 @@ def _event_and_message(_: WrappedLogger, __: str, event_dict: EventDict) -> Even
 def _access_fields(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
     """uvicorn's access line as fields too (its record's five arguments)."""
     args = event_dict.pop("positional_args", ())
-    if event_dict["_record"].name == "uvicorn.access" and len(args) == len(_ACCESS_FIELDS):
-        event_dict.update(zip(_ACCESS_FIELDS, args, strict=True))
+    if event_dict["_record"].name == "uvicorn.access" and len(args) == len(ACCESS_FIELDS):
+        event_dict.update(zip(ACCESS_FIELDS, args, strict=True))
     return event_dict
 
 

@@ -25,12 +25,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from blobledger._base.redact import redact, redact_url
+from blobledger._base.redact import ACCESS_FIELDS, redact, redact_url
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-#: the arguments of uvicorn's access-log record, in its order
-_ACCESS_FIELDS = ("http.client", "http.method", "http.target", "http.version", "http.status")
 _format = "text"
+
 
 class RedactTokens(logging.Filter):
     """Rewrites uvicorn's access-log record so that its target (the path and query) holds
@@ -39,7 +38,7 @@ class RedactTokens(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) == len(_ACCESS_FIELDS) \
+        if isinstance(args, tuple) and len(args) == len(ACCESS_FIELDS) \
                 and isinstance(args[2], str):
             record.args = (*args[:2], redact(args[2]), *args[3:])
         return True
