@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 __all__ = ["EMBEDDED_VERSION_TABLE", "MIGRATIONS", "alembic_config", "ensure_schema",
-           "head_revision", "migrate_database", "upgrade", "upgrade_within"]
+           "migrate_database", "upgrade", "upgrade_within"]
 
 MIGRATIONS = Path(__file__).parent.parent / "migrations"
 _REVISION = re.compile(r"""^revision = ["']([^"']+)["']""", re.MULTILINE)
