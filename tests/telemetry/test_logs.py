@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from blobledger import Ledger, telemetry
-from blobledger._base.logs import JsonFormatter
+from blobledger._base.jsonlog import JsonFormatter
 from blobledger.db import Database
 from blobledger.stores.local import LocalStore
 from tests.support.server import blobledger_command, wait_until_ready

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+#: the arguments of uvicorn's access-log record, in its order (the target, third, is what
+#: :func:`redact` rewrites; the JSON lines name each)
+ACCESS_FIELDS = ("http.client", "http.method", "http.target", "http.version", "http.status")
 #: a query parameter whose value is a credential, and its value (up to ``&``, ``#`` or a space)
 _CREDENTIAL = re.compile(
     r"(?i)([?&](?:token|access_token|sig|x-amz-signature|x-amz-security-token|"

@@ -38,8 +38,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from blobledger import failpoints
@@ -51,6 +51,9 @@ from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.supervisor import Worker
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("blobledger.delivery")
 
@@ -118,6 +121,8 @@ class Delivery:
             assert self.settings.webhook_secret is not None  # the settings insist
             headers = webhooks.headers(self.settings.webhook_secret, event.event_id, body)
             if self._client is None:
+                import httpx  # here: a service without webhooks never loads it
+
                 self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False)
             limit = self.settings.event_timeout
             try:

@@ -28,12 +28,14 @@ import shlex
 import signal
 import tempfile
 from collections.abc import AsyncIterator
-
-import httpx
+from typing import TYPE_CHECKING
 
 from blobledger._base.redact import redact_url
 from blobledger.protocol.documents import Document
 from blobledger.workers.processors.base import ACCEPT, ProcessorFailed, Reader, Verdict, reject
+
+if TYPE_CHECKING:
+    import httpx
 
 NAME = "scan"
 PATH = "{path}"
@@ -133,6 +135,8 @@ class HttpScanner:
         self.timeout = timeout
 
     async def run(self, doc: Document, read: Reader) -> Verdict:
+        import httpx  # here: a worker without a scanner never loads it
+
         headers = {"Content-Type": doc.content_type, "Blobledger-Document": doc.id}
         if doc.size is not None:  # streamed, yet not chunked: a scanner may not read chunks
             headers["Content-Length"] = str(doc.size)
