@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -46,6 +46,7 @@ from blobledger.errors import (
     InvalidInput,
     UploadTooLarge,
 )
+from blobledger.protocol.documents import Data, as_stream
 from blobledger.protocol.models import BucketRow, DocumentRow, as_utc, utcnow
 
 buckets_table: Table = BucketRow.__table__  # type: ignore[assignment]
@@ -142,15 +143,18 @@ class Bucket:
         media = content_type.split(";")[0].strip().lower()
         return any(fnmatch.fnmatchcase(media, p) for p in self.content_types)
 
-    def cap(self, service_max: int, usage: Usage | None, replacing: int = 0) -> int:
-        """The most bytes one write may store here: the service's largest upload, the
-        bucket's largest object, and what is left of its byte quota."""
-        cap = service_max
+    def cap(self, service_max: int) -> int:
+        """The most bytes one write may store here: the service's largest upload and the
+        bucket's largest object."""
         if self.max_object_bytes is not None:
-            cap = min(cap, self.max_object_bytes)
-        if self.quota_bytes is not None and usage is not None:
-            cap = min(cap, max(self.quota_bytes - usage.bytes + replacing, 0))
-        return cap
+            return min(service_max, self.max_object_bytes)
+        return service_max
+
+    def quota_left(self, usage: Usage | None, replacing: int = 0) -> int | None:
+        """The bytes left under the byte quota (a replace frees its old version's)."""
+        if self.quota_bytes is None or usage is None:
+            return None
+        return max(self.quota_bytes - usage.bytes + replacing, 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "max_object_bytes": self.max_object_bytes,
@@ -169,10 +173,32 @@ class Usage:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A write the bucket admits: the bucket, and the most bytes the write may store."""
+    """A write the bucket admits: the bucket, the most bytes one object may hold there, and
+    the bytes left under its quota (None: no byte quota)."""
 
     bucket: Bucket
     cap: int
+    left: int | None
+
+    def limit(self, data: Data) -> Data:
+        """``data``, cut where the bucket's quota ends (BucketQuotaExceeded) when it has a
+        byte quota and the data's size is not known before its bytes."""
+        left = self.left
+        if left is None or (isinstance(data, (bytes, bytearray, memoryview))
+                            and len(data) <= left):
+            return data
+        return _within(as_stream(data), left, self.bucket)
+
+
+async def _within(stream: AsyncIterator[bytes], left: int,
+                  bucket: Bucket) -> AsyncIterator[bytes]:
+    total = 0
+    async for chunk in stream:
+        total += len(chunk)
+        if total > left:
+            raise BucketQuotaExceeded(f"the write would take bucket {bucket.name!r} past its "
+                                      f"quota of {bucket.quota_bytes} bytes")
+        yield chunk
 
 
 class Buckets:
@@ -298,13 +324,11 @@ class Buckets:
                     and usage.objects >= bucket.quota_objects):
                 raise BucketQuotaExceeded(f"bucket {name!r} holds {usage.objects} of its "
                                           f"{bucket.quota_objects} documents")
-        cap = bucket.cap(service_max, usage, replacing or 0)
+        cap = bucket.cap(service_max)
+        left = bucket.quota_left(usage, replacing or 0)
         if size is not None and size > cap:
-            if bucket.quota_bytes is not None and usage is not None and size > bucket.cap(
-                    service_max, None):
-                raise UploadTooLarge(bucket.cap(service_max, None))
-            if usage is not None and bucket.quota_bytes is not None:
-                raise BucketQuotaExceeded(f"{size} bytes would take bucket {name!r} past "
-                                          f"its quota of {bucket.quota_bytes} bytes")
             raise UploadTooLarge(cap)
-        return Admitted(bucket, cap)
+        if left is not None and (left == 0 or (size is not None and size > left)):
+            raise BucketQuotaExceeded(f"bucket {name!r} has {left} of its "
+                                      f"{bucket.quota_bytes} bytes left")
+        return Admitted(bucket, cap, left)

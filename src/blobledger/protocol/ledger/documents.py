@@ -29,6 +29,7 @@ from blobledger.errors import (
     NotFound,
     PreconditionFailed,
 )
+from blobledger.protocol.buckets import Admitted
 from blobledger.protocol.documents import Data, Document
 from blobledger.protocol.ledger.reads import Reads
 from blobledger.protocol.ledger.steps import LOST, _deadline, _step
@@ -91,6 +92,7 @@ class DocumentWriter(Reads):
         admitted = await self.buckets.admit(bucket, content_type, _known_size(data),
                                             self.settings.max_upload_bytes)
         hold = hold or admitted.bucket.hold
+        data = admitted.limit(data)
         with telemetry.span("create") as span:
             doc = await self._create(name, data, content_type, idempotency_key, sha256, md5,
                                      name_after_upload, hold, owner, bucket, admitted.cap)
@@ -258,7 +260,9 @@ class DocumentWriter(Reads):
         returns the document as this replace wrote it (the span ``replace``, parent of the
         steps' spans)."""
         with telemetry.span("replace", document_id=doc_id) as span:
-            intent = await self.begin_replace(doc_id, expected_version, content_type)
+            intent, admitted = await self._begin_replace(doc_id, expected_version,
+                                                         content_type, _known_size(data))
+            data = admitted.limit(data)
             span.set("blob_name", intent.blob_name)
             try:
                 with _step("upload", intent):
@@ -283,7 +287,13 @@ class DocumentWriter(Reads):
         self, doc_id: str, expected_version: int, content_type: str | None = None
     ) -> Intent:
         """R1: a pending blob row for the document, this attempt's (PreconditionFailed early
-        if the version already differs)."""
+        if the version already differs; the bucket's settings admit the write first)."""
+        intent, _ = await self._begin_replace(doc_id, expected_version, content_type, None)
+        return intent
+
+    async def _begin_replace(
+        self, doc_id: str, expected_version: int, content_type: str | None, size: int | None
+    ) -> tuple[Intent, Admitted]:
         async with self.db.session(readonly=True) as session:
             doc = await self._ready_row(session, doc_id)
         if self.settings.processors and held_by_settings(self.settings, doc.name):
@@ -295,7 +305,7 @@ class DocumentWriter(Reads):
                 f"document is at version {doc.version}, not {expected_version}",
                 current_version=doc.version)
         content_type = check_content_type(content_type or doc.content_type)
-        admitted = await self.buckets.admit(doc.bucket, content_type, None,
+        admitted = await self.buckets.admit(doc.bucket, content_type, size,
                                             self.settings.max_upload_bytes,
                                             replacing=doc.size or 0)
         intent = Intent(
@@ -307,7 +317,7 @@ class DocumentWriter(Reads):
         with _step("begin_replace", intent):
             await self.inserted(intent, self.transitions.begin_replace(intent))
         await failpoints.hit("replace.after_insert")
-        return intent
+        return intent, admitted
 
     async def commit_replace(self, intent: Intent, digests: Digests) -> Document:
         """R4: the document as this replace wrote it, or why not. A connection lost under R4
