@@ -299,7 +299,9 @@ class Buckets:
                                  "delete them first")
 
     # -- the writers' check ---------------------------------------------------------------
-    async def _cached(self, name: str) -> Bucket:
+    async def lookup(self, name: str) -> Bucket:
+        """The bucket as this process read it at most :data:`CACHE_SECONDS` ago (a hot
+        path's existence check; :meth:`get` reads it now)."""
         found = self._cache.get(name)
         if found is not None and time.monotonic() - found[0] < CACHE_SECONDS:
             return found[1]
@@ -313,7 +315,7 @@ class Buckets:
         ContentTypeRefused, UploadTooLarge or BucketQuotaExceeded otherwise."""
         if not in_scope(name):
             raise BucketForbidden(f"the credential does not reach bucket {str(name)[:70]!r}")
-        bucket = await self._cached(name)
+        bucket = await self.lookup(name)
         if not bucket.allows(content_type):
             raise ContentTypeRefused(f"bucket {name!r} does not take {content_type!r} "
                                      f"(it takes {', '.join(bucket.content_types)})")

@@ -52,7 +52,7 @@ async def find(call: Call, key: str) -> Document:
     the names it prefixes, so one row of the ledger's listing answers."""
     if not key:
         raise NotFound("no key")
-    found = await call.ledger.page(prefix=key, limit=1)
+    found = await call.ledger.page(prefix=key, limit=1, bucket=call.ledger_bucket)
     if not found or found[0].name != key:
         raise NotFound(f"no document {key!r}")
     return found[0]
@@ -175,7 +175,8 @@ async def put_object(call: Call) -> Response:
     try:
         if existing is None:
             doc = await ledger.create(call.key, data, content_type=content_type,
-                                      sha256=sha256, md5=md5, owner=call.owner)
+                                      sha256=sha256, md5=md5, owner=call.owner,
+                                      bucket=call.ledger_bucket)
         else:
             doc = await ledger.replace(existing.id, data, expected_version=existing.version,
                                        content_type=content_type, sha256=sha256, md5=md5)
