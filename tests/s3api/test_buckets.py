@@ -61,11 +61,11 @@ def test_a_tenant_key_reaches_only_its_buckets(s3_server: Server, s3: Any) -> No
     assert error(elsewhere) == (403, "AccessDenied")
     tenant.put_object(Bucket="tenant-a", Key="k", Body=b"tenant's")
     assert [b["Name"] for b in tenant.list_buckets()["Buckets"]] == ["tenant-a"]
-    for call in (lambda: tenant.get_object(Bucket=BUCKET, Key="k"),
-                 lambda: tenant.put_object(Bucket=BUCKET, Key="k", Body=b"x"),
-                 lambda: tenant.list_objects_v2(Bucket=BUCKET)):
+    for operation, params in (("get_object", {"Key": "k"}),
+                              ("put_object", {"Key": "k", "Body": b"x"}),
+                              ("list_objects_v2", {})):
         with pytest.raises(ClientError) as refused:
-            call()
+            getattr(tenant, operation)(Bucket=BUCKET, **params)
         assert error(refused) == (404, "NoSuchBucket")
     # a key of every bucket reads the tenant's
     assert s3.get_object(Bucket="tenant-a", Key="k")["Body"].read() == b"tenant's"

@@ -301,7 +301,10 @@ class Buckets:
     # -- the writers' check ---------------------------------------------------------------
     async def lookup(self, name: str) -> Bucket:
         """The bucket as this process read it at most :data:`CACHE_SECONDS` ago (a hot
-        path's existence check; :meth:`get` reads it now)."""
+        path's existence check; :meth:`get` reads it now). BucketNotFound also for one
+        the caller's credential does not reach."""
+        if not in_scope(name):
+            raise BucketNotFound(f"no bucket {str(name)[:70]!r}")
         found = self._cache.get(name)
         if found is not None and time.monotonic() - found[0] < CACHE_SECONDS:
             return found[1]
