@@ -163,6 +163,7 @@ async def database_url(kind: str, tmp_path: Path, pg_url: str | None) -> str:
     async with db.session() as session:
         await session.execute(text("TRUNCATE documents, blobs, idempotency_keys, uploads, "
                                    "events, event_deliveries, processing"))
+        await session.execute(text("DELETE FROM buckets WHERE name <> 'default'"))
     await db.dispose()
     return pg_url
 

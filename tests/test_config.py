@@ -119,7 +119,7 @@ def test_tokens() -> None:
     with pytest.raises(ConfigError, match="needs a scope"):
         parse_tokens("justatoken")
     with pytest.raises(ConfigError, match="unknown scope"):
-        parse_tokens("t:admin")
+        parse_tokens("t:owner")
 
 
 @pytest.mark.parametrize("name", ["report.pdf", "a/b/c.txt", "ünïcödé 文書.docx", "x" * 1024,
@@ -169,7 +169,7 @@ def test_body_timeout() -> None:
 def test_every_mistake_is_one_line_naming_its_variable() -> None:
     with pytest.raises(ConfigError) as caught:
         from_env({"BLOBLEDGER_UPLOAD_DEADLINE": "soon", "BLOBLEDGER_MAX_UPLOADS": "0",
-                  "BLOBLEDGER_S3_ADDRESSING": "sideways", "BLOBLEDGER_API_TOKENS": "t:admin"})
+                  "BLOBLEDGER_S3_ADDRESSING": "sideways", "BLOBLEDGER_API_TOKENS": "t:owner"})
     lines = str(caught.value).splitlines()
     assert sorted(line.split()[0].rstrip(":") for line in lines) == [
         "BLOBLEDGER_API_TOKENS", "BLOBLEDGER_MAX_UPLOADS", "BLOBLEDGER_S3_ADDRESSING",

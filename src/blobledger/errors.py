@@ -85,8 +85,35 @@ class QuotaExceeded(BlobLedgerError):
         self.kind = kind
 
 
+class BucketQuotaExceeded(QuotaExceeded):
+    """Raised when a write would take a bucket past its quota (bytes or documents)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("bucket-quota-exceeded", detail)
+
+
 class NotFound(BlobLedgerError, LookupError):
     """Raised when no ready document has the id (pending documents are invisible)."""
+
+
+class BucketNotFound(NotFound):
+    """Raised when no bucket has the name (or the caller's credential does not reach it)."""
+
+
+class BucketExists(BlobLedgerError):
+    """Raised when a bucket of that name exists already."""
+
+
+class BucketNotEmpty(BlobLedgerError):
+    """Raised when a bucket to delete still holds documents (pending, held or ready)."""
+
+
+class BucketForbidden(BlobLedgerError):
+    """Raised when the caller's credential is limited to other buckets."""
+
+
+class ContentTypeRefused(InvalidInput):
+    """Raised when a bucket does not allow the media type of a write."""
 
 
 class UploadGone(NotFound):

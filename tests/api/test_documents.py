@@ -18,7 +18,7 @@ from tests.api.conftest import assert_nothing_visible, leftovers, problem
 from tests.conftest import EACH_DATABASE, ONE_BACKEND
 
 DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "blob",
-            "created_at", "updated_at"}
+            "created_at", "updated_at", "bucket"}
 
 
 def form(name: str | None, data: bytes, *, filename: str = "upload.bin",

@@ -49,7 +49,8 @@ def test_every_error_is_a_declared_problem_document(document: dict[str, Any]) ->
         assert {"400", "431"} <= set(answers), (method, path)
         if "422" in answers:  # a reused Idempotency-Key or a refused image, never a
             assert (method, path) in {  # validation error
-                ("POST", "/documents"), ("GET", "/documents/{doc_id}/variants/{name}"),
+                ("POST", "/documents"), ("POST", "/buckets/{bucket}/documents"),
+                ("GET", "/documents/{doc_id}/variants/{name}"),
                 ("GET", "/documents/{doc_id}/versions/{version}/variants/{name}"),
                 ("HEAD", "/documents/{doc_id}/variants/{name}"),  # a HEAD makes it too
                 ("HEAD", "/documents/{doc_id}/versions/{version}/variants/{name}")}
@@ -106,7 +107,7 @@ async def test_refusals_of_tokens_are_the_declared_ones(
             continue
         [[scope]] = [scopes for requirement in operation["security"]
                      for scopes in requirement.values()]
-        lacking = {"write": READ, "read": WRITE}[scope]
+        lacking = {"write": READ, "read": WRITE, "admin": WRITE}[scope]
         for headers, status in (({}, 401), ({"Authorization": "Bearer not-ours"}, 401),
                                 ({"Authorization": f"Bearer {lacking}"}, 403)):
             response = await guarded.request(method, concrete(path), headers=headers)

@@ -95,5 +95,5 @@ async def test_the_page_and_its_files(ledger: Ledger) -> None:
 async def test_without_tokens_everything_is_open(ledger: Ledger) -> None:
     async with client_for(ledger) as client:
         assert (await client.get("/ops/whoami")).json() == {
-            "tokens": False, "scopes": ["read", "write"]}
+            "tokens": False, "scopes": ["admin", "read", "write"]}
         assert (await client.get("/ops/overview")).json()["pending"]["count"] == 0

@@ -136,3 +136,20 @@ async def test_the_async_client_reads_a_signed_url(server: Server) -> None:
         signed = await client.read_url(doc.id)
         async with httpx.AsyncClient() as plain:
             assert (await plain.get(signed.url)).content == b"async signed"
+
+
+def test_create_and_list_in_a_bucket(server: Server) -> None:
+    bucket = f"client-{uuid.uuid4().hex[:10]}"
+    name = unique("in-a-bucket.txt")
+    with httpx.Client(base_url=server.url) as http:
+        assert http.post("/buckets", json={"name": bucket}).status_code == 201
+    with Client(server.url) as client:
+        doc = client.create(name, b"bucketed", bucket=bucket)
+        same = client.create(name, b"default's")
+        assert (doc.bucket, same.bucket) == (bucket, "default")
+        assert [d.id for d in client.documents(name, bucket=bucket)] == [doc.id]
+        assert [d.id for d in client.documents(name)] == [same.id]
+        with pytest.raises(NameTaken):
+            client.create(name, b"again", bucket=bucket)
+        with pytest.raises(NotFound):
+            client.create(unique("x"), b"x", bucket="client-no-such-bucket")

@@ -97,7 +97,7 @@ class Backend:
             async with db.session() as session:
                 tables = (await session.execute(text(
                     "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                    "AND tablename <> 'alembic_version'"))).scalars().all()
+                    "AND tablename NOT IN ('alembic_version', 'buckets')"))).scalars().all()
                 await session.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables)))
         finally:
             await db.dispose()

@@ -70,7 +70,7 @@ class S3Endpoint:
     async def put(self, key: str, data: bytes, *, create_only: bool) -> Document:
         """PutObject; the document it answered for (read back by its name, the ETag
         compared)."""
-        from blobledger.s3api.objects import etag_of
+        from blobledger.s3api.lookup import etag_of
 
         response = await self._send("PUT", key, data,
                                     {"If-None-Match": "*"} if create_only else None)

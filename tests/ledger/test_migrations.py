@@ -1,6 +1,6 @@
-"""A database of the previous release (revision 0002) upgrades in place: pending intents keep
-their idempotency key, finished creations answer retries with their first response, and the
-upgraded ledger works."""
+"""A database of the previous release (revision 0002, and each later one) upgrades in
+place: pending intents keep their idempotency key, finished creations answer retries with
+their first response, and the upgraded ledger works."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from blobledger import IdempotencyConflict, Ledger
+from blobledger import IdempotencyConflict, Ledger, NameTaken
 from blobledger.config import Settings
 from blobledger.db import Database
 from blobledger.errors import QuotaExceeded
@@ -332,3 +332,36 @@ async def test_upgrade_counts_the_grace_from_the_commit(tmp_path: Path) -> None:
             assert started < before_commit <= since
     finally:
         await drop_database(url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_puts_every_document_in_the_default_bucket(kind: str,
+                                                                tmp_path: Path) -> None:
+    """0012 (buckets) on a previous release's database (0011): its document lands in the
+    default bucket, stays readable and listed, keeps its name taken there, and the same
+    name can then be created in a new bucket of its own."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade, "0011")
+        await db.dispose()
+        await seed_previous_release_rows(url, store)
+        async with Ledger(Database(url), store) as ledger:
+            old = await ledger.get("d1")
+            assert (old.bucket, old.name) == ("default", "old.txt")
+            assert [d.id for d in await ledger.page()] == ["d1"]
+            assert [b.name for b in await ledger.buckets.list()] == ["default"]
+            with pytest.raises(NameTaken):
+                await ledger.create("old.txt", b"again")
+            await ledger.buckets.create("archive")
+            moved = await ledger.create("old.txt", b"in the archive", bucket="archive")
+            assert moved.bucket == "archive"
+            assert [d.id for d in await ledger.page(bucket="archive")] == [moved.id]
+            assert b"".join([c async for c in ledger.read("d1")]) == b"0006 bytes"
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)

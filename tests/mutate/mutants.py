@@ -852,6 +852,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/protocol/variant_steps.py", (*SQL, "recheck-more")),
     ("blobledger/protocol/variant_owner.py", SQL),
     ("blobledger/protocol/owners.py", ("where",)),  # the owner's hold: pointed_at's re-check
+    # a bucket is deleted only while it holds no document
+    ("blobledger/protocol/buckets.py", ("where", "rowcount")),
     # C3's retag and a lost writer's clean-up; the sweeper's deletion guard and retag
     ("blobledger/protocol/ledger/steps.py", ("tag", "recheck-more")),
     ("blobledger/workers/sweeper/deletion.py", ("tag", "recheck-more")),
@@ -883,6 +885,11 @@ NOT_FENCES: dict[str, str] = {
         "age), deciding nothing",
     "blobledger/protocol/held.py:state": "the hold's state as the API and CLI show it, "
         "deciding nothing",
+    "blobledger/protocol/buckets.py:delete:rowcount": "which refusal a delete of a bucket "
+        "reports: the statement's own condition keeps a bucket that holds a document "
+        "(where:buckets:delete:documents_table.bucket, killed); a wrong count only misreports",
+    "blobledger/protocol/buckets.py:update": "an operator's change of a bucket's settings, "
+        "by its name: what it changes is admitted by the next write, guarding no row",
     "blobledger/protocol/held.py:waiting": "a metric (how many documents are held, the "
         "oldest's age), deciding nothing",
     # guard-shaped code outside the registry (tests/mutate/shapes.py) that is no fence

@@ -21,7 +21,12 @@ from tests.support.services import Azurite
 BUCKET = "blobledger"
 WRITER = ("AKIDWRITER", "writer-secret-0123456789/+")
 READER = ("AKIDREADER", "reader-secret-0123456789")
-KEYS = f"{WRITER[0]}:{WRITER[1]}:write,{READER[0]}:{READER[1]}:read"
+ADMIN = ("AKIDADMIN", "admin-secret-0123456789")
+#: a tenant's key: it creates, reads and writes only the buckets named after it
+TENANT = ("AKIDTENANT", "tenant-secret-0123456789")
+KEYS = (f"{WRITER[0]}:{WRITER[1]}:write,{READER[0]}:{READER[1]}:read,"
+        f"{ADMIN[0]}:{ADMIN[1]}:write+admin,"
+        f"{TENANT[0]}:{TENANT[1]}:write+admin@tenant-a@tenant-a-logs")
 
 
 @pytest.fixture(scope="module", params=["sqlite-local", "postgresql-azure"])

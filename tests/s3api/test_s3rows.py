@@ -1,4 +1,4 @@
-"""The S3 endpoint's rows (migration 0012a): a part uploaded again replaces only its own
+"""The S3 endpoint's rows (migration 0013): a part uploaded again replaces only its own
 row, an upload's parts and a blob's metadata are read and dropped by their own key, and only
 the rows of uploads and blobs that are gone are forgotten."""
 

@@ -21,7 +21,7 @@ def test_keys_parse_with_their_scopes() -> None:
 
 @pytest.mark.parametrize(("variable", "value", "said"), [
     ("BLOBLEDGER_S3API_KEYS", "AKIDONE:short:read", "at least 16 characters"),
-    ("BLOBLEDGER_S3API_KEYS", "AKIDONE:a-long-enough-secret:admin", "unknown scope"),
+    ("BLOBLEDGER_S3API_KEYS", "AKIDONE:a-long-enough-secret:owner", "unknown scope"),
     ("BLOBLEDGER_S3API_KEYS", "AKIDONE:a-long-enough-secret", "needs a secret and a scope"),
     ("BLOBLEDGER_S3API_KEYS", "AKIDONE", "needs a secret and a scope"),
     ("BLOBLEDGER_S3API_BUCKET", "Not_A_Bucket", "S3 bucket name"),

@@ -20,6 +20,8 @@ from tests.support.services import Azurite
 
 READ_TOKEN = "read-token-for-the-page"
 WRITE_TOKEN = "write-token-for-the-page"
+#: creates buckets (the page itself only chooses among them)
+ADMIN_TOKEN = "admin-token-for-the-page"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
@@ -42,7 +44,8 @@ def screenshots() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def web_server(azurite: Azurite) -> Iterator[Server]:
     with fresh_database() as url, running_server(azurite, url, extra={
-            "BLOBLEDGER_API_TOKENS": f"{READ_TOKEN}:read,{WRITE_TOKEN}:write",
+            "BLOBLEDGER_API_TOKENS": f"{READ_TOKEN}:read,{WRITE_TOKEN}:write,"
+                                     f"{ADMIN_TOKEN}:admin",
             "BLOBLEDGER_SWEEP_INTERVAL": "2s"}) as server:
         yield server
 

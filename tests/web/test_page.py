@@ -19,7 +19,7 @@ from blobledger.stores.azure import AzureStore
 from tests.conftest import run_sync
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.server import Server
-from tests.web.conftest import READ_TOKEN, WRITE_TOKEN
+from tests.web.conftest import ADMIN_TOKEN, READ_TOKEN, WRITE_TOKEN
 from tests.web.support import api, by_name, create, row, sign_in, watch
 
 BIG = 64 * 1024 * 1024
@@ -282,3 +282,28 @@ def test_big_upload_paused_dropped_and_resumed_through_tus(
     [doc] = by_name(web_server, "big-resumable.bin")
     assert doc["size"] == BIG
     assert doc["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
+
+
+def test_the_bucket_selector_lists_and_uploads_in_the_chosen_bucket(
+    web_server: Server, base: str, page: Page, tmp_path: Path,
+) -> None:
+    with api(web_server, ADMIN_TOKEN) as admin:
+        assert admin.post("/buckets", json={"name": "ui-photos"}).status_code == 201
+    create(web_server, "ui-in-default.txt", b"default")
+    sign_in(page, base, WRITE_TOKEN)
+    expect(row(page, "ui-in-default.txt")).to_have_count(1)
+    page.select_option("#bucket", "ui-photos")
+    expect(page.locator("#doc-empty")).to_be_visible()
+    page.goto(f"{base}/#upload")  # the upload view sends to the bucket chosen
+    picked = tmp_path / "ui-in-photos.txt"
+    picked.write_text("a photo's caption\n")
+    page.set_input_files("#pick", [str(picked)])
+    page.click("#start-all")
+    expect(page.locator("#queue li[data-state=done]")).to_have_count(1, timeout=60_000)
+    page.goto(f"{base}/#documents")
+    expect(row(page, "ui-in-photos.txt")).to_have_count(1)
+    expect(row(page, "ui-in-default.txt")).to_have_count(0)
+    with api(web_server) as client:
+        listed = client.get("/buckets/ui-photos/documents").json()["items"]
+    assert [d["name"] for d in listed] == ["ui-in-photos.txt"]
+    assert not by_name(web_server, "ui-in-photos")

@@ -23,6 +23,7 @@ from blobledger import __version__, web
 from blobledger.api import browser, docs, openapi, problems
 from blobledger.api.guard import Guard
 from blobledger.api.routes import (
+    buckets,
     content,
     direct,
     documents,
@@ -105,6 +106,7 @@ def create_app(
     problems.install(app)
     openapi.install(app)
     app.include_router(documents.router)
+    app.include_router(buckets.router)
     app.include_router(content.router)
     app.include_router(variants.router)
     app.include_router(service.router)

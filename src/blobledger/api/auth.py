@@ -1,4 +1,7 @@
-"""Bearer tokens (``BLOBLEDGER_API_TOKENS``): read scope for GET/HEAD, write scope for changes.
+"""Bearer tokens (``BLOBLEDGER_API_TOKENS``): read scope for GET/HEAD, write scope for changes,
+admin scope for creating and deleting buckets; a token limited to some buckets
+(``write@photos``) makes the ledger reach only those for the rest of its request
+(:data:`blobledger.protocol.buckets.SCOPE`: another bucket's documents are not found).
 
 With no tokens configured every request is allowed (``blobledger serve`` then refuses a
 non-loopback address unless told otherwise). Tokens are compared in constant time.
@@ -27,9 +30,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import Match
 from starlette.types import Scope
 
+from blobledger._base.scopes import buckets_of
 from blobledger.api.links import carries_link, link_admits
 from blobledger.api.problems import Problem
 from blobledger.config import read_url_lifetime
+from blobledger.protocol.buckets import SCOPE
 
 _bearer = HTTPBearer(auto_error=False, description="a token from BLOBLEDGER_API_TOKENS")
 #: the attribute of a :func:`require` check that names its scope (read by route_scope)
@@ -99,9 +104,11 @@ def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
                 raise Problem(401, "unauthorized", "the download link is not valid or has "
                               "expired: ask for a new one", headers=CHALLENGE)
             return
-        if problem := _refusal(tokens, credentials.credentials if credentials else None,
-                               scope):
+        presented = credentials.credentials if credentials else None
+        if problem := _refusal(tokens, presented, scope):
             raise problem
+        # the ledger reaches only the token's buckets for the rest of this request
+        SCOPE.set(buckets_of(scopes_of(tokens, presented or "") or frozenset()))
 
     setattr(check, SCOPE_ATTRIBUTE, scope)
     setattr(check, LINKS_ATTRIBUTE, links)
@@ -109,7 +116,7 @@ def require(scope: str, links: bool = False) -> Callable[..., Awaitable[None]]:
 
 
 #: every scope a token can hold (all of them are granted when no tokens are configured)
-ALL_SCOPES = frozenset({"read", "write"})
+ALL_SCOPES = frozenset({"read", "write", "admin"})
 
 
 def scopes_presented(request: Request) -> frozenset[str]:

@@ -26,7 +26,13 @@ from starlette.responses import JSONResponse, Response
 from blobledger.db import refused_value
 from blobledger.errors import (
     BlobLedgerError,
+    BucketExists,
+    BucketForbidden,
+    BucketNotEmpty,
+    BucketNotFound,
+    BucketQuotaExceeded,
     ConfigError,
+    ContentTypeRefused,
     DatabaseUnavailable,
     IdempotencyConflict,
     IdempotencyInProgress,
@@ -82,8 +88,14 @@ class _Mapping:
 
 # The one mapping from blobledger errors to HTTP statuses (most specific class first).
 ERROR_STATUS: tuple[tuple[type[BlobLedgerError], _Mapping], ...] = (
+    (ContentTypeRefused, _Mapping(415, "content-type-refused")),
     (InvalidInput, _Mapping(400, "invalid-input")),
     (NameTaken, _Mapping(409, "name-taken")),
+    (BucketQuotaExceeded, _Mapping(413, "bucket-quota-exceeded")),
+    (BucketNotFound, _Mapping(404, "bucket-not-found")),
+    (BucketExists, _Mapping(409, "bucket-exists")),
+    (BucketNotEmpty, _Mapping(409, "bucket-not-empty")),
+    (BucketForbidden, _Mapping(403, "bucket-forbidden")),
     (QuotaExceeded, _Mapping(429, "too-many-open-uploads")),
     (UploadGone, _Mapping(410, "upload-gone")),
     (NotFound, _Mapping(404, "not-found")),

@@ -41,6 +41,7 @@ import click
 from blobledger import __version__
 from blobledger.errors import (
     BlobLedgerError,
+    BucketNotEmpty,
     ConfigError,
     DatabaseUnavailable,
     StoreUnavailable,
@@ -70,6 +71,7 @@ class Unreachable(ClientError):
 #: refused) is 2, an outage 3, any other failure 1.
 EXIT_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ConfigError, EXIT_USAGE),
+    (BucketNotEmpty, EXIT_USAGE),
     (DatabaseUnavailable, EXIT_UNAVAILABLE),
     (StoreUnavailable, EXIT_UNAVAILABLE),
     (Unreachable, EXIT_UNAVAILABLE),
@@ -90,6 +92,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("ls", "list documents"),
     "show": ("show", "show one document, by name or id"),
     "rm": ("rm", "delete a document"),
+    "buckets": ("buckets", "create, list, show, change and delete buckets"),
     "sweep": ("sweep", "sweep stale uploads and delete released blobs"),
     "reconcile": ("reconcile", "compare the container with the database"),
     "events": ("events", "list, show, replay and deliver events"),

@@ -72,6 +72,8 @@ class DocumentAnswer(_Strict):
     status: str | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    #: the bucket it lives in (absent from an older service: the default bucket)
+    bucket: str | None = Field(default=None, max_length=63)
 
 
 class Page(_Strict):

@@ -54,9 +54,10 @@ class AsyncClient:
 
     async def create(self, name: str, data: Data, *, content_type: str | None = None,
                      idempotency_key: str | None = None, hold: bool = False,
+               bucket: str | None = None,
                      progress: Progress | None = None) -> DocumentAnswer:
         return await self._run(_core.create(name, data, content_type, idempotency_key,
-                                            self._setup.policy, progress, hold))
+                                            self._setup.policy, progress, hold, bucket))
 
     async def replace(self, doc_id: str, data: Data, *, if_match: int | str,
                       content_type: str | None = None,
@@ -76,14 +77,15 @@ class AsyncClient:
     async def read_url(self, doc_id: str) -> ReadURL:
         return await self._run(_core.read_url(doc_id, self._setup.base, self._setup.policy))
 
-    async def pages(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[Page]:
-        cursor = _core.Cursor(prefix, page_size)
+    async def pages(self, prefix: str = "", *, page_size: int = 100,
+                    bucket: str | None = None) -> AsyncIterator[Page]:
+        cursor = _core.Cursor(prefix, page_size, bucket)
         while not cursor.done:
             yield await self._run(cursor.page(self._setup.policy))
 
-    async def documents(self, prefix: str = "", *,
-                        page_size: int = 100) -> AsyncIterator[DocumentAnswer]:
-        async for page in self.pages(prefix, page_size=page_size):
+    async def documents(self, prefix: str = "", *, page_size: int = 100,
+                        bucket: str | None = None) -> AsyncIterator[DocumentAnswer]:
+        async for page in self.pages(prefix, page_size=page_size, bucket=bucket):
             for item in page.items:
                 yield item
 

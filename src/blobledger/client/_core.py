@@ -230,9 +230,14 @@ def digest_header(sha256: str) -> str:
     return f"sha-256=:{base64.b64encode(bytes.fromhex(sha256)).decode()}:"
 
 
+def documents_path(bucket: str | None) -> str:
+    """Where a bucket's documents are created and listed (None: the default bucket's)."""
+    return "/documents" if bucket is None else f"/buckets/{quote(bucket, safe='')}/documents"
+
+
 def create(name: str, data: Data, content_type: str | None, idempotency_key: str | None,
            policy: Policy, progress: Progress | None = None,
-           hold: bool = False) -> Operation[DocumentAnswer]:
+           hold: bool = False, bucket: str | None = None) -> Operation[DocumentAnswer]:
     """``POST /documents``: every attempt under one idempotency key (made here if none is
     given), so a retry after a lost answer returns the document the first one made
     (``hold``: held until the service's processors accepted it, docs/pipeline.md)."""
@@ -241,7 +246,7 @@ def create(name: str, data: Data, content_type: str | None, idempotency_key: str
                "Content-Type": content_type or "application/octet-stream",
                "Content-Length": str(body.size), "Repr-Digest": digest_header(body.sha256())}
     params = {"name": name, **({"hold": "true"} if hold else {})}
-    call = Call("POST", "/documents", params=params, headers=headers, body=body,
+    call = Call("POST", documents_path(bucket), params=params, headers=headers, body=body,
                 progress=progress)
     return document(checked((yield from send(call, policy)), 200, 201))
 
@@ -298,8 +303,9 @@ class Cursor:
     """The pages of a listing, in order: a cursor the server gave before (a listing that
     would never end) is refused, once the page that carried it was given."""
 
-    def __init__(self, prefix: str, page_size: int) -> None:
+    def __init__(self, prefix: str, page_size: int, bucket: str | None = None) -> None:
         self.prefix = prefix
+        self.bucket = bucket
         self.page_size = page_size
         self.cursor: str | None = None
         self.seen: set[str] = set()
@@ -314,8 +320,8 @@ class Cursor:
         params = {"prefix": self.prefix, "limit": str(self.page_size)}
         if self.cursor:
             params["cursor"] = self.cursor
-        answer = checked((yield from send(Call("GET", "/documents", params=params), policy)),
-                         200)
+        answer = checked((yield from send(Call("GET", documents_path(self.bucket),
+                                               params=params), policy)), 200)
         found, _ = read(Page, answer, "a page of documents")
         self.number += 1
         self.cursor = found.next_cursor

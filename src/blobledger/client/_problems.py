@@ -36,6 +36,12 @@ KINDS: dict[str, type[errors.BlobLedgerError]] = {
     "store-unavailable": errors.StoreUnavailable,
     "database-unavailable": errors.DatabaseUnavailable,
     "store-error": errors.StoreError,
+    "bucket-not-found": errors.BucketNotFound,
+    "bucket-exists": errors.BucketExists,
+    "bucket-not-empty": errors.BucketNotEmpty,
+    "bucket-quota-exceeded": errors.BucketQuotaExceeded,
+    "content-type-refused": errors.ContentTypeRefused,
+    "bucket-forbidden": errors.BucketForbidden,
 }
 #: a problem of no known kind (``about:blank``, a proxy's), by its status
 STATUSES: dict[int, type[errors.BlobLedgerError]] = {

@@ -64,13 +64,15 @@ class Client:
 
     def create(self, name: str, data: Data, *, content_type: str | None = None,
                idempotency_key: str | None = None, hold: bool = False,
+               bucket: str | None = None,
                progress: Progress | None = None) -> DocumentAnswer:
         """A new document ``name`` holding ``data`` (bytes or a binary file), every attempt
         under one idempotency key (``idempotency_key``, else one made here); ``hold``: held
-        until the service's processors accepted it (its ``status`` says); ``progress`` is
-        told the bytes sent so far by each attempt."""
+        until the service's processors accepted it (its ``status`` says); ``bucket``: in that
+        bucket (docs/buckets.md), else the default one; ``progress`` is told the bytes sent
+        so far by each attempt."""
         return self._run(_core.create(name, data, content_type, idempotency_key,
-                                      self._setup.policy, progress, hold))
+                                      self._setup.policy, progress, hold, bucket))
 
     def replace(self, doc_id: str, data: Data, *, if_match: int | str,
                 content_type: str | None = None,
@@ -99,15 +101,18 @@ class Client:
         store where it can sign one (else by the service), until ``expires_at``."""
         return self._run(_core.read_url(doc_id, self._setup.base, self._setup.policy))
 
-    def pages(self, prefix: str = "", *, page_size: int = 100) -> Iterator[Page]:
-        """The pages of the ready documents whose names start with ``prefix``."""
-        cursor = _core.Cursor(prefix, page_size)
+    def pages(self, prefix: str = "", *, page_size: int = 100,
+              bucket: str | None = None) -> Iterator[Page]:
+        """The pages of the ready documents whose names start with ``prefix`` (of
+        ``bucket``, else of the default bucket)."""
+        cursor = _core.Cursor(prefix, page_size, bucket)
         while not cursor.done:
             yield self._run(cursor.page(self._setup.policy))
 
-    def documents(self, prefix: str = "", *, page_size: int = 100) -> Iterator[DocumentAnswer]:
+    def documents(self, prefix: str = "", *, page_size: int = 100,
+                  bucket: str | None = None) -> Iterator[DocumentAnswer]:
         """Every ready document whose name starts with ``prefix``, in name order."""
-        for page in self.pages(prefix, page_size=page_size):
+        for page in self.pages(prefix, page_size=page_size, bucket=bucket):
             yield from page.items
 
     def upload_direct(self, name: str, data: Data, *, content_type: str | None = None,

@@ -1,5 +1,6 @@
-"""The S3-compatible endpoint (docs/s3.md): where ``blobledger serve`` mounts it, the one
-bucket it shows today's documents in, and the access keys that sign its requests."""
+"""The S3-compatible endpoint (docs/s3.md): where ``blobledger serve`` mounts it, the name it
+gives the default bucket, and the access keys that sign its requests (each limited to some
+buckets if its scope says so: ``_base/scopes.py``)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,19 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
+from blobledger._base.scopes import is_bucket_name, parse_scopes
 from blobledger.config.fields import setting
 from blobledger.errors import ConfigError
 
-#: S3's rule for a bucket name (path-style addressing): 3-63 lower-case letters, digits,
-#: dots and hyphens, starting and ending with a letter or a digit
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9_-]{3,128}$")
 #: the shortest secret accepted (characters)
 S3_SECRET_MIN = 16
 
 
 def parse_access_keys(text: str) -> dict[str, tuple[str, frozenset[str]]]:
-    """``KEYID:SECRET:read,KEYID2:SECRET2:write`` → {key id: (secret, scopes)}; write implies
-    read. A secret may hold any character but a comma (AWS's hold ``/`` and ``+``)."""
+    """``KEYID:SECRET:read,KEYID2:SECRET2:write@photos`` → {key id: (secret, scopes)}; write
+    implies read, ``@bucket`` limits the key to that bucket, ``admin`` creates and deletes
+    buckets. A secret may hold any character but a comma (AWS's hold ``/`` and ``+``)."""
     keys: dict[str, tuple[str, frozenset[str]]] = {}
     for item in text.split(","):
         item = item.strip()
@@ -37,14 +37,10 @@ def parse_access_keys(text: str) -> dict[str, tuple[str, frozenset[str]]]:
         if len(secret) < S3_SECRET_MIN:
             raise ConfigError(f"the secret of {key_id} must be at least {S3_SECRET_MIN} "
                               "characters")
-        scopes = set(scope_text.split("+"))
-        if not scopes <= {"read", "write"}:
-            raise ConfigError(f"unknown scope in {scope_text!r} (read, write, read+write)")
-        if "write" in scopes:
-            scopes.add("read")
+        scopes = parse_scopes(scope_text)
         if key_id in keys:
             raise ConfigError(f"access key id {key_id} is given twice")
-        keys[key_id] = (secret, frozenset(scopes))
+        keys[key_id] = (secret, scopes)
     return keys
 
 
@@ -67,10 +63,12 @@ class S3ApiSettings(BaseModel):
 
     s3api_keys: AccessKeys = setting(
         {}, "access keys of the S3-compatible endpoint, `KEYID:SECRET:read,KEYID2:SECRET2:"
-        "write` (a secret of at least 16 characters; write implies read); `serve` mounts the "
+        "write@photos` (a secret of at least 16 characters; write implies read; `admin` creates "
+        "and deletes buckets; `@bucket` limits a key to that bucket); `serve` mounts the "
         "endpoint only when some are set (docs/s3.md)", "unset: no S3 endpoint")
     s3api_bucket: str = setting(
-        "blobledger", "the one bucket the S3 endpoint shows, holding the service's documents")
+        "blobledger", "the name the S3 endpoint gives the default bucket (the documents of "
+        "today's routes, docs/buckets.md)")
     s3api_prefix: str = setting(
         "/s3", "the path `serve` mounts the S3 endpoint at (path-style addressing: "
         "`http://host:port/s3/BUCKET/KEY`)")
@@ -78,7 +76,7 @@ class S3ApiSettings(BaseModel):
     @field_validator("s3api_bucket")
     @classmethod
     def _bucket_name(cls, value: str) -> str:
-        if not _BUCKET.match(value) or ".." in value:
+        if not is_bucket_name(value):
             raise ValueError("must be an S3 bucket name: 3-63 lower-case letters, digits, "
                              "'.' and '-', starting and ending with a letter or a digit")
         return value

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
 from blobledger._base.hosts import parse_allowed_host, parse_origin, parse_public_url, split_list
+from blobledger._base.scopes import parse_scopes
 from blobledger.config.fields import Count, Duration, Size, not_negative, positive, setting
 from blobledger.errors import ConfigError
 
@@ -17,7 +18,8 @@ SIGNING_KEY_MIN = 32
 
 
 def parse_tokens(text: str) -> dict[str, frozenset[str]]:
-    """``tok1:read,tok2:write,tok3:read+write`` → {token: scopes}; write implies read."""
+    """``tok1:read,tok2:write,tok3:read+write,tok4:write@photos`` → {token: scopes}; write
+    implies read; ``@bucket`` limits a token to that bucket (``_base/scopes.py``)."""
     tokens: dict[str, frozenset[str]] = {}
     for item in text.split(","):
         item = item.strip()
@@ -26,12 +28,10 @@ def parse_tokens(text: str) -> dict[str, frozenset[str]]:
         token, sep, scope_text = item.rpartition(":")
         if not sep or not token:
             raise ConfigError(f"BLOBLEDGER_API_TOKENS: {item[:4]}… needs a scope (TOKEN:read)")
-        scopes = set(scope_text.split("+"))
-        if not scopes <= {"read", "write"}:
-            raise ConfigError(f"BLOBLEDGER_API_TOKENS: unknown scope in {scope_text!r}")
-        if "write" in scopes:
-            scopes.add("read")
-        tokens[token] = frozenset(scopes)
+        try:
+            tokens[token] = parse_scopes(scope_text)
+        except ConfigError as exc:
+            raise ConfigError(f"BLOBLEDGER_API_TOKENS: {exc}") from None
     return tokens
 
 
@@ -120,7 +120,8 @@ class ServiceSettings(BaseModel):
     max_reserved_names: Count = setting(
         20, "document names one token's open uploads may hold; beyond it a 429 "
         "`too-many-reserved-names`")
-    api_tokens: Tokens = setting({}, "`token:read,token2:write` bearer tokens")
+    api_tokens: Tokens = setting({}, "`token:read,token2:write` bearer tokens (`admin` also "
+                                 "manages buckets; `write@photos` limits one to a bucket)")
     #: the ``Host`` names served (any port); empty: the loopback names. The host of
     #: ``public_url`` (or of the address a connection came in on) is always served
     allowed_hosts: Hosts = setting(

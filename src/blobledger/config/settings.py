@@ -16,6 +16,7 @@ from pydantic import ConfigDict, ValidationError, model_validator
 from blobledger._base import extras
 from blobledger._base.durations import format_duration
 from blobledger._base.redact import redact_url
+from blobledger._base.scopes import scope_text
 from blobledger.config.client import ClientSettings, DiagnosticSettings
 from blobledger.config.embedded import EmbeddedSettings
 from blobledger.config.naming import ORIGINS, describe_errors, shown, written_unit
@@ -122,7 +123,7 @@ class Settings(DiagnosticSettings, ClientSettings, VariantSettings, PipelineSett
     def masked(self) -> dict[str, Any]:
         """The settings as plain data with every secret masked (for display)."""
         data = self.model_dump(mode="json")
-        data["api_tokens"] = ["****:" + "+".join(sorted(scopes))
+        data["api_tokens"] = ["****:" + scope_text(scopes)
                               for scopes in self.api_tokens.values()]
         if self.token:
             data["token"] = "****"
@@ -135,7 +136,7 @@ class Settings(DiagnosticSettings, ClientSettings, VariantSettings, PipelineSett
             data["webhook_secret"] = WEBHOOK_SECRET_PREFIX + "****"
         if self.signing_key:
             data["signing_key"] = "****"
-        data["s3api_keys"] = [f"{key_id}:****:" + "+".join(sorted(scopes))
+        data["s3api_keys"] = [f"{key_id}:****:" + scope_text(scopes)
                               for key_id, (_, scopes) in self.s3api_keys.items()]
         return data
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import IO, Any, Protocol
 
 from blobledger.errors import UploadTooLarge
-from blobledger.protocol.models import as_utc
+from blobledger.protocol.models import DEFAULT_BUCKET, as_utc
 
 Data = bytes | bytearray | memoryview | IO[bytes] | AsyncIterable[bytes] | Iterable[bytes]
 READ_SIZE = 1024 * 1024
@@ -44,6 +44,8 @@ class Document:
     blob: str
     created_at: datetime
     updated_at: datetime
+    #: the bucket the document lives in (its name is unique within it)
+    bucket: str = DEFAULT_BUCKET
 
     @classmethod
     def from_row(cls, row: DocumentRecord) -> Document:
@@ -58,6 +60,7 @@ class Document:
             blob=row.blob_name,
             created_at=as_utc(row.created_at),
             updated_at=as_utc(row.updated_at),
+            bucket=getattr(row, "bucket", None) or DEFAULT_BUCKET,
         )
 
     @classmethod

@@ -27,10 +27,12 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from blobledger._base.scopes import DEFAULT_BUCKET as DEFAULT_BUCKET
 from blobledger.config import table_layout
 from blobledger.errors import ConfigError
 
@@ -103,11 +105,34 @@ class Base(DeclarativeBase):
     metadata = MetaData(schema=SCHEMA)
 
 
+class BucketRow(Base):
+    """A bucket: a namespace of documents (a name is unique within its bucket) with its own
+    settings, each None where the deployment's apply (``protocol/buckets.py``)."""
+
+    __tablename__ = table_name("buckets")
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    #: the largest object a write to the bucket may store (bytes)
+    max_object_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    #: the media types a write may store, comma-separated (``image/*,application/pdf``)
+    content_types: Mapped[str | None] = mapped_column(Text)
+    #: every creation in the bucket is held (as if its writer asked for it)
+    hold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False,
+                                       server_default=false())
+    #: the bytes and the documents the bucket may hold (its pending, held and ready ones)
+    quota_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    quota_objects: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
+
+
 class DocumentRow(Base):
     __tablename__ = table_name("documents")
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str] = mapped_column(String(1024), nullable=False, unique=True)
+    #: the bucket the document lives in: its name is unique within it
+    bucket: Mapped[str] = mapped_column(String(63), nullable=False, default=DEFAULT_BUCKET,
+                                        server_default=DEFAULT_BUCKET)
+    name: Mapped[str] = mapped_column(String(1024), nullable=False)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, index=True)
     version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
@@ -125,7 +150,10 @@ class DocumentRow(Base):
     #: one caller told a held document's state
     owner: Mapped[str | None] = mapped_column(String(64))
 
-    __table_args__ = (Index(index_name("documents", "status_name"), "status", "name"),)
+    __table_args__ = (
+        UniqueConstraint("bucket", "name", name=f"uq_{table_name('documents')}_bucket_name"),
+        Index(index_name("documents", "bucket_status_name"), "bucket", "status", "name"),
+    )
 
 
 class BlobRow(Base):

@@ -38,8 +38,8 @@ from blobledger.protocol.models import DocumentStatus, EventType
 
 #: C1's parameters that name the document's and the blob's columns apart (both tables have a
 #: ``name`` and a ``content_type``)
-_C1_DOCUMENT = dict(id="d_id", name="d_name", blob_name="b_name", content_type="b_type",
-                    hold="d_hold", owner="d_owner")
+_C1_DOCUMENT = dict(id="d_id", bucket="d_bucket", name="d_name", blob_name="b_name",
+                    content_type="b_type", hold="d_hold", owner="d_owner")
 _C1_BLOB = dict(name="b_name", document_id="d_id", kind="b_kind", content_type="b_type",
                 attempt="b_attempt")
 

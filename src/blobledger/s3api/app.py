@@ -19,7 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from blobledger._base.scopes import buckets_of
 from blobledger.config import Settings
+from blobledger.protocol.buckets import scoped
 from blobledger.s3api import buckets, copy, listing, multipart, objects, uploadlists
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
@@ -99,7 +101,13 @@ class S3App:
         call = Call(Request(scope, receive), self.settings, bucket, key, query, signed,
                     request_id)
         handler = self._route(call, method)
-        return await handler(call)
+        # the ledger reaches only the key's buckets for the rest of this request
+        with scoped(buckets_of(signed.scopes)):
+            if call.bucket and handler is not buckets.create_bucket:
+                if not call.ledger_bucket:
+                    raise S3Error("NoSuchBucket", "The specified bucket does not exist")
+                await call.ledger.buckets.lookup(call.ledger_bucket)  # NoSuchBucket
+            return await handler(call)
 
     def _route(self, call: Call, method: str) -> Handler:
         params = call.params
@@ -107,12 +115,6 @@ class S3App:
             if method == "GET" and not params:
                 return buckets.list_buckets
             raise S3Error("NotImplemented", "only ListBuckets is implemented on the service")
-        if call.bucket != self.settings.s3api_bucket:
-            if method == "PUT" and not call.key and not params:
-                raise S3Error("NotImplemented", f"buckets other than "
-                              f"{self.settings.s3api_bucket!r} come with buckets as "
-                              "namespaces, not implemented yet")
-            raise S3Error("NoSuchBucket", "The specified bucket does not exist")
         if not call.key:
             if method == "HEAD" and not params:
                 return buckets.head_bucket
@@ -122,6 +124,8 @@ class S3App:
                 return uploadlists.list_multipart_uploads
             if method == "PUT" and not params:
                 return buckets.create_bucket
+            if method == "DELETE" and not params:
+                return buckets.delete_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
                           f"{sorted(params) or 'no parameters'} is not implemented")
         if set(params) - OBJECT_QUERY:

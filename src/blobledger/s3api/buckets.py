@@ -1,5 +1,11 @@
-"""The bucket's operations: ListBuckets and HeadBucket for the one bucket, and CreateBucket of
-it (already yours)."""
+"""The bucket's operations on the ledger's buckets (docs/buckets.md): ListBuckets (those the
+key reaches), HeadBucket, CreateBucket and DeleteBucket (a key with the ``admin`` scope,
+within its own buckets if it is limited to some).
+
+The default bucket goes by ``BLOBLEDGER_S3API_BUCKET`` here (:func:`~.call.ledger_bucket`);
+a CreateBucket of a bucket the key already reaches is ``BucketAlreadyOwnedByYou``, of one
+it does not ``BucketAlreadyExists``; a DeleteBucket of a bucket that holds any document
+(pending, held or ready) is ``BucketNotEmpty``."""
 
 from __future__ import annotations
 
@@ -8,14 +14,17 @@ from datetime import UTC, datetime
 from defusedxml import ElementTree
 from starlette.responses import Response
 
-from blobledger.s3api.call import Call
+from blobledger.errors import BucketExists, BucketNotFound, InvalidInput
+from blobledger.protocol.buckets import in_scope
+from blobledger.protocol.models import DEFAULT_BUCKET
+from blobledger.s3api.call import Call, s3_bucket
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.objects import read_body
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 
 #: the largest CreateBucketConfiguration body read
 MAX_XML_BODY = 64 * 1024
-#: the bucket's creation date as ListBuckets shows it: it has always existed
+#: the default bucket's creation date as ListBuckets shows it: it has always existed
 CREATED = datetime(2024, 1, 1, tzinfo=UTC)
 
 
@@ -23,9 +32,16 @@ async def list_buckets(call: Call) -> Response:
     call.need("read")
     owner = f"<Owner><ID>{call.signed.key_id}</ID><DisplayName>{call.signed.key_id}" \
             "</DisplayName></Owner>"
-    return xml_response(f'<ListAllMyBucketsResult xmlns="{NAMESPACE}">{owner}<Buckets><Bucket>'
-                f"<Name>{call.settings.s3api_bucket}</Name><CreationDate>{iso(CREATED)}"
-                "</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>", call)
+    alias = call.settings.s3api_bucket
+    items = []
+    for bucket in await call.ledger.buckets.list():
+        name = s3_bucket(bucket.name, alias)
+        if name:
+            created = CREATED if bucket.name == DEFAULT_BUCKET else bucket.created_at
+            items.append(f"<Bucket><Name>{name}</Name><CreationDate>{iso(created)}"
+                         "</CreationDate></Bucket>")
+    return xml_response(f'<ListAllMyBucketsResult xmlns="{NAMESPACE}">{owner}<Buckets>'
+                        f"{''.join(items)}</Buckets></ListAllMyBucketsResult>", call)
 
 
 async def head_bucket(call: Call) -> Response:
@@ -35,9 +51,9 @@ async def head_bucket(call: Call) -> Response:
 
 
 async def create_bucket(call: Call) -> Response:
-    """The one bucket exists: a CreateBucket of it is ``BucketAlreadyOwnedByYou`` once its
-    configuration, if any, parses (untrusted XML: defusedxml refuses entities and DTDs)."""
-    call.need("write")
+    """A new bucket, with the deployment's settings (``blobledger buckets`` and the HTTP
+    API set a bucket's own); its configuration, if any, parsed first (untrusted XML:
+    defusedxml refuses entities and DTDs)."""
     body = b"".join([chunk async for chunk in read_body(call, MAX_XML_BODY)])
     if body.strip():
         try:
@@ -46,4 +62,35 @@ async def create_bucket(call: Call) -> Response:
             raise S3Error("MalformedXML", "the XML you provided was not well-formed") from None
         if not root.tag.endswith("CreateBucketConfiguration"):
             raise S3Error("MalformedXML", "expected a CreateBucketConfiguration")
-    raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists and is yours")
+    name = call.ledger_bucket
+    if not name:
+        raise S3Error("BucketAlreadyExists", "the requested bucket name is not available")
+    try:
+        await call.ledger.buckets.get(name)
+    except BucketNotFound:
+        call.need("admin")
+    else:  # it exists and the key reaches it: a create changes nothing
+        raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists and is yours")
+    try:
+        await call.ledger.buckets.create(name)
+    except BucketExists:
+        if in_scope(name):
+            raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists and is yours") \
+                from None
+        raise S3Error("BucketAlreadyExists", "the requested bucket name is not available") \
+            from None
+    except InvalidInput as exc:
+        raise S3Error("InvalidBucketName", str(exc)) from None
+    return Response(status_code=200, headers=call.headers(Location=f"/{call.bucket}"))
+
+
+async def delete_bucket(call: Call) -> Response:
+    """The ledger's bucket removed, only while it holds no document."""
+    call.need("admin")
+    if call.ledger_bucket == DEFAULT_BUCKET:
+        raise S3Error("AccessDenied", "the default bucket cannot be deleted")
+    try:
+        await call.ledger.buckets.delete(call.ledger_bucket)
+    except BucketNotFound:
+        raise S3Error("NoSuchBucket", "The specified bucket does not exist") from None
+    return Response(status_code=204, headers=call.headers())

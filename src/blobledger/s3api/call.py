@@ -8,8 +8,23 @@ from starlette.requests import Request
 
 from blobledger.config import Settings
 from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import DEFAULT_BUCKET
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.sigv4 import Signed
+
+
+def ledger_bucket(name: str, alias: str) -> str:
+    """The ledger's bucket an S3 bucket name stands for (``""``: none)."""
+    if name == alias:
+        return DEFAULT_BUCKET
+    return "" if name == DEFAULT_BUCKET else name
+
+
+def s3_bucket(name: str, alias: str) -> str:
+    """The S3 name of a ledger's bucket (``""``: shown under none, its name the alias's)."""
+    if name == DEFAULT_BUCKET:
+        return alias
+    return "" if name == alias else name
 
 
 class Call:
@@ -33,6 +48,12 @@ class Call:
         if ledger is None:
             raise S3Error("ServiceUnavailable", "the service is starting or stopping")
         return ledger
+
+    @property
+    def ledger_bucket(self) -> str:
+        """The ledger's name of the request's bucket: the default bucket goes by
+        ``BLOBLEDGER_S3API_BUCKET`` here (and is not reached by its own name)."""
+        return ledger_bucket(self.bucket, self.settings.s3api_bucket)
 
     @property
     def owner(self) -> str:

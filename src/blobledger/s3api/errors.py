@@ -11,6 +11,11 @@ from starlette.responses import Response
 
 from blobledger.db import refused_value
 from blobledger.errors import (
+    BucketForbidden,
+    BucketNotEmpty,
+    BucketNotFound,
+    BucketQuotaExceeded,
+    ContentTypeRefused,
     DatabaseUnavailable,
     IntegrityError,
     IntentLost,
@@ -29,7 +34,11 @@ STATUS = {
     "AuthorizationHeaderMalformed": 400,
     "AuthorizationQueryParametersError": 400,
     "BadDigest": 400,
+    "BucketAlreadyExists": 409,
     "BucketAlreadyOwnedByYou": 409,
+    "BucketNotEmpty": 409,
+    "InvalidBucketName": 400,
+    "QuotaExceeded": 403,
     "EntityTooLarge": 400,
     "EntityTooSmall": 400,
     "IncompleteBody": 400,
@@ -94,6 +103,16 @@ def from_ledger(exc: Exception) -> S3Error | None:
     if isinstance(exc, PreconditionFailed):
         return S3Error("OperationAborted", "the object changed while it was being written "
                        "or deleted: try again")
+    if isinstance(exc, BucketNotFound):
+        return S3Error("NoSuchBucket", "The specified bucket does not exist")
+    if isinstance(exc, BucketForbidden):
+        return S3Error("AccessDenied", f"Access Denied: {exc}")
+    if isinstance(exc, BucketNotEmpty):
+        return S3Error("BucketNotEmpty", "The bucket you tried to delete is not empty")
+    if isinstance(exc, BucketQuotaExceeded):
+        return S3Error("QuotaExceeded", str(exc))
+    if isinstance(exc, ContentTypeRefused):
+        return S3Error("InvalidArgument", str(exc))
     if isinstance(exc, NotFound):
         return S3Error("NoSuchKey", "The specified key does not exist.")
     if isinstance(exc, InvalidName):

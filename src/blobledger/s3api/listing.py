@@ -40,7 +40,8 @@ def _untoken(text: str) -> tuple[str, str | None]:
 async def _ready(call: Call, prefix: str, after: str | None) -> AsyncIterator[Document]:
     """The ready documents under ``prefix`` after the name ``after``, in name order."""
     while True:
-        batch = await call.ledger.page(prefix=prefix, after=after, limit=PAGE)
+        batch = await call.ledger.page(prefix=prefix, after=after, limit=PAGE,
+                                       bucket=call.ledger_bucket)
         for doc in batch:
             yield doc
         if len(batch) < PAGE:
@@ -93,7 +94,7 @@ async def list_objects_v2(call: Call) -> Response:
     def enc(text: str) -> str:
         return escape(quote(text, safe="/") if encoding == "url" else text)
 
-    parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.settings.s3api_bucket}</Name>',
+    parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
              f"<Prefix>{enc(prefix)}</Prefix>", f"<MaxKeys>{max_keys}</MaxKeys>",
              f"<KeyCount>{len(contents) + len(prefixes)}</KeyCount>",
              f"<IsTruncated>{'true' if next_token else 'false'}</IsTruncated>"]

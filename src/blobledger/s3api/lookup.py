@@ -29,7 +29,7 @@ async def find(call: Call, key: str) -> Document:
     the names it prefixes, so one row of the ledger's listing answers."""
     if not key:
         raise NotFound("no key")
-    found = await call.ledger.page(prefix=key, limit=1)
+    found = await call.ledger.page(prefix=key, limit=1, bucket=call.ledger_bucket)
     if not found or found[0].name != key:
         raise NotFound(f"no document {key!r}")
     return found[0]

@@ -124,7 +124,7 @@ async def create_multipart_upload(call: Call) -> Response:
     doc_id, upload_id = new_document_id(), new_document_id()
     intent = Intent(new_blob_name(ledger.settings.blob_prefix, key), doc_id, BlobKind.CREATE,
                     new_token(), content_type, placeholder=PLACEHOLDER + doc_id,
-                    owner=call.owner, keyed=False)
+                    owner=call.owner, keyed=False, bucket=call.ledger_bucket)
     await ledger.inserted(intent, ledger.transitions.begin_upload(
         intent, PLACEHOLDER + doc_id, upload_id, int(ledger.settings.max_upload_bytes), "",
         {KEY: key, TYPE: content_type}, mode=UploadMode.S3))

@@ -1,4 +1,4 @@
-"""The endpoint's own rows (migration 0012a): a multipart upload's parts (``s3_parts``) and
+"""The endpoint's own rows (migration 0013): a multipart upload's parts (``s3_parts``) and
 the user metadata of a blob written through the endpoint (``s3_objects``, keyed by the
 blob's name: each version of a document has its own).
 

@@ -65,7 +65,8 @@ async def write(call: Call, key: str, data: AsyncIterable[bytes], *, content_typ
     try:
         if existing is None:
             return await ledger.create(key, data, content_type=content_type, sha256=sha256,
-                                       md5=md5, owner=call.owner, on_intent=on_intent)
+                                       md5=md5, owner=call.owner, on_intent=on_intent,
+                                       bucket=call.ledger_bucket)
         return await ledger.replace(existing.id, data, expected_version=existing.version,
                                     content_type=content_type, sha256=sha256, md5=md5,
                                     on_intent=on_intent)

@@ -57,6 +57,7 @@ from blobledger.protocol.transitions.records import UploadOwner, UploadRecord
 from blobledger.protocol.transitions.statements import ATTACHMENT_KEY
 from blobledger.stores.base import DirectPut
 from blobledger.uploads.resumable import (
+    BUCKET_KEY,
     Resumable,
     begin,
     check_sha256,
@@ -94,7 +95,7 @@ class DirectUploads:
     async def begin(self, name: str | None, size: int, content_type: str | None = None,
                     sha256: str | None = None, *, attachment: bool = False,
                     filename: str | None = None, target: str | None = None,
-                    owner: UploadOwner | None = None) -> Began:
+                    owner: UploadOwner | None = None, bucket: str | None = None) -> Began:
         """C1 (a document named ``name``) or, with ``attachment``, A1 (an attachment with
         an optional ``filename`` and ``target``), ``owner``'s (see :class:`UploadOwner`),
         and the URL to put ``size`` bytes to."""
@@ -120,6 +121,8 @@ class DirectUploads:
             if filename is not None or target is not None:
                 raise InvalidInput("`filename` and `target` are for attachment uploads")
             name = meta["name"] = check_document_name(name)
+            if bucket is not None:
+                meta[BUCKET_KEY] = bucket
         if (sha256 := check_sha256(sha256)) is not None:
             meta["sha256"] = sha256
         upload = await begin(self.ledger, size, meta, UploadMode.DIRECT, content_type, name,

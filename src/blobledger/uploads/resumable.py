@@ -62,13 +62,15 @@ from blobledger.errors import (
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import DEFAULT_BUCKET, BlobKind, UploadMode, UploadState
 from blobledger.protocol.models import PENDING_TAG as PENDING
-from blobledger.protocol.models import BlobKind, UploadMode, UploadState
 from blobledger.protocol.transitions.records import Intent, UploadOwner, UploadRecord
 from blobledger.protocol.transitions.statements import ATTACHMENT_KEY, HOLD_KEY, new_token
 from blobledger.stores.base import Store, verify
 
 log = logging.getLogger("blobledger.resumable")
+#: the metadata key that names the bucket an upload creates its document in (none: default)
+BUCKET_KEY = "bucket"
 
 SEGMENT = 8 * 1024 * 1024
 #: the checksum algorithms a request's ``Upload-Checksum`` may use
@@ -137,10 +139,14 @@ async def begin(ledger: Ledger, length: int, meta: dict[str, str], mode: UploadM
             intent, filename, upload_id, length, meta, mode=mode, owner=owner))
     else:
         assert name is not None
+        bucket = meta.get(BUCKET_KEY) or DEFAULT_BUCKET
+        admitted = await ledger.buckets.admit(bucket, content_type, length,
+                                              settings.max_upload_bytes)
         intent = Intent(new_blob_name(settings.blob_prefix, name), new_document_id(),
                         BlobKind.CREATE, new_token(), content_type,
-                        hold=meta.get(HOLD_KEY, "").lower() in ("1", "true"),
-                        owner=owner.id if owner else None)
+                        hold=(meta.get(HOLD_KEY, "").lower() in ("1", "true")
+                              or admitted.bucket.hold),
+                        owner=owner.id if owner else None, bucket=bucket)
         await ledger.inserted(intent, ledger.transitions.begin_upload(
             intent, name, upload_id, length, "", meta, mode=mode, owner=owner))
     await failpoints.hit(f"{mode.value}.after_create")

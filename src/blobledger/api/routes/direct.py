@@ -48,6 +48,8 @@ class UploadRequest(BaseModel):
                                  description="an attachment's original filename")
     target: str | None = Field(default=None, description=(
         "what an attachment is uploaded for (opaque, at most 256 characters)"))
+    bucket: str | None = Field(default=None, max_length=63, description=(
+        "the bucket the document is created in (default: the default bucket)"))
 
 
 TARGET = {"type": "object",
@@ -84,7 +86,8 @@ async def begin_upload(request: Request, body: UploadRequest) -> Response:
     """Record the intent (C1); the answer says where to PUT the bytes, until when."""
     began = await _direct(request).begin(
         body.name, body.size, body.content_type, body.sha256, attachment=body.attachment,
-        filename=body.filename, target=body.target, owner=upload_owner(request))
+        filename=body.filename, target=body.target, owner=upload_owner(request),
+        bucket=body.bucket)
     upload = began.upload
     if began.target is not None:
         where: dict[str, Any] = {"method": began.target.method, "url": began.target.url,

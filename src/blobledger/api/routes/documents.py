@@ -27,6 +27,7 @@ from blobledger.api.uploads import query_param, read_upload
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
 from blobledger.protocol.held import HELD, HoldState
+from blobledger.protocol.models import DEFAULT_BUCKET
 
 router = APIRouter(tags=["documents"])
 
@@ -77,15 +78,22 @@ async def create_document(
     hold: Annotated[bool, Query(description="held until every processor accepted it "
                                 "(docs/pipeline.md)")] = False,
 ) -> Response:
-    """Create a document; its bytes stream to the store and it becomes visible last (a held
-    one, ``status: held``, once every processor accepted it)."""
+    """Create a document in the default bucket; its bytes stream to the store and it becomes
+    visible last (a held one, ``status: held``, once every processor accepted it)."""
+    return await create_in(request, DEFAULT_BUCKET, idempotency_key, repr_digest,
+                           content_md5, hold)
+
+
+async def create_in(request: Request, bucket: str, idempotency_key: str | None,
+                    repr_digest: str | None, content_md5: str | None, hold: bool) -> Response:
+    """A create in ``bucket`` (its settings apply: the ledger admits the write)."""
     ledger = ledger_of(request)
     sha256, md5 = expected_digests(repr_digest, content_md5)
     upload = await read_upload(request, settings_of(request).max_upload_bytes, named=True)
     doc = await ledger.create(upload.name, upload.data, content_type=upload.content_type,
                               idempotency_key=idempotency_key, sha256=sha256, md5=md5,
                               name_after_upload=upload.late_name, hold=hold,
-                              owner=writer_of(request))
+                              owner=writer_of(request), bucket=bucket)
     return document_response(doc, 201)
 
 
@@ -120,10 +128,18 @@ async def list_documents(
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
-    """Ready documents in name order, a page at a time (follow ``next_cursor``)."""
+    """Ready documents of the default bucket in name order, a page at a time (follow
+    ``next_cursor``)."""
+    return await page_of(request, DEFAULT_BUCKET, cursor, limit)
+
+
+async def page_of(request: Request, bucket: str, cursor: str | None,
+                  limit: int) -> dict[str, Any]:
+    """A page of ``bucket``'s ready documents."""
     prefix = query_param(request, "prefix") or ""
     after = _after(cursor) if cursor else None
-    docs = await ledger_of(request).page(prefix=prefix, after=after, limit=limit)
+    docs = await ledger_of(request).page(prefix=prefix, after=after, limit=limit,
+                                         bucket=bucket)
     next_cursor = _cursor(docs[-1].name) if len(docs) == limit else None
     return {"items": [d.to_json() for d in docs], "next_cursor": next_cursor}
 

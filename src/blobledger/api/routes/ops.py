@@ -124,7 +124,7 @@ async def whoami(
     """Whether tokens are configured, and the scopes the presented token holds."""
     tokens: Mapping[str, frozenset[str]] = settings_of(request).api_tokens
     if not tokens:
-        return {"tokens": False, "scopes": ["read", "write"]}
+        return {"tokens": False, "scopes": ["admin", "read", "write"]}
     scopes = scopes_of(tokens, credentials.credentials) if credentials else None
     return {"tokens": True, "scopes": sorted(scopes or ())}
 

@@ -41,6 +41,7 @@ from blobledger.config import Settings
 from blobledger.config import from_env as settings_from_env
 from blobledger.db import Database
 from blobledger.errors import BlobLedgerError, ConfigError, InvalidInput
+from blobledger.protocol.buckets import Buckets
 from blobledger.protocol.events import Event
 from blobledger.protocol.held import Held
 from blobledger.protocol.ledger.attachments import AttachmentWriter
@@ -79,6 +80,8 @@ class Ledger(DocumentWriter, AttachmentWriter):
         self.transitions = Transitions(db, settings or Settings(), clock_offset)
         #: the processing of held documents (``protocol/held.py``)
         self.held = Held(self.transitions)
+        #: the buckets, namespaces of documents with their own settings (docs/buckets.md)
+        self.buckets = Buckets(db)
         if self.settings.version_table:
             db.version_table = self.settings.version_table
         _check_layout(self.settings)

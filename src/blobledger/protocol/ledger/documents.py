@@ -29,10 +29,11 @@ from blobledger.errors import (
     NotFound,
     PreconditionFailed,
 )
+from blobledger.protocol.buckets import Admitted
 from blobledger.protocol.documents import Data, Document
 from blobledger.protocol.ledger.reads import Reads
 from blobledger.protocol.ledger.steps import LOST, _deadline, _step
-from blobledger.protocol.models import BlobKind, KeyState
+from blobledger.protocol.models import DEFAULT_BUCKET, BlobKind, KeyState
 from blobledger.protocol.transitions.records import Intent
 from blobledger.protocol.transitions.statements import PLACEHOLDER, new_token
 
@@ -61,9 +62,13 @@ class DocumentWriter(Reads):
         hold: bool = False,
         owner: str | None = None,
         on_intent: OnIntent | None = None,
+        bucket: str = DEFAULT_BUCKET,
     ) -> Document:
-        """Create a document; it becomes visible only once its bytes are committed (the span
-        ``create``, parent of the steps' spans).
+        """Create a document in ``bucket``; it becomes visible only once its bytes are
+        committed (the span ``create``, parent of the steps' spans). The bucket's settings
+        apply (:meth:`~blobledger.protocol.buckets.Buckets.admit`): its media types, its
+        largest object and its quota, and its hold (a bucket that holds its creations holds
+        this one).
 
         ``hold`` (or the settings' hold policy for the name): with processors configured,
         the document is returned ``held``, committed and stored but invisible to readers
@@ -91,9 +96,14 @@ class DocumentWriter(Reads):
         content_type = check_content_type(content_type)
         if idempotency_key is not None and not _KEY.match(idempotency_key):
             raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
+        admitted = await self.buckets.admit(bucket, content_type, _known_size(data),
+                                            self.settings.max_upload_bytes)
+        hold = hold or admitted.bucket.hold
+        data = admitted.limit(data)
         with telemetry.span("create") as span:
             doc = await self._create(name, data, content_type, idempotency_key, sha256, md5,
-                                     name_after_upload, hold, owner, on_intent)
+                                     name_after_upload, hold, owner, on_intent, bucket,
+                                     admitted.cap)
             span.set("document_id", doc.id)
             span.set("blob_name", doc.blob)
             return doc
@@ -102,24 +112,26 @@ class DocumentWriter(Reads):
         self, name: str | None, data: Data, content_type: str, idempotency_key: str | None,
         sha256: str | None, md5: str | None, name_after_upload: NameSource | None,
         hold: bool = False, owner: str | None = None, on_intent: OnIntent | None = None,
+        bucket: str = DEFAULT_BUCKET, cap: int | None = None,
     ) -> Document:
         rename = name_after_upload if name is None else None
         intent: Intent | None = None
         if idempotency_key is not None:
             found = await self._by_key(idempotency_key, name, content_type, data, rename)
             if isinstance(found, Document):
-                return found
+                return _in_bucket(found, bucket)
             intent = found
         resumed = intent is not None
         if intent is None:
             try:
                 intent = await self.begin_create(name, content_type, idempotency_key,
-                                                 hold=hold, owner=owner)
+                                                 hold=hold, owner=owner, bucket=bucket,
+                                                 cap=cap)
             except DBIntegrityError:  # the key was reserved meanwhile: look again
                 assert idempotency_key is not None
                 found = await self._by_key(idempotency_key, name, content_type, data, rename)
                 if isinstance(found, Document):
-                    return found
+                    return _in_bucket(found, bucket)
                 if found is None:
                     raise IdempotencyInProgress(
                         "an attempt with this idempotency key is running") from None
@@ -131,10 +143,12 @@ class DocumentWriter(Reads):
 
     async def begin_create(
         self, name: str | None, content_type: str, idempotency_key: str | None = None, *,
-        hold: bool = False, owner: str | None = None,
+        hold: bool = False, owner: str | None = None, bucket: str = DEFAULT_BUCKET,
+        cap: int | None = None,
     ) -> Intent:
-        """C1: the pending document and blob row, this attempt's; NameTaken if the name is
-        taken (``None``: recorded under a placeholder until :meth:`confirm` names it)."""
+        """C1: the pending document and blob row, this attempt's, in ``bucket``; NameTaken
+        if the name is taken there (``None``: recorded under a placeholder until
+        :meth:`confirm` names it)."""
         doc_id = new_document_id()
         placeholder = PLACEHOLDER + doc_id if name is None else None
         intent = Intent(
@@ -142,7 +156,7 @@ class DocumentWriter(Reads):
             document_id=doc_id, kind=BlobKind.CREATE, attempt=new_token(),
             content_type=content_type, placeholder=placeholder,
             deadline=_deadline(self.settings.upload_deadline), hold=hold, owner=owner,
-            keyed=idempotency_key is not None, name=name)
+            keyed=idempotency_key is not None, name=name, bucket=bucket, cap=cap)
 
         def c1() -> Awaitable[None]:
             return self.transitions.begin_create(intent, placeholder or name or "",
@@ -257,7 +271,9 @@ class DocumentWriter(Reads):
         returns the document as this replace wrote it (the span ``replace``, parent of the
         steps' spans). ``on_intent``: as :meth:`create`'s, after R1."""
         with telemetry.span("replace", document_id=doc_id) as span:
-            intent = await self.begin_replace(doc_id, expected_version, content_type)
+            intent, admitted = await self._begin_replace(doc_id, expected_version,
+                                                         content_type, _known_size(data))
+            data = admitted.limit(data)
             span.set("blob_name", intent.blob_name)
             try:
                 if on_intent is not None:
@@ -284,7 +300,13 @@ class DocumentWriter(Reads):
         self, doc_id: str, expected_version: int, content_type: str | None = None
     ) -> Intent:
         """R1: a pending blob row for the document, this attempt's (PreconditionFailed early
-        if the version already differs)."""
+        if the version already differs; the bucket's settings admit the write first)."""
+        intent, _ = await self._begin_replace(doc_id, expected_version, content_type, None)
+        return intent
+
+    async def _begin_replace(
+        self, doc_id: str, expected_version: int, content_type: str | None, size: int | None
+    ) -> tuple[Intent, Admitted]:
         async with self.db.session(readonly=True) as session:
             doc = await self._ready_row(session, doc_id)
         if self.settings.processors and held_by_settings(self.settings, doc.name):
@@ -295,16 +317,20 @@ class DocumentWriter(Reads):
             raise PreconditionFailed(
                 f"document is at version {doc.version}, not {expected_version}",
                 current_version=doc.version)
+        content_type = check_content_type(content_type or doc.content_type)
+        admitted = await self.buckets.admit(doc.bucket, content_type, size,
+                                            self.settings.max_upload_bytes,
+                                            replacing=doc.size or 0)
         intent = Intent(
             blob_name=new_blob_name(self.settings.blob_prefix, doc.name), document_id=doc_id,
             kind=BlobKind.REPLACE, attempt=new_token(),
-            content_type=check_content_type(content_type or doc.content_type),
+            content_type=content_type, cap=admitted.cap,
             expected_version=expected_version, old_blob=doc.blob_name,
             deadline=_deadline(self.settings.upload_deadline))
         with _step("begin_replace", intent):
             await self.inserted(intent, self.transitions.begin_replace(intent))
         await failpoints.hit("replace.after_insert")
-        return intent
+        return intent, admitted
 
     async def commit_replace(self, intent: Intent, digests: Digests) -> Document:
         """R4: the document as this replace wrote it, or why not. A connection lost under R4
@@ -361,6 +387,18 @@ class DocumentWriter(Reads):
             return True
         return False
 
+
+
+def _known_size(data: Data) -> int | None:
+    """The size of data given whole (bytes); None for a stream."""
+    return len(data) if isinstance(data, (bytes, bytearray, memoryview)) else None
+
+
+def _in_bucket(doc: Document, bucket: str) -> Document:
+    """An idempotency key's first response, for a retry in the same bucket only."""
+    if doc.bucket != bucket:
+        raise IdempotencyConflict("idempotency key was used in a different bucket")
+    return doc
 
 
 def _known(name: str) -> NameSource:

@@ -11,12 +11,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from blobledger._base.names import check_name_prefix
-from blobledger.errors import BlobNotFound, NotFound, StoreError
+from blobledger.errors import BlobNotFound, BucketNotFound, NotFound, StoreError
+from blobledger.protocol.buckets import in_scope
 from blobledger.protocol.documents import Document
 from blobledger.protocol.held import HoldState
 from blobledger.protocol.keys import SIGNING, service_key
 from blobledger.protocol.ledger.steps import Steps, _plausible_id
-from blobledger.protocol.models import DocumentRow, DocumentStatus, as_utc
+from blobledger.protocol.models import DEFAULT_BUCKET, DocumentRow, DocumentStatus, as_utc
 from blobledger.protocol.transitions.statements import readable
 from blobledger.stores.base import BlobReader
 
@@ -98,16 +99,22 @@ class Reads(Steps):
             await reader.aclose()
 
     async def page(
-        self, *, prefix: str = "", after: str | None = None, limit: int = 100
+        self, *, prefix: str = "", after: str | None = None, limit: int = 100,
+        bucket: str = DEFAULT_BUCKET,
     ) -> list[Document]:
-        """Up to ``limit`` ready documents in name order, after the name ``after``.
+        """Up to ``limit`` ready documents of ``bucket`` in name order, after the name
+        ``after`` (BucketNotFound for a bucket the caller's credential does not reach; a
+        bucket that does not exist lists nothing).
 
         ``prefix`` matches case-sensitively on every database (SQLite's LIKE ignores ASCII
         case: the exact comparison of the leading characters decides). A prefix or ``after``
         holding a character no name can hold is InvalidInput."""
         prefix = check_name_prefix(prefix)
+        if not in_scope(bucket):
+            raise BucketNotFound(f"no bucket {str(bucket)[:70]!r}")
         query = (select(DocumentRow)
-                 .where(DocumentRow.status == DocumentStatus.READY)
+                 .where(DocumentRow.bucket == bucket,
+                        DocumentRow.status == DocumentStatus.READY)
                  .order_by(DocumentRow.name).limit(limit))
         if prefix:
             query = query.where(DocumentRow.name.startswith(prefix, autoescape=True),
@@ -118,11 +125,13 @@ class Reads(Steps):
             rows = (await session.execute(query)).scalars().all()
         return [Document.from_row(row) for row in rows]
 
-    async def list(self, prefix: str = "") -> AsyncIterator[Document]:
-        """Every ready document under ``prefix``, in name order, fetched page by page."""
+    async def list(self, prefix: str = "", *,
+                   bucket: str = DEFAULT_BUCKET) -> AsyncIterator[Document]:
+        """Every ready document of ``bucket`` under ``prefix``, in name order, fetched page
+        by page."""
         after: str | None = None
         while True:
-            batch = await self.page(prefix=prefix, after=after, limit=PAGE)
+            batch = await self.page(prefix=prefix, after=after, limit=PAGE, bucket=bucket)
             for doc in batch:
                 yield doc
             if len(batch) < PAGE:
@@ -132,7 +141,7 @@ class Reads(Steps):
     @staticmethod
     async def _ready_row(session: AsyncSession, doc_id: str) -> DocumentRow:
         doc = await session.get(DocumentRow, doc_id) if isinstance(doc_id, str) else None
-        if doc is None or not readable(doc.status):
+        if doc is None or not readable(doc.status) or not in_scope(doc.bucket):
             raise NotFound(f"no document {doc_id!r}")
         return doc
 

@@ -26,6 +26,7 @@ from blobledger.errors import (
     NameTaken,
     UploadAborted,
 )
+from blobledger.protocol.buckets import Buckets
 from blobledger.protocol.documents import Data, as_stream, limit_size
 from blobledger.protocol.held import Held
 from blobledger.protocol.models import COMMITTED_TAG as COMMITTED
@@ -67,6 +68,8 @@ class Steps:
     store: Store
     transitions: Transitions
     held: Held
+    #: the buckets: namespaces of documents and their settings (``protocol/buckets.py``)
+    buckets: Buckets
     #: set by every C4/R4 that left its retag owed (see ``Ledger.retag_owed``)
     retag_owed: asyncio.Event
 
@@ -86,7 +89,9 @@ class Steps:
         """C2/R2: create-only put of the intent's blob, within the intent's deadline."""
         remaining = intent.deadline - asyncio.get_running_loop().time()
         stream = failpoints.stream(
-            limit_size(as_stream(data), self.settings.max_upload_bytes), "put.mid_stream")
+            limit_size(as_stream(data), self.settings.max_upload_bytes if intent.cap is None
+                       else min(intent.cap, self.settings.max_upload_bytes)),
+            "put.mid_stream")
         try:
             async with asyncio.timeout(max(remaining, 0.001)):
                 if resumed and (done := await self._already_uploaded(intent, stream)):

@@ -85,7 +85,8 @@ class DocumentSteps(Steps):
         idempotency key's reservation, in one transaction. NameTaken if the name is taken;
         the database's IntegrityError if the key is (the caller looks the key up again)."""
         times = self.times(lease=self.settings.upload_deadline)
-        document = dict(id=intent.document_id, name=name, blob_name=intent.blob_name,
+        document = dict(id=intent.document_id, bucket=intent.bucket, name=name,
+                        blob_name=intent.blob_name,
                         content_type=intent.content_type, **self._holding(intent, name))
         blob = dict(name=intent.blob_name, document_id=intent.document_id,
                     kind=intent.kind.value, content_type=intent.content_type,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import BlobKind, UploadMode
+from blobledger.protocol.models import DEFAULT_BUCKET, BlobKind, UploadMode
 from blobledger.protocol.transitions.statements import ATTACHMENT_KEY
 
 
@@ -32,6 +32,10 @@ class Intent:
     keyed: bool = True
     #: the document's name once known (C1's, or the confirm's rename of a placeholder)
     name: str | None = None
+    #: the bucket C1 creates the document in (its name is unique there)
+    bucket: str = DEFAULT_BUCKET
+    #: the most bytes its upload may store (its bucket's limits; None: the service's)
+    cap: int | None = None
 
 
 @dataclass(frozen=True)

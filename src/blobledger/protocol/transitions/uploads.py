@@ -71,7 +71,8 @@ class UploadSteps(Steps):
             async with self.db.transaction() as conn:
                 await _within_quota(conn, owner, True, times)
                 await conn.execute(_insert_document, dict(
-                    id=intent.document_id, name=name, blob_name=intent.blob_name,
+                    id=intent.document_id, bucket=intent.bucket, name=name,
+                    blob_name=intent.blob_name,
                     content_type=intent.content_type, **self._holding(intent, name),
                     **times))
                 await conn.execute(_insert_blob, dict(

@@ -185,6 +185,30 @@ function show(view) {
 
 let loads = 0;
 
+// the bucket the documents view lists and uploads to (docs/buckets.md): "default" is the
+// one of today's routes, /documents; another one's are /buckets/{bucket}/documents
+function bucketPath() {
+  const bucket = $("bucket").value || "default";
+  return bucket === "default" ? "/documents" : `/buckets/${encodeURIComponent(bucket)}/documents`;
+}
+
+async function loadBuckets() {
+  let found;
+  try {
+    found = await api("GET", "/buckets");
+  } catch (_) {
+    return;  // an older service, or a token without read: the default bucket alone
+  }
+  const chosen = $("bucket").value;
+  $("bucket").replaceChildren(...found.items.map((b) => {
+    const option = document.createElement("option");
+    option.value = b.name;
+    option.textContent = b.name;
+    option.selected = b.name === chosen;
+    return option;
+  }));
+}
+
 async function loadPage() {
   const params = new URLSearchParams({ limit: $("limit").value });
   const prefix = $("prefix").value;
@@ -194,7 +218,7 @@ async function loadPage() {
   const ticket = ++loads;  // only the latest request's answer is shown
   let page;
   try {
-    page = await api("GET", `/documents?${params}`);
+    page = await api("GET", `${bucketPath()}?${params}`);
   } catch (err) {
     if (err.status !== 401 && ticket === loads) {
       say("documents", `Could not list documents: ${err.message}`, true);
@@ -515,7 +539,8 @@ function startTus(item) {
       endpoint: "/files/",
       chunkSize: CHUNK,
       retryDelays: null,  // answerFailed decides, and waits
-      metadata: { name: item.name.value, filetype: item.file.type || "application/octet-stream" },
+      metadata: { name: item.name.value, filetype: item.file.type || "application/octet-stream",
+                  bucket: $("bucket").value || "default" },
       headers: token() ? { Authorization: `Bearer ${token()}` } : {},
       storeFingerprintForResuming: false,
       onProgress: (sent, total) => progressed(item, sent, total),
@@ -553,7 +578,7 @@ function sendXhr(item) {
   const xhr = new XMLHttpRequest();
   item.xhr = xhr;
   const query = new URLSearchParams({ name: item.name.value });
-  xhr.open("POST", `/documents?${query}`);
+  xhr.open("POST", `${bucketPath()}?${query}`);
   const t = token();
   if (t) xhr.setRequestHeader("Authorization", `Bearer ${t}`);
   xhr.setRequestHeader("Content-Type", item.file.type || "application/octet-stream");
@@ -749,6 +774,7 @@ function wire() {
     loadPage();
   });
   $("limit").addEventListener("change", () => { state.cursors = [null]; state.page = 0; loadPage(); });
+  $("bucket").addEventListener("change", () => { state.cursors = [null]; state.page = 0; loadPage(); });
   $("next-page").addEventListener("click", () => {
     if (!state.next) return;
     state.cursors[state.page + 1] = state.next;
@@ -789,7 +815,7 @@ async function boot() {
     say(null, `The service did not answer: ${err.message}`, true);
     return;
   }
-  await Promise.all([detectTus(), pipeline.configure()]);
+  await Promise.all([detectTus(), pipeline.configure(), loadBuckets()]);
   show(window.location.hash.slice(1));
   document.body.dataset.ready = "true";
 }

@@ -11,8 +11,8 @@ own, written after the intent's row (C1/R1) and before the document becomes visi
 A row whose upload or blob is gone is removed by the endpoint itself (see
 ``blobledger.s3api.rows.forget_orphans``).
 
-Revision ID: 0012a
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 import sqlalchemy as sa
@@ -23,8 +23,8 @@ from blobledger.protocol.models import SCHEMA, table_name
 S3_PARTS = table_name("s3_parts")
 S3_OBJECTS = table_name("s3_objects")
 
-revision = "0012a"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,74 @@
+"""Buckets through the S3 endpoint, with boto3 against a real ``serve``: CreateBucket,
+ListBuckets, HeadBucket and DeleteBucket for a key with the ``admin`` scope, a name unique
+per bucket, and a tenant's key that reaches only its own buckets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.s3api.conftest import ADMIN, BUCKET, TENANT, client
+from tests.s3api.test_objects import error
+from tests.support.server import Server
+
+
+def test_buckets_are_namespaces(s3_server: Server, s3: Any) -> None:
+    admin = client(s3_server, ADMIN)
+    with pytest.raises(ClientError) as denied:
+        s3.create_bucket(Bucket="photos")  # a write key manages no bucket
+    assert error(denied) == (403, "AccessDenied")
+    admin.create_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as again:
+        admin.create_bucket(Bucket="photos")
+    assert error(again) == (409, "BucketAlreadyOwnedByYou")
+    with pytest.raises(ClientError) as bad:
+        admin.create_bucket(Bucket="default")  # the default bucket goes by BUCKET here
+    assert error(bad) == (409, "BucketAlreadyExists")
+    assert [b["Name"] for b in admin.list_buckets()["Buckets"]] == [BUCKET, "photos"]
+    admin.head_bucket(Bucket="photos")
+
+    s3.put_object(Bucket=BUCKET, Key="same.txt", Body=b"in the default bucket")
+    s3.put_object(Bucket="photos", Key="same.txt", Body=b"in photos", IfNoneMatch="*")
+    assert s3.get_object(Bucket=BUCKET, Key="same.txt")["Body"].read() == \
+        b"in the default bucket"
+    assert s3.get_object(Bucket="photos", Key="same.txt")["Body"].read() == b"in photos"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="photos")["Contents"]] == [
+        "same.txt"]
+    assert s3.list_objects_v2(Bucket="photos")["Name"] == "photos"
+
+    with pytest.raises(ClientError) as full:
+        admin.delete_bucket(Bucket="photos")
+    assert error(full) == (409, "BucketNotEmpty")
+    s3.delete_object(Bucket="photos", Key="same.txt")
+    admin.delete_bucket(Bucket="photos")
+    with pytest.raises(ClientError) as gone:
+        s3.get_object(Bucket="photos", Key="same.txt")
+    assert error(gone) == (404, "NoSuchBucket")
+    assert s3.get_object(Bucket=BUCKET, Key="same.txt")["Body"].read() == \
+        b"in the default bucket"
+    with pytest.raises(ClientError) as kept:
+        admin.delete_bucket(Bucket=BUCKET)
+    assert error(kept) == (403, "AccessDenied")
+
+
+def test_a_tenant_key_reaches_only_its_buckets(s3_server: Server, s3: Any) -> None:
+    tenant = client(s3_server, TENANT)
+    tenant.create_bucket(Bucket="tenant-a")
+    with pytest.raises(ClientError) as elsewhere:
+        tenant.create_bucket(Bucket="tenant-b")
+    assert error(elsewhere) == (403, "AccessDenied")
+    tenant.put_object(Bucket="tenant-a", Key="k", Body=b"tenant's")
+    assert [b["Name"] for b in tenant.list_buckets()["Buckets"]] == ["tenant-a"]
+    for operation, params in (("get_object", {"Key": "k"}),
+                              ("put_object", {"Key": "k", "Body": b"x"}),
+                              ("list_objects_v2", {})):
+        with pytest.raises(ClientError) as refused:
+            getattr(tenant, operation)(Bucket=BUCKET, **params)
+        assert error(refused) == (404, "NoSuchBucket")
+    # a key of every bucket reads the tenant's
+    assert s3.get_object(Bucket="tenant-a", Key="k")["Body"].read() == b"tenant's"
+    with pytest.raises(ClientError) as missing:
+        s3.get_object(Bucket=BUCKET, Key="k")
+    assert error(missing) == (404, "NoSuchKey")
