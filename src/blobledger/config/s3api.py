@@ -14,6 +14,7 @@ from blobledger.errors import ConfigError
 #: S3's rule for a bucket name (path-style addressing): 3-63 lower-case letters, digits,
 #: dots and hyphens, starting and ending with a letter or a digit
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_HOST = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9_-]{3,128}$")
 #: the shortest secret accepted (characters)
 S3_SECRET_MIN = 16
@@ -74,6 +75,11 @@ class S3ApiSettings(BaseModel):
     s3api_prefix: str = setting(
         "/s3", "the path `serve` mounts the S3 endpoint at (path-style addressing: "
         "`http://host:port/s3/BUCKET/KEY`)")
+    s3api_host: str = setting(
+        "", "the S3 endpoint's own host name: a request to this `Host` is S3's at the root "
+        "(`http://HOST/BUCKET/KEY`), one to `BUCKET.HOST` virtual-host-style "
+        "(`http://BUCKET.HOST/KEY`); both must be allowed hosts (`BLOBLEDGER_ALLOWED_HOSTS="
+        "HOST,.HOST`)", "unset: the endpoint only under `BLOBLEDGER_S3API_PREFIX`")
 
     @field_validator("s3api_bucket")
     @classmethod
@@ -81,6 +87,15 @@ class S3ApiSettings(BaseModel):
         if not _BUCKET.match(value) or ".." in value:
             raise ValueError("must be an S3 bucket name: 3-63 lower-case letters, digits, "
                              "'.' and '-', starting and ending with a letter or a digit")
+        return value
+
+    @field_validator("s3api_host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value and not _HOST.match(value):
+            raise ValueError("must be a host name such as s3.example.com (no port, no "
+                             "scheme)")
         return value
 
     @field_validator("s3api_prefix")

@@ -56,9 +56,9 @@ def _headers(scope: Scope) -> dict[str, str]:
 class S3App:
     """The endpoint, mounted at ``settings.s3api_prefix``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, prefix: str) -> None:
         self.settings = settings
-        self.prefix = settings.s3api_prefix
+        self.prefix = prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,6 +88,9 @@ class S3App:
         seen = Seen(method, headers.get("host", ""), raw_path, query, headers)
         signed = verify(seen, self.settings.s3api_keys, time.time())
         bucket, _, key = relative.lstrip("/").partition("/")
+        virtual = scope.get("path_params", {}).get("s3_bucket")
+        if virtual is not None:  # BUCKET.host/KEY: the whole path is the key
+            bucket, key = virtual, relative.removeprefix("/")
         call = Call(Request(scope, receive), self.settings, bucket, key, query, signed,
                     request_id)
         handler = self._route(call, method)
