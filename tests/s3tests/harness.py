@@ -158,9 +158,11 @@ def run(target: Target, tests: Path, folder: Path, only: list[str] | None = None
     env.pop("BLOBLEDGER_S3TESTS_ONLY", None)
     if only:
         env["BLOBLEDGER_S3TESTS_ONLY"] = ",".join(only)
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.s3tests.plugin", "-p",
-                    "no:cacheprovider", "-p", "no:asyncio", "-p", "no:django", "-q", "--no-header", "-rN", "--timeout", str(timeout),
-                    "-o", "addopts=", "s3tests/functional/test_s3.py"],
+    plugins = ["-p", "tests.s3tests.plugin", "-p", "no:cacheprovider", "-p", "no:asyncio",
+               "-p", "no:django"]
+    subprocess.run([sys.executable, "-m", "pytest", *plugins, "-q", "--no-header", "-rN",
+                    "--timeout", str(timeout), "-o", "addopts=",
+                    "s3tests/functional/test_s3.py"],
                    cwd=tests, env=env, stdout=subprocess.DEVNULL, check=False)
     cases: list[dict[str, Any]] = json.loads(report.read_text())
     return cases
@@ -206,11 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {}
     with checkout() as tests:
         for name in names:
-            with tempfile.TemporaryDirectory(prefix=f"blobledger-s3tests-{name}-") as work:
-                with started(name, Path(work)) as target:
-                    print(f"s3-tests: running against {name} ...", file=sys.stderr,
-                          flush=True)
-                    results[name] = run(target, tests, Path(work), only)
+            with tempfile.TemporaryDirectory(prefix=f"blobledger-s3tests-{name}-") as work, \
+                    started(name, Path(work)) as target:
+                print(f"s3-tests: running against {name} ...", file=sys.stderr, flush=True)
+                results[name] = run(target, tests, Path(work), only)
     print(f"ceph/s3-tests {PINNED[:12]}, core groups: passed/failed/total (share passed)\n")
     print(table(results))
     for name, cases in results.items():

@@ -20,9 +20,10 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from blobledger.config import Settings
-from blobledger.s3api import buckets, listing, objects
+from blobledger.s3api import buckets, deletes, listing, objects
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
+from blobledger.s3api.overrides import RESPONSE_QUERY
 from blobledger.s3api.sigv4 import Seen, verify
 
 log = logging.getLogger("blobledger.s3api")
@@ -31,6 +32,8 @@ log = logging.getLogger("blobledger.s3api")
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
 OBJECT_QUERY = frozenset({"x-id"})
+#: ListObjects' (v1) query parameters
+LIST_V1_QUERY = frozenset({"prefix", "delimiter", "marker", "max-keys", "encoding-type"})
 Handler = Callable[[Call], Awaitable[Response]]
 
 
@@ -113,13 +116,18 @@ class S3App:
                 return buckets.head_bucket
             if method == "GET" and params.get("list-type") == "2":
                 return listing.list_objects_v2
+            if method == "GET" and set(params) <= LIST_V1_QUERY:
+                return listing.list_objects
+            if method == "POST" and set(params) == {"delete"}:
+                return deletes.delete_objects
             if method == "PUT" and not params:
                 return buckets.create_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
                           f"{sorted(params) or 'no parameters'} is not implemented")
-        if set(params) - OBJECT_QUERY:
+        allowed = OBJECT_QUERY | (RESPONSE_QUERY if method in ("GET", "HEAD") else set())
+        if set(params) - allowed:
             raise S3Error("NotImplemented", f"object sub-resources and options "
-                          f"{sorted(set(params) - OBJECT_QUERY)} are not implemented")
+                          f"{sorted(set(params) - allowed)} are not implemented")
         if method in ("GET", "HEAD"):
             return objects.get_object
         if method == "PUT":

@@ -13,25 +13,26 @@ import asyncio
 import base64
 import binascii
 import hashlib
-import zlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
 from blobledger.errors import NameTaken, NotFound, PreconditionFailed, UploadAborted
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
+from blobledger.s3api.checksums import CHECKSUMS
+from blobledger.s3api.checksums import Checksum as _Checksum
+from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
+from blobledger.s3api.overrides import overrides
+from blobledger.s3api.sigv4 import is_sha256
 
 #: request headers asking for what this endpoint does not keep or do yet
 UNSUPPORTED = ("x-amz-meta-", "x-amz-acl", "x-amz-grant-", "x-amz-tagging",
                "x-amz-object-lock-", "x-amz-server-side-encryption",
                "x-amz-website-redirect-location", "x-amz-copy-source", "if-match")
-CHECKSUMS = ("crc32", "sha1", "sha256")
 ATTEMPTS = 3
 
 
@@ -90,28 +91,6 @@ async def read_body(call: Call, limit: int) -> AsyncIterator[bytes]:
                       "declared bytes")
 
 
-class _Checksum:
-    """An ``x-amz-checksum-*`` header's value, computed over the bytes as they stream."""
-
-    def __init__(self, algorithm: str, expected: str) -> None:
-        self.algorithm = algorithm
-        self.expected = expected
-        self.crc = 0
-        self.hash: Any = hashlib.new(algorithm) if algorithm != "crc32" else None
-
-    def update(self, chunk: bytes) -> None:
-        if self.hash is None:
-            self.crc = zlib.crc32(chunk, self.crc)
-        else:
-            self.hash.update(chunk)
-
-    def check(self) -> None:
-        digest = self.crc.to_bytes(4, "big") if self.hash is None else self.hash.digest()
-        if base64.b64encode(digest).decode() != self.expected:
-            raise S3Error("BadDigest", f"the {self.algorithm.upper()} you specified did not "
-                          "match the calculated checksum")
-
-
 def _checksums(call: Call) -> list[_Checksum]:
     found = []
     for name, value in call.request.headers.items():
@@ -157,18 +136,20 @@ async def put_object(call: Call) -> Response:
     for name in headers:
         if name.startswith(UNSUPPORTED):
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
-    if "aws-chunked" in headers.get("content-encoding", ""):
-        raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
     if_none_match = headers.get("if-none-match")
     if if_none_match is not None and if_none_match.strip() != "*":
         raise S3Error("NotImplemented", "If-None-Match on PutObject takes only *")
-    if "content-length" not in headers:
+    chunked = streaming(call)
+    if "content-length" not in headers and not chunked:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
     payload = call.signed.payload
-    sha256 = None if payload == UNSIGNED_PAYLOAD else payload
+    sha256 = payload if is_sha256(payload) else None
     md5 = _md5(call)
     limit = int(call.settings.max_upload_bytes)
-    data = _checked(read_body(call, limit), _checksums(call))
+    if chunked and decoded_length(call) > limit:
+        raise S3Error("EntityTooLarge", f"the body exceeds the largest object, {limit} bytes")
+    raw = read_body(call, limit + limit // 16 + 65536 if chunked else limit)
+    data = _checked(decode(call, raw) if chunked else raw, _checksums(call))
     content_type = headers.get("content-type") or "application/octet-stream"
     ledger = call.ledger
     existing = None if if_none_match is not None else await _existing(call)
@@ -260,6 +241,7 @@ async def get_object(call: Call) -> Response:
     headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
                                                  "Accept-Ranges": "bytes",
                                                  "Content-Type": doc.content_type})
+    headers.update(overrides(call))  # response-*: the request's own headers of the answer
     status = _preconditions(call, doc)
     if status == 412:
         raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
@@ -288,7 +270,7 @@ async def get_object(call: Call) -> Response:
             await reader.aclose()
 
     return StreamingResponse(body(), status_code=code, headers=headers,
-                             media_type=doc.content_type)
+                             media_type=headers["Content-Type"])
 
 
 async def delete_object(call: Call) -> Response:
