@@ -7,7 +7,8 @@ from it into a temporary folder), starts each target (``serve`` on SQLite with t
 disk, on PostgreSQL with Azurite, on PostgreSQL with moto's S3; moto's server alone), runs
 the core groups of :mod:`tests.s3tests.plugin` against it (a configuration file written for
 it, ``S3TEST_CONF``) and prints each group's passed/failed/total and percentage per target,
-and each failure class with its count.
+and each failure class with its count. ``BLOBLEDGER_S3TESTS_LOG``: a file pytest's own
+output is appended to (its progress).
 """
 
 from __future__ import annotations
@@ -160,10 +161,12 @@ def run(target: Target, tests: Path, folder: Path, only: list[str] | None = None
         env["BLOBLEDGER_S3TESTS_ONLY"] = ",".join(only)
     plugins = ["-p", "tests.s3tests.plugin", "-p", "no:cacheprovider", "-p", "no:asyncio",
                "-p", "no:django"]
-    subprocess.run([sys.executable, "-m", "pytest", *plugins, "-q", "--no-header", "-rN",
-                    "--timeout", str(timeout), "-o", "addopts=",
-                    "s3tests/functional/test_s3.py"],
-                   cwd=tests, env=env, stdout=subprocess.DEVNULL, check=False)
+    log = os.environ.get("BLOBLEDGER_S3TESTS_LOG")  # pytest's own output (progress)
+    with open(log or os.devnull, "ab") as out:
+        subprocess.run([sys.executable, "-m", "pytest", *plugins, "-q", "--no-header",
+                        "-rN", "--timeout", str(timeout), "-o", "addopts=",
+                        "s3tests/functional/test_s3.py"],
+                       cwd=tests, env=env, stdout=out, stderr=out, check=False)
     cases: list[dict[str, Any]] = json.loads(report.read_text())
     return cases
 
@@ -212,14 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                     started(name, Path(work)) as target:
                 print(f"s3-tests: running against {name} ...", file=sys.stderr, flush=True)
                 results[name] = run(target, tests, Path(work), only)
+            if args.json:  # after each target: a long run's figures survive its end
+                args.json.write_text(json.dumps(results, indent=1))
     print(f"ceph/s3-tests {PINNED[:12]}, core groups: passed/failed/total (share passed)\n")
     print(table(results))
     for name, cases in results.items():
         print(f"\n{name}: failures by class")
         for text, count in failures(cases).most_common():
             print(f"  {count:4d}  {text}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
     return 0
 
 
