@@ -32,7 +32,8 @@ KEYS = (f"{WRITER[0]}:{WRITER[1]}:write,{READER[0]}:{READER[1]}:read,"
 @pytest.fixture(scope="module", params=["sqlite-local", "postgresql-azure"])
 def s3_server(request: pytest.FixtureRequest, azurite: Azurite,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    extra = {"BLOBLEDGER_S3API_KEYS": KEYS}
+    # a module's S3_EXTRA: more settings of its servers
+    extra = {"BLOBLEDGER_S3API_KEYS": KEYS, **getattr(request.module, "S3_EXTRA", {})}
     with contextlib.ExitStack() as stack:
         if request.param == "sqlite-local":
             folder: Path = tmp_path_factory.mktemp("s3api")

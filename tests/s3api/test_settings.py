@@ -26,6 +26,8 @@ def test_keys_parse_with_their_scopes() -> None:
     ("BLOBLEDGER_S3API_KEYS", "AKIDONE", "needs a secret and a scope"),
     ("BLOBLEDGER_S3API_BUCKET", "Not_A_Bucket", "S3 bucket name"),
     ("BLOBLEDGER_S3API_PREFIX", "s3/", "a path such as /s3"),
+    ("BLOBLEDGER_S3API_HOST", "http://s3.example.com", "a host name such as"),
+    ("BLOBLEDGER_S3API_HOST", "s3.example.com:9000", "no port"),
 ])
 def test_a_mistake_is_one_line_naming_the_variable(variable: str, value: str,
                                                    said: str) -> None:
@@ -45,3 +47,9 @@ def test_the_secrets_are_masked() -> None:
                                   if not k.startswith("BLOBLEDGER_")},
                                "BLOBLEDGER_S3API_KEYS": "AKIDONE:the-secret-itself-0:write"})
     assert "AKIDONE" in shown.stdout and "the-secret-itself-0" not in shown.stdout
+
+
+def test_the_endpoint_host_is_a_lower_case_name() -> None:
+    assert load_settings(env={"BLOBLEDGER_S3API_HOST": "S3.Example.com"}).s3api_host == \
+        "s3.example.com"
+    assert load_settings(env={}).s3api_host == ""

@@ -13,6 +13,7 @@ from blobledger._base.scopes import is_bucket_name, parse_scopes
 from blobledger.config.fields import setting
 from blobledger.errors import ConfigError
 
+_HOST = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9_-]{3,128}$")
 #: the shortest secret accepted (characters)
 S3_SECRET_MIN = 16
@@ -72,6 +73,11 @@ class S3ApiSettings(BaseModel):
     s3api_prefix: str = setting(
         "/s3", "the path `serve` mounts the S3 endpoint at (path-style addressing: "
         "`http://host:port/s3/BUCKET/KEY`)")
+    s3api_host: str = setting(
+        "", "the S3 endpoint's own host name: a request to this `Host` is S3's at the root "
+        "(`http://HOST/BUCKET/KEY`), one to `BUCKET.HOST` virtual-host-style "
+        "(`http://BUCKET.HOST/KEY`); both must be allowed hosts (`BLOBLEDGER_ALLOWED_HOSTS="
+        "HOST,.HOST`)", "unset: the endpoint only under `BLOBLEDGER_S3API_PREFIX`")
 
     @field_validator("s3api_bucket")
     @classmethod
@@ -79,6 +85,15 @@ class S3ApiSettings(BaseModel):
         if not is_bucket_name(value):
             raise ValueError("must be an S3 bucket name: 3-63 lower-case letters, digits, "
                              "'.' and '-', starting and ending with a letter or a digit")
+        return value
+
+    @field_validator("s3api_host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value and not _HOST.match(value):
+            raise ValueError("must be a host name such as s3.example.com (no port, no "
+                             "scheme)")
         return value
 
     @field_validator("s3api_prefix")

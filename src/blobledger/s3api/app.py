@@ -22,9 +22,10 @@ from starlette.types import Receive, Scope, Send
 from blobledger._base.scopes import buckets_of
 from blobledger.config import Settings
 from blobledger.protocol.buckets import scoped
-from blobledger.s3api import buckets, copy, listing, multipart, objects, uploadlists
+from blobledger.s3api import buckets, copy, deletes, listing, multipart, objects, uploadlists
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
+from blobledger.s3api.overrides import RESPONSE_QUERY
 from blobledger.s3api.sigv4 import Seen, verify
 
 log = logging.getLogger("blobledger.s3api")
@@ -33,6 +34,8 @@ log = logging.getLogger("blobledger.s3api")
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
 OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber"})
+#: ListObjects' (v1) query parameters
+LIST_V1_QUERY = frozenset({"prefix", "delimiter", "marker", "max-keys", "encoding-type"})
 Handler = Callable[[Call], Awaitable[Response]]
 #: a multipart upload's operations, by method and the query parameter that names them
 MULTIPART: dict[tuple[str, str], Handler] = {
@@ -66,9 +69,9 @@ def _headers(scope: Scope) -> dict[str, str]:
 class S3App:
     """The endpoint, mounted at ``settings.s3api_prefix``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, prefix: str) -> None:
         self.settings = settings
-        self.prefix = settings.s3api_prefix
+        self.prefix = prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,6 +101,9 @@ class S3App:
         seen = Seen(method, headers.get("host", ""), raw_path, query, headers)
         signed = verify(seen, self.settings.s3api_keys, time.time())
         bucket, _, key = relative.lstrip("/").partition("/")
+        virtual = scope.get("path_params", {}).get("s3_bucket")
+        if virtual is not None:  # BUCKET.host/KEY: the whole path is the key
+            bucket, key = virtual, relative.removeprefix("/")
         call = Call(Request(scope, receive), self.settings, bucket, key, query, signed,
                     request_id)
         handler = self._route(call, method)
@@ -122,15 +128,20 @@ class S3App:
                 return listing.list_objects_v2
             if method == "GET" and "uploads" in params:
                 return uploadlists.list_multipart_uploads
+            if method == "GET" and set(params) <= LIST_V1_QUERY:
+                return listing.list_objects
+            if method == "POST" and set(params) == {"delete"}:
+                return deletes.delete_objects
             if method == "PUT" and not params:
                 return buckets.create_bucket
             if method == "DELETE" and not params:
                 return buckets.delete_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
                           f"{sorted(params) or 'no parameters'} is not implemented")
-        if set(params) - OBJECT_QUERY:
+        allowed = OBJECT_QUERY | (RESPONSE_QUERY if method in ("GET", "HEAD") else set())
+        if set(params) - allowed:
             raise S3Error("NotImplemented", f"object sub-resources and options "
-                          f"{sorted(set(params) - OBJECT_QUERY)} are not implemented")
+                          f"{sorted(set(params) - allowed)} are not implemented")
         named = "uploadId" if "uploadId" in params else "uploads" if "uploads" in params else ""
         if named:
             if (method, named) not in MULTIPART:

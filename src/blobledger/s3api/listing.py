@@ -1,10 +1,13 @@
-"""ListObjectsV2 over the ledger's ready documents."""
+"""ListObjects (v1: ``marker``) and ListObjectsV2 (``continuation-token``, ``start-after``)
+over the ledger's ready documents: ``prefix``, ``delimiter``, ``max-keys``,
+``encoding-type=url``."""
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
@@ -49,28 +52,29 @@ async def _ready(call: Call, prefix: str, after: str | None) -> AsyncIterator[Do
         after = batch[-1].name
 
 
-async def list_objects_v2(call: Call) -> Response:
-    """Ready documents only (never a pending, held or rejected one), in the database's
-    order of names; a key under a common prefix is folded into it."""
-    call.need("read")
-    params = call.params
-    prefix = params.get("prefix", "")
-    delimiter = params.get("delimiter", "")
-    encoding = params.get("encoding-type")
-    if encoding not in (None, "url"):
-        raise S3Error("InvalidArgument", "encoding-type must be url")
-    max_text = params.get("max-keys", str(MAX_KEYS))
-    if not max_text.isdigit():
-        raise S3Error("InvalidArgument", "max-keys must be a number")
-    max_keys = min(int(max_text), MAX_KEYS)
-    token = params.get("continuation-token")
-    start_after = params.get("start-after")
-    after, skip = _untoken(token) if token is not None else (start_after or None, None)
+@dataclass
+class _Page:
+    """One page of a listing: its objects, its common prefixes, and where it stopped."""
 
-    contents: list[Document] = []
-    prefixes: list[str] = []
-    next_token: str | None = None
-    last = after
+    contents: list[Document] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    truncated: bool = False
+    #: the last name the page passed (an object's, or one folded into a common prefix)
+    last: str | None = None
+    #: the last entry the page answers (a key or a common prefix): v1's NextMarker
+    last_entry: str | None = None
+    #: the common prefix whose keys are all answered (the next page skips them)
+    skip: str | None = None
+
+
+async def _walk(call: Call, prefix: str, delimiter: str, after: str | None,
+                skip: str | None, max_keys: int) -> _Page:
+    """Ready documents only (never a pending, held or rejected one), in the database's
+    order of names, after ``after``; a key under a common prefix is folded into it, and
+    one folded into ``skip`` (answered by an earlier page) is passed over."""
+    page = _Page(last=after, skip=skip)
+    if max_keys == 0:
+        return page
     async for doc in _ready(call, prefix, after):
         folded = None
         if delimiter:
@@ -78,25 +82,65 @@ async def list_objects_v2(call: Call) -> Response:
             cut = rest.find(delimiter)
             if cut >= 0:
                 folded = prefix + rest[:cut + len(delimiter)]
-        if folded is not None and folded == skip:
-            last = doc.name
+        if folded is not None and folded == page.skip:
+            page.last = doc.name
             continue
-        if len(contents) + len(prefixes) >= max_keys:
-            next_token = _token(last, skip) if last is not None else None
+        if len(page.contents) + len(page.prefixes) >= max_keys:
+            page.truncated = True
             break
         if folded is not None:
-            prefixes.append(folded)
-            skip = folded
+            page.prefixes.append(folded)
+            page.skip = page.last_entry = folded
         else:
-            contents.append(doc)
-        last = doc.name
+            page.contents.append(doc)
+            page.last_entry = doc.name
+        page.last = doc.name
+    return page
 
+
+def _options(call: Call) -> tuple[str, str, str | None, int]:
+    params = call.params
+    encoding = params.get("encoding-type")
+    if encoding not in (None, "url"):
+        raise S3Error("InvalidArgument", "encoding-type must be url")
+    max_text = params.get("max-keys", str(MAX_KEYS))
+    if not max_text.isdigit():
+        raise S3Error("InvalidArgument", "max-keys must be a number")
+    return (params.get("prefix", ""), params.get("delimiter", ""), encoding,
+            min(int(max_text), MAX_KEYS))
+
+
+def _encoder(encoding: str | None) -> Callable[[str], str]:
     def enc(text: str) -> str:
         return escape(quote(text, safe="/") if encoding == "url" else text)
+    return enc
 
+
+def _entries(page: _Page, enc: Callable[[str], str]) -> list[str]:
+    parts = []
+    for doc in page.contents:
+        parts.append(f"<Contents><Key>{enc(doc.name)}</Key><LastModified>"
+                     f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
+                     f"</ETag><Size>{doc.size or 0}</Size><StorageClass>STANDARD"
+                     "</StorageClass></Contents>")
+    for folded in page.prefixes:
+        parts.append(f"<CommonPrefixes><Prefix>{enc(folded)}</Prefix></CommonPrefixes>")
+    return parts
+
+
+async def list_objects_v2(call: Call) -> Response:
+    """ListObjectsV2: a page after ``start-after`` or where the continuation token says."""
+    call.need("read")
+    prefix, delimiter, encoding, max_keys = _options(call)
+    token = call.params.get("continuation-token")
+    start_after = call.params.get("start-after")
+    after, skip = _untoken(token) if token is not None else (start_after or None, None)
+    page = await _walk(call, prefix, delimiter, after, skip, max_keys)
+    next_token = _token(page.last, page.skip) if page.truncated and page.last else None
+    enc = _encoder(encoding)
     parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
              f"<Prefix>{enc(prefix)}</Prefix>", f"<MaxKeys>{max_keys}</MaxKeys>",
-             f"<KeyCount>{len(contents) + len(prefixes)}</KeyCount>",
+             f"<KeyCount>{len(page.contents) + len(page.prefixes)}</KeyCount>",
              f"<IsTruncated>{'true' if next_token else 'false'}</IsTruncated>"]
     if delimiter:
         parts.append(f"<Delimiter>{enc(delimiter)}</Delimiter>")
@@ -108,12 +152,32 @@ async def list_objects_v2(call: Call) -> Response:
         parts.append(f"<NextContinuationToken>{next_token}</NextContinuationToken>")
     if start_after is not None:
         parts.append(f"<StartAfter>{enc(start_after)}</StartAfter>")
-    for doc in contents:
-        parts.append(f"<Contents><Key>{enc(doc.name)}</Key><LastModified>"
-                     f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
-                     f"</ETag><Size>{doc.size or 0}</Size><StorageClass>STANDARD"
-                     "</StorageClass></Contents>")
-    for folded in prefixes:
-        parts.append(f"<CommonPrefixes><Prefix>{enc(folded)}</Prefix></CommonPrefixes>")
+    parts += _entries(page, enc)
+    parts.append("</ListBucketResult>")
+    return xml_response("".join(parts), call)
+
+
+async def list_objects(call: Call) -> Response:
+    """ListObjects (v1): a page after ``marker``. A marker that is a common prefix (v1's
+    ``NextMarker`` of a page that ended on one) passes over every key under it, as S3
+    does; ``NextMarker`` is answered with a delimiter (without one, a client continues
+    from the last key)."""
+    call.need("read")
+    prefix, delimiter, encoding, max_keys = _options(call)
+    marker = call.params.get("marker", "")
+    skip = marker if delimiter and marker.endswith(delimiter) else None
+    page = await _walk(call, prefix, delimiter, marker or None, skip, max_keys)
+    enc = _encoder(encoding)
+    parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
+             f"<Prefix>{enc(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
+             f"<MaxKeys>{max_keys}</MaxKeys>",
+             f"<IsTruncated>{'true' if page.truncated else 'false'}</IsTruncated>"]
+    if delimiter:
+        parts.append(f"<Delimiter>{enc(delimiter)}</Delimiter>")
+        if page.truncated and page.last_entry is not None:
+            parts.append(f"<NextMarker>{enc(page.last_entry)}</NextMarker>")
+    if encoding:
+        parts.append("<EncodingType>url</EncodingType>")
+    parts += _entries(page, enc)
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)

@@ -12,21 +12,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hashlib
-import zlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
 from blobledger.errors import NotFound, PreconditionFailed, UploadAborted
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
+from blobledger.s3api.checksums import CHECKSUMS
+from blobledger.s3api.checksums import Checksum as _Checksum
+from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_date
-from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
+from blobledger.s3api.overrides import overrides
+from blobledger.s3api.sigv4 import is_sha256
 from blobledger.s3api.usermeta import from_headers, response_headers
 from blobledger.s3api.writes import write
 
@@ -34,7 +35,6 @@ from blobledger.s3api.writes import write
 UNSUPPORTED = ("x-amz-acl", "x-amz-grant-", "x-amz-tagging",
                "x-amz-object-lock-", "x-amz-server-side-encryption",
                "x-amz-website-redirect-location")
-CHECKSUMS = ("crc32", "sha1", "sha256")
 DEFAULT_TYPE = "application/octet-stream"
 ATTEMPTS = 3
 
@@ -69,28 +69,6 @@ async def read_body(call: Call, limit: int) -> AsyncIterator[bytes]:
     if declared is not None and received < declared:
         raise S3Error("IncompleteBody", f"the body ended after {received} of its {declared} "
                       "declared bytes")
-
-
-class _Checksum:
-    """An ``x-amz-checksum-*`` header's value, computed over the bytes as they stream."""
-
-    def __init__(self, algorithm: str, expected: str) -> None:
-        self.algorithm = algorithm
-        self.expected = expected
-        self.crc = 0
-        self.hash: Any = hashlib.new(algorithm) if algorithm != "crc32" else None
-
-    def update(self, chunk: bytes) -> None:
-        if self.hash is None:
-            self.crc = zlib.crc32(chunk, self.crc)
-        else:
-            self.hash.update(chunk)
-
-    def check(self) -> None:
-        digest = self.crc.to_bytes(4, "big") if self.hash is None else self.hash.digest()
-        if base64.b64encode(digest).decode() != self.expected:
-            raise S3Error("BadDigest", f"the {self.algorithm.upper()} you specified did not "
-                          "match the calculated checksum")
 
 
 def _checksums(call: Call) -> list[_Checksum]:
@@ -139,16 +117,19 @@ async def put_object(call: Call) -> Response:
     for name in headers:
         if name.startswith(UNSUPPORTED):
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
-    if "aws-chunked" in headers.get("content-encoding", ""):
-        raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
-    if "content-length" not in headers:
+    chunked = streaming(call)
+    if "content-length" not in headers and not chunked:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
     payload = call.signed.payload
-    data = _checked(read_body(call, int(call.settings.max_upload_bytes)), _checksums(call))
+    limit = int(call.settings.max_upload_bytes)
+    if chunked and decoded_length(call) > limit:
+        raise S3Error("EntityTooLarge", f"the body exceeds the largest object, {limit} bytes")
+    raw = read_body(call, limit + limit // 16 + 65536 if chunked else limit)
+    data = _checked(decode(call, raw) if chunked else raw, _checksums(call))
     try:
         doc = await write(call, call.key, data, meta=from_headers(headers),
                           content_type=headers.get("content-type") or DEFAULT_TYPE,
-                          sha256=None if payload == UNSIGNED_PAYLOAD else payload,
+                          sha256=payload if is_sha256(payload) else None,
                           md5=_md5(call), if_none_match=headers.get("if-none-match"),
                           if_match=headers.get("if-match"))
     finally:
@@ -220,6 +201,7 @@ async def get_object(call: Call) -> Response:
                                                  "Accept-Ranges": "bytes",
                                                  "Content-Type": doc.content_type})
     headers.update(await response_headers(call, doc.blob))
+    headers.update(overrides(call))  # response-*: the request's own headers of the answer
     status = _preconditions(call, doc)
     if status == 412:
         raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
@@ -248,7 +230,7 @@ async def get_object(call: Call) -> Response:
             await reader.aclose()
 
     return StreamingResponse(body(), status_code=code, headers=headers,
-                             media_type=doc.content_type)
+                             media_type=headers["Content-Type"])
 
 
 async def delete_object(call: Call) -> Response:

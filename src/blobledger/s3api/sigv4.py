@@ -29,20 +29,52 @@ CLOCK_SKEW = 15 * 60
 #: the longest a presigned URL may live (S3's own: 7 days)
 MAX_EXPIRES = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+#: ``aws-chunked`` bodies: each chunk signed (its signature chained from the request's), or
+#: unsigned chunks with a trailer of checksums (what botocore sends over HTTPS)
+STREAMING_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+STREAMING = frozenset({STREAMING_SIGNED, STREAMING_UNSIGNED_TRAILER})
 _STAMP = "%Y%m%dT%H%M%SZ"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 AccessKeys = Mapping[str, tuple[str, frozenset[str]]]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What an ``aws-chunked`` body's chunk signatures are computed with: botocore's signer
+    of the request, the request (its timestamp in its context), and the request's own
+    signature, the seed of the chain."""
+
+    auth: S3SigV4Auth
+    request: AWSRequest
+    seed: str
+
+    def chunk_signature(self, previous: str, chunk_sha256: str) -> str:
+        """The signature of a chunk whose data has ``chunk_sha256``, after ``previous``."""
+        timestamp = self.request.context["timestamp"]
+        to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", timestamp,
+                             self.auth.credential_scope(self.request), previous,
+                             EMPTY_SHA256, chunk_sha256])
+        return str(self.auth.signature(to_sign, self.request))
 
 
 @dataclass(frozen=True)
 class Signed:
     """A request whose signature holds: the key that signed it, its scopes, and the
-    ``x-amz-content-sha256`` it declared (``UNSIGNED-PAYLOAD``, or a SHA-256 in hex that
-    the body must match)."""
+    ``x-amz-content-sha256`` it declared (``UNSIGNED-PAYLOAD``, a SHA-256 in hex that the
+    body must match, or an ``aws-chunked`` body's ``STREAMING-*``, with the chain its
+    signed chunks are checked by)."""
 
     key_id: str
     scopes: frozenset[str]
     payload: str
+    chain: Chain | None = None
+
+
+def is_sha256(payload: str) -> bool:
+    """Whether a declared payload is a SHA-256 of the body (in hex) the body must match."""
+    return bool(_HEX64.match(payload))
 
 
 @dataclass(frozen=True)
@@ -153,16 +185,17 @@ def _header_signed(seen: Seen, authorization: str, keys: AccessKeys, now: float)
     if payload is None or "x-amz-content-sha256" not in fields["SignedHeaders"].split(";"):
         raise S3Error("InvalidRequest", "missing required header for this request: a signed "
                       "x-amz-content-sha256")
-    if payload.startswith("STREAMING-"):
-        raise S3Error("NotImplemented", "aws-chunked (STREAMING-*) payloads are not "
-                      "implemented: send the body whole, signed or UNSIGNED-PAYLOAD")
-    if payload != UNSIGNED_PAYLOAD and not _HEX64.match(payload):
-        raise S3Error("InvalidArgument",
-                      "x-amz-content-sha256 must be UNSIGNED-PAYLOAD or a SHA-256 in hex")
+    if payload.startswith("STREAMING-") and payload not in STREAMING:
+        raise S3Error("NotImplemented", f"{payload} payloads are not implemented (only "
+                      f"{', '.join(sorted(STREAMING))}, UNSIGNED-PAYLOAD or a SHA-256)")
+    if payload != UNSIGNED_PAYLOAD and payload not in STREAMING and not _HEX64.match(payload):
+        raise S3Error("InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
+                      "a SHA-256 in hex or STREAMING-*")
     auth = S3SigV4Auth(Credentials(key_id, secret), "s3", region)
-    _check(auth, _request(seen, fields["SignedHeaders"], seen.query), stamp,
-           fields["SignedHeaders"], fields["Signature"])
-    return Signed(key_id, keys[key_id][1], payload)
+    request = _request(seen, fields["SignedHeaders"], seen.query)
+    _check(auth, request, stamp, fields["SignedHeaders"], fields["Signature"])
+    chain = Chain(auth, request, fields["Signature"]) if payload == STREAMING_SIGNED else None
+    return Signed(key_id, keys[key_id][1], payload, chain)
 
 
 def _presigned(seen: Seen, query: Mapping[str, str], keys: AccessKeys, now: float) -> Signed:
