@@ -111,11 +111,6 @@ ARGUED: dict[str, str] = {
     # writers and claims: no writer takes over a claimed intent (the _take_over term
     # `_unclaimed`, killed by tests/ledger/test_decisions.py), and a claimed intent is
     # decided by compare-and-set before anything is destroyed
-    "where:transitions:_commit_blob:blobs.attempt": "C4 (R4, a roll-forward) after C3 may "
-        "win on a pending row that is not its own: a sweeper's undecided claim (the "
-        "roll-forward the sweeper would make, as _commit_claimed does) or a retry of the same "
-        "key (same name, bytes checked by checksum); a row a sweeper decided to delete is "
-        "deleting, which C4 never matches",
     "where:transitions:remove_swept:blobs.state": "the claim's token (new per claim) pins "
         "pending rows on the path that calls it (a store whose delete sees the state): a "
         "row leaves pending under a claim's token with the token kept only by fence_swept "
@@ -154,10 +149,6 @@ ARGUED: dict[str, str] = {
     "where:transitions:_commit_claimed:blobs.kind": "runs only for an intent of kind create "
         "(commit_create short-circuits the others), and the row its name pins is that "
         "intent's own, inserted with that kind, which never changes",
-    "where:transitions:_commit_claimed:blobs.attempt": "as _commit_blob:blobs.attempt: the "
-        "writer did C3, and a pending creation row it does not own is a sweeper's undecided "
-        "claim or a retry of the same key (same name; the create-only put keeps the bytes "
-        "the writer hashed); the retry then loses and answers that document (settled_create)",
     # a retry's takeover, in the transaction that read the row
     "where:transitions:_take_over:blobs.attempt": "the lease term implies it: every change "
         "of owner of a pending row (takeover, confirm, claim) sets lease_until past NOW, so "
