@@ -23,8 +23,11 @@ from tests.support.services import Azurite, MotoS3
 
 
 def s3_env(moto: MotoS3, database_url: str, bucket: str) -> dict[str, str]:
+    # the commands' start-up probe waits 2 s by default: moto, shared with the rest of a
+    # parallel run, may take longer to answer, which is not what this test is about
     return {"BLOBLEDGER_DATABASE_URL": database_url,
-            "BLOBLEDGER_STORE_URL": f"s3://{bucket}/app", **moto.environment()}
+            "BLOBLEDGER_STORE_URL": f"s3://{bucket}/app", "BLOBLEDGER_S3_PROBE_TIMEOUT": "30",
+            **moto.environment()}
 
 
 @pytest.mark.slow
