@@ -101,7 +101,8 @@ def _config(target: Target, folder: Path) -> Path:
 @contextlib.contextmanager
 def _serve(env: dict[str, str], folder: Path) -> Iterator[int]:
     port = free_port()
-    keys = ",".join(f"{key_id}:{secret}:write" for key_id, secret in USERS.values())
+    # every user of s3-tests creates and deletes buckets of its own: write and admin
+    keys = ",".join(f"{key_id}:{secret}:write+admin" for key_id, secret in USERS.values())
     full = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
     full.update(BLOBLEDGER_S3API_KEYS=keys, BLOBLEDGER_S3API_HOST=HOST, **env)
     log = folder / "serve.log"
