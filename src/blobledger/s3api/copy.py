@@ -10,8 +10,6 @@ metadata, ``REPLACE`` the request's."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from email.utils import parsedate_to_datetime
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
@@ -21,7 +19,7 @@ from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, find
+from blobledger.s3api.lookup import etag_of, find, http_since
 from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
 from blobledger.s3api.rows import meta_of
 from blobledger.s3api.usermeta import from_headers
@@ -47,15 +45,6 @@ def _source_key(call: Call) -> str:
     return key
 
 
-def _since(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-
-
 def _check_source(call: Call, source: Document) -> None:
     """The ``x-amz-copy-source-if-*`` conditions, as S3 weighs them: a matching If-Match
     overrides a failing If-Unmodified-Since, a failing If-None-Match wins over a passing
@@ -65,8 +54,8 @@ def _check_source(call: Call, source: Document) -> None:
     modified = source.updated_at.replace(microsecond=0)
     if_match = headers.get(f"{SOURCE}-if-match")
     if_none_match = headers.get(f"{SOURCE}-if-none-match")
-    unmodified = _since(headers.get(f"{SOURCE}-if-unmodified-since"))
-    since = _since(headers.get(f"{SOURCE}-if-modified-since"))
+    unmodified = http_since(headers.get(f"{SOURCE}-if-unmodified-since"))
+    since = http_since(headers.get(f"{SOURCE}-if-modified-since"))
     if if_match is not None:
         if "*" not in tags(if_match) and tag not in tags(if_match):
             raise _failed("x-amz-copy-source-If-Match")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from email.utils import format_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
@@ -22,6 +22,16 @@ def etag_of(doc: Document) -> str:
 
 def http_date(when: datetime) -> str:
     return format_datetime(when.replace(microsecond=0), usegmt=True)
+
+
+def http_since(text: str | None) -> datetime | None:
+    """An HTTP date header's value (None: absent or not a date, which S3 ignores)."""
+    if text is None:
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
 
 
 async def find(call: Call, key: str) -> Document:

@@ -13,8 +13,6 @@ import asyncio
 import base64
 import binascii
 from collections.abc import AsyncGenerator, AsyncIterator
-from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from starlette.responses import Response, StreamingResponse
 
@@ -25,7 +23,7 @@ from blobledger.s3api.checksums import CHECKSUMS
 from blobledger.s3api.checksums import Checksum as _Checksum
 from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, find, http_date
+from blobledger.s3api.lookup import etag_of, find, http_date, http_since
 from blobledger.s3api.overrides import overrides
 from blobledger.s3api.sigv4 import is_sha256
 from blobledger.s3api.usermeta import from_headers, response_headers
@@ -141,15 +139,6 @@ def _etags(text: str) -> list[str]:
     return [item.strip().removeprefix("W/") for item in text.split(",") if item.strip()]
 
 
-def _since(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-
-
 def _preconditions(call: Call, doc: Document) -> int | None:
     """412 or 304 when a conditional header says so (S3's order: If-Match, then
     If-None-Match, the dates only where the tags are absent); None: answer."""
@@ -160,13 +149,13 @@ def _preconditions(call: Call, doc: Document) -> int | None:
     if if_match is not None:
         if "*" not in _etags(if_match) and tag not in _etags(if_match):
             return 412
-    elif (since := _since(headers.get("if-unmodified-since"))) and modified > since:
+    elif (since := http_since(headers.get("if-unmodified-since"))) and modified > since:
         return 412
     if_none_match = headers.get("if-none-match")
     if if_none_match is not None:
         if "*" in _etags(if_none_match) or tag in _etags(if_none_match):
             return 304
-    elif (since := _since(headers.get("if-modified-since"))) and modified <= since:
+    elif (since := http_since(headers.get("if-modified-since"))) and modified <= since:
         return 304
     return None
 
