@@ -46,7 +46,7 @@ from blobledger.errors import (
     InvalidInput,
     UploadTooLarge,
 )
-from blobledger.protocol.documents import Data, as_stream
+from blobledger.protocol.documents import Data, as_stream, known_size
 from blobledger.protocol.models import BucketRow, DocumentRow, as_utc, utcnow
 
 buckets_table: Table = BucketRow.__table__  # type: ignore[assignment]
@@ -183,9 +183,8 @@ class Admitted:
     def limit(self, data: Data) -> Data:
         """``data``, cut where the bucket's quota ends (BucketQuotaExceeded) when it has a
         byte quota and the data's size is not known before its bytes."""
-        left = self.left
-        if left is None or (isinstance(data, (bytes, bytearray, memoryview))
-                            and len(data) <= left):
+        left, size = self.left, known_size(data)
+        if left is None or (size is not None and size <= left):
             return data
         return _within(as_stream(data), left, self.bucket)
 

@@ -78,6 +78,11 @@ class Document:
         return data
 
 
+def known_size(data: Data) -> int | None:
+    """The size of data given whole (bytes); None for a stream or a file."""
+    return len(data) if isinstance(data, (bytes, bytearray, memoryview)) else None
+
+
 async def as_stream(data: Data) -> AsyncIterator[bytes]:
     """Any accepted data form as an async byte stream (file reads run off the loop)."""
     if isinstance(data, (bytes, bytearray, memoryview)):

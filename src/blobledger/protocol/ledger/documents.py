@@ -30,7 +30,7 @@ from blobledger.errors import (
     PreconditionFailed,
 )
 from blobledger.protocol.buckets import Admitted
-from blobledger.protocol.documents import Data, Document
+from blobledger.protocol.documents import Data, Document, known_size
 from blobledger.protocol.ledger.reads import Reads
 from blobledger.protocol.ledger.steps import LOST, _deadline, _step
 from blobledger.protocol.models import DEFAULT_BUCKET, BlobKind, KeyState
@@ -96,7 +96,7 @@ class DocumentWriter(Reads):
         content_type = check_content_type(content_type)
         if idempotency_key is not None and not _KEY.match(idempotency_key):
             raise InvalidInput("idempotency key must be 1-255 visible ASCII characters")
-        admitted = await self.buckets.admit(bucket, content_type, _known_size(data),
+        admitted = await self.buckets.admit(bucket, content_type, known_size(data),
                                             self.settings.max_upload_bytes)
         hold = hold or admitted.bucket.hold
         data = admitted.limit(data)
@@ -272,7 +272,7 @@ class DocumentWriter(Reads):
         steps' spans). ``on_intent``: as :meth:`create`'s, after R1."""
         with telemetry.span("replace", document_id=doc_id) as span:
             intent, admitted = await self._begin_replace(doc_id, expected_version,
-                                                         content_type, _known_size(data))
+                                                         content_type, known_size(data))
             data = admitted.limit(data)
             span.set("blob_name", intent.blob_name)
             try:
@@ -387,11 +387,6 @@ class DocumentWriter(Reads):
             return True
         return False
 
-
-
-def _known_size(data: Data) -> int | None:
-    """The size of data given whole (bytes); None for a stream."""
-    return len(data) if isinstance(data, (bytes, bytearray, memoryview)) else None
 
 
 def _in_bucket(doc: Document, bucket: str) -> Document:
