@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -104,6 +105,7 @@ class Totals:
     violations: list[str] = field(default_factory=list)
     documents: int = 0
     verified: int = 0
+    traces: list[str] = field(default_factory=list)  # the logs' lines on a violation's blob
 
     def render(self) -> str:
         ops = sum(self.operations.values())
@@ -118,6 +120,9 @@ class Totals:
             f"documents at the end: {self.documents} (verified byte for byte: {self.verified})",
             f"violations: {len(self.violations)}",
             *[f"  {v}" for v in self.violations[:50]],
+            *([f"the processes' log lines naming those blobs ({len(self.traces)}):"]
+              if self.traces else []),
+            *[f"  {t}" for t in self.traces[:80]],
         ])
 
 
@@ -151,6 +156,20 @@ class Services:
             return subprocess.Popen(blobledger_command(*args), env={**self.env, **extra},
                                     cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
+
+    def traces(self, violations: list[str]) -> list[str]:
+        """Every log line (serve, sweep, final sweep) naming a blob a violation names, or
+        each failed final sweep's last lines: what the processes did with it."""
+        names = set(re.findall(r"[\w-]+/[0-9a-f]{32}[\w.]*", "\n".join(violations)))
+        failed = any(v.startswith("final sweep") for v in violations)
+        lines = []
+        for log in sorted(self.folder.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()
+            if failed and log.name == "final-sweep.log":
+                lines += [f"{log.name}: {line}" for line in text[-20:]]
+            lines += [f"{log.name}: {line}" for line in text
+                      if any(name in line for name in names)]
+        return lines
 
     def url(self, port: int) -> str:
         return f"http://127.0.0.1:{port}"
@@ -435,7 +454,8 @@ async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: fl
         totals.faults = Counter(proxy.injected)
         services.stop()
         for n in range(3):  # a pass per grace: rows a pass hands on are due in the next
-            services.sweep_once(FINAL_OFFSET + n * (DELETE_GRACE + 1))
+            if code := services.sweep_once(FINAL_OFFSET + n * (DELETE_GRACE + 1)):
+                totals.violations.append(f"final sweep {n + 1} exited {code}")
         store = storage.direct()
         settings = Settings(database_url=database_url, store_url=store.url,
                             upload_deadline=UPLOAD_DEADLINE, sweep_after=SWEEP_AFTER,
@@ -448,4 +468,5 @@ async def soak(storage: Storage, database_url: str, folder: Path, *, seconds: fl
         services.stop()
         await client.close()
         proxy.stop()
+    totals.traces = services.traces(totals.violations)
     return totals
