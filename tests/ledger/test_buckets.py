@@ -5,9 +5,12 @@ the database's statements; the local disk takes the bytes)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import func, insert, select
 
 from blobledger import Ledger, NameTaken, NotFound, UploadTooLarge
 from blobledger.errors import (
@@ -19,8 +22,12 @@ from blobledger.errors import (
     ContentTypeRefused,
     InvalidInput,
 )
-from blobledger.protocol.buckets import scoped
+from blobledger.protocol.buckets import Buckets, scoped
+from blobledger.protocol.models import BlobRow, DocumentRow
+from blobledger.uploads.resumable import Resumable
 from tests.conftest import EACH_DATABASE
+
+blobs_table = BlobRow.__table__
 
 pytestmark = pytest.mark.parametrize("backend", EACH_DATABASE, indirect=True)
 
@@ -101,3 +108,44 @@ async def test_a_credential_limited_to_buckets_reads_only_those(ledger: Ledger) 
             await ledger.create("x.txt", b"x")
         assert [b.name for b in await ledger.buckets.list()] == ["mine"]
     assert (await ledger.get(theirs.id)).name == "theirs.txt"
+
+
+async def test_a_create_into_a_bucket_deleted_since_its_lookup_is_refused(
+        ledger: Ledger) -> None:
+    """Another process deletes the empty bucket after this one looked it up (each process
+    trusts its lookup two seconds; a writer paused between its lookup and its C1, any
+    time): the documents' foreign key refuses C1, before any byte is sent, as NotFound,
+    and the name created anew holds nothing of it."""
+    await ledger.buckets.create("brief")
+    await ledger.buckets.lookup("brief")  # this process's view, trusted for two seconds
+    await Buckets(ledger.db).delete("brief")  # another process's
+    with pytest.raises(BucketNotFound):
+        await ledger.create("late.txt", b"late bytes", bucket="brief")
+    with pytest.raises(BucketNotFound):  # a resumable upload's C1 alike
+        await Resumable(ledger).create(10, {"filename": "late.bin", "bucket": "brief"})
+    assert [b async for b in ledger.store.list(ledger.settings.blob_prefix)] == []
+    async with ledger.db.transaction(readonly=True) as conn:
+        assert (await conn.execute(select(func.count()).select_from(blobs_table))).scalar() == 0
+    await ledger.buckets.create("brief")
+    assert await ledger.page(bucket="brief") == []
+    assert (await ledger.buckets.usage("brief")).objects == 0
+
+
+async def test_a_bucket_is_not_deleted_under_a_create_whose_c1_is_in_flight(
+        ledger: Ledger) -> None:
+    """The deletion runs while a create's C1 has inserted its pending document but not yet
+    committed: it waits for that transaction (PostgreSQL: the foreign key's lock on the
+    bucket's row; SQLite: the one writer) and is then refused, the bucket kept."""
+    await ledger.buckets.create("busy")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    async with ledger.db.transaction() as conn:
+        await conn.execute(insert(DocumentRow.__table__).values(
+            id="0" * 32, bucket="busy", name="in-flight.bin", status="pending",
+            blob_name="documents/in-flight.bin", version=1,
+            content_type="application/octet-stream", created_at=now, updated_at=now))
+        deletion = asyncio.create_task(Buckets(ledger.db).delete("busy"))
+        await asyncio.sleep(0.5)  # the deletion has been sent and waits
+        assert not deletion.done()
+    with pytest.raises(BucketNotEmpty):
+        await deletion
+    assert (await ledger.buckets.get("busy")).name == "busy"

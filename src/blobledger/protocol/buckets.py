@@ -293,12 +293,15 @@ class Buckets:
         bucket = await self.get(name)
         if bucket.name == DEFAULT_BUCKET:
             raise InvalidInput("the default bucket cannot be deleted")
-        async with self.db.transaction() as conn:
-            gone = await conn.execute(delete(buckets_table).where(
-                buckets_table.c.name == name,
-                ~exists().where(documents_table.c.bucket == name)))
+        try:  # a create's C1 in flight holds the foreign key: refused, or waited for
+            async with self.db.transaction() as conn:
+                gone = (await conn.execute(delete(buckets_table).where(
+                    buckets_table.c.name == name,
+                    ~exists().where(documents_table.c.bucket == name)))).rowcount
+        except DBIntegrityError:
+            gone = 0
         self._cache.pop(name, None)
-        if gone.rowcount != 1:
+        if gone != 1:
             usage = await self.usage(name)
             raise BucketNotEmpty(f"bucket {name!r} holds {usage.objects} document(s): "
                                  "delete them first")

@@ -22,6 +22,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -129,9 +130,14 @@ class DocumentRow(Base):
     __tablename__ = table_name("documents")
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    #: the bucket the document lives in: its name is unique within it
-    bucket: Mapped[str] = mapped_column(String(63), nullable=False, default=DEFAULT_BUCKET,
-                                        server_default=DEFAULT_BUCKET)
+    #: the bucket the document lives in: its name is unique within it. The foreign key
+    #: is the fence between a create and the bucket's deletion: C1 into a bucket deleted
+    #: since its writer looked it up is refused by the database, and a bucket is not
+    #: deleted while a create's pending document is in it, committed or not.
+    bucket: Mapped[str] = mapped_column(
+        String(63), ForeignKey(BucketRow.name, name=f"fk_{table_name('documents')}_bucket",
+                               ondelete="RESTRICT"),
+        nullable=False, default=DEFAULT_BUCKET, server_default=DEFAULT_BUCKET)
     name: Mapped[str] = mapped_column(String(1024), nullable=False)
     status: Mapped[str] = mapped_column(String(16), nullable=False)
     blob_name: Mapped[str] = mapped_column(String(1024), nullable=False, index=True)

@@ -5,7 +5,9 @@ allowed, whether creations are held, its quota in bytes and in documents) holdin
 ``default``; ``documents`` gains its ``bucket`` (every existing document is in ``default``)
 and a name becomes unique per bucket: the unique constraint on ``name`` gives way to one on
 (``bucket``, ``name``), and the listing's index on (``status``, ``name``) to one on
-(``bucket``, ``status``, ``name``).
+(``bucket``, ``status``, ``name``). ``documents.bucket`` is a foreign key of
+``buckets.name`` (no document in a bucket that does not exist, even one created by a writer
+that looked the bucket up before its deletion).
 
 Revision ID: 0012
 Revises: 0011
@@ -48,6 +50,8 @@ def upgrade() -> None:
                                    server_default=DEFAULT))
         batch.drop_constraint(f"uq_{DOCUMENTS}_name", type_="unique")
         batch.create_unique_constraint(f"uq_{DOCUMENTS}_bucket_name", ["bucket", "name"])
+        batch.create_foreign_key(f"fk_{DOCUMENTS}_bucket", BUCKETS, ["bucket"], ["name"],
+                                 referent_schema=SCHEMA, ondelete="RESTRICT")
     op.create_index(index_name("documents", "bucket_status_name"), DOCUMENTS,
                     ["bucket", "status", "name"], schema=SCHEMA)
 
@@ -57,6 +61,7 @@ def downgrade() -> None:
     two buckets would break the unique constraint on ``name``)."""
     op.drop_index(index_name("documents", "bucket_status_name"), DOCUMENTS, schema=SCHEMA)
     with op.batch_alter_table(DOCUMENTS, schema=SCHEMA) as batch:
+        batch.drop_constraint(f"fk_{DOCUMENTS}_bucket", type_="foreignkey")
         batch.drop_constraint(f"uq_{DOCUMENTS}_bucket_name", type_="unique")
         batch.create_unique_constraint(f"uq_{DOCUMENTS}_name", ["name"])
         batch.drop_column("bucket")

@@ -46,6 +46,7 @@ from blobledger.protocol.transitions.statements import (
     _names_key,
     _point_document,
     _ready_document,
+    _refused_c1,
     _rename,
     _take_over,
     _to_deleting,
@@ -82,7 +83,8 @@ class DocumentSteps(Steps):
     # -- C1 -------------------------------------------------------------------------------
     async def begin_create(self, intent: Intent, name: str, key: str | None) -> None:
         """C1: the pending document, its pending blob row (this attempt's, leased) and the
-        idempotency key's reservation, in one transaction. NameTaken if the name is taken;
+        idempotency key's reservation, in one transaction. NameTaken if the name is taken,
+        BucketNotFound if the bucket was deleted since its lookup;
         the database's IntegrityError if the key is (the caller looks the key up again)."""
         times = self.times(lease=self.settings.upload_deadline)
         document = dict(id=intent.document_id, bucket=intent.bucket, name=name,
@@ -109,7 +111,7 @@ class DocumentSteps(Steps):
         except DBIntegrityError as exc:
             if key is not None and _names_key(exc):
                 raise
-            raise NameTaken(f"a document named {name!r} already exists") from None
+            raise _refused_c1(exc, intent.bucket, name) from None
 
     def c1_in_one(self, key: str | None) -> bool:
         """Whether C1 runs as one autocommit statement (:mod:`blobledger.protocol.single`):

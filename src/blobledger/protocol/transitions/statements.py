@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
+from blobledger.errors import BlobLedgerError, BucketNotFound, NameTaken
 from blobledger.protocol import events, single
 from blobledger.protocol.clock import at
 from blobledger.protocol.models import (
@@ -231,6 +232,14 @@ def _rows(result: Any) -> list[tuple[Any, ...]]:
 
 def _count(result: object) -> int:
     return int(getattr(result, "rowcount", 0))
+
+
+def _refused_c1(exc: DBIntegrityError, bucket: str, name: str) -> BlobLedgerError:
+    """What a C1 the database refused means: the bucket is gone (the documents' foreign
+    key: deleted since the writer looked it up), else the name is taken."""
+    if "foreign key" in str(exc.orig).lower():
+        return BucketNotFound(f"no bucket {bucket[:70]!r}")
+    return NameTaken(f"a document named {name!r} already exists")
 
 
 def _names_key(exc: DBIntegrityError) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
-from blobledger.errors import NameTaken, QuotaExceeded
+from blobledger.errors import QuotaExceeded
 from blobledger.protocol.models import BlobKind, UploadMode, UploadState
 from blobledger.protocol.transitions.base import Steps
 from blobledger.protocol.transitions.records import Intent, UploadOwner, UploadRecord
@@ -28,6 +28,7 @@ from blobledger.protocol.transitions.statements import (
     _insert_upload,
     _open_uploads,
     _record_parts,
+    _refused_c1,
     _reserved_names,
     blobs,
     uploads,
@@ -65,7 +66,8 @@ class UploadSteps(Steps):
         """C1 of a resumable or direct upload: the pending document, its blob row (this
         upload's, leased until the upload expires, so no sweeper takes it before) and the
         upload's row (offset 0, ``owner``'s), in one transaction. NameTaken if the name is
-        taken, QuotaExceeded if ``owner`` holds its share of open uploads or names."""
+        taken, BucketNotFound if the bucket was deleted since its lookup, QuotaExceeded if
+        ``owner`` holds its share of open uploads or names."""
         times = self.times(lease=self._expiry(mode))
         try:
             async with self.db.transaction() as conn:
@@ -84,8 +86,8 @@ class UploadSteps(Steps):
                     document_id=intent.document_id,
                     attempt=intent.attempt, length=length, handle=handle,
                     meta=json.dumps(meta), owner=owner.id if owner else None, **times))
-        except DBIntegrityError:
-            raise NameTaken(f"a document named {name!r} already exists") from None
+        except DBIntegrityError as exc:
+            raise _refused_c1(exc, intent.bucket, name) from None
 
     async def begin_staged_upload(self, intent: Intent, filename: str | None, upload_id: str,
                                   length: int, meta: dict[str, str], *,
