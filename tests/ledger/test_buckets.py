@@ -139,7 +139,7 @@ async def test_a_bucket_is_not_deleted_under_a_create_whose_c1_is_in_flight(
     await ledger.buckets.create("busy")
     now = datetime.now(UTC).replace(tzinfo=None)
     async with ledger.db.transaction() as conn:
-        await conn.execute(insert(DocumentRow.__table__).values(
+        await conn.execute(insert(DocumentRow).values(
             id="0" * 32, bucket="busy", name="in-flight.bin", status="pending",
             blob_name="documents/in-flight.bin", version=1,
             content_type="application/octet-stream", created_at=now, updated_at=now))
