@@ -69,6 +69,22 @@ async def test_every_change_writes_one_event_in_its_transaction(evledger: Ledger
     assert len({e.event_id for e in found}) == len(found)
 
 
+async def test_a_document_s_events_name_its_bucket(evledger: Ledger) -> None:
+    """Each document event's payload names the document's bucket (the receiver of several
+    buckets' events tells them apart), on each path that writes it: C4 (on PostgreSQL one
+    statement with its event), the replace, the delete."""
+    ledger = evledger
+    await ledger.buckets.create("photos")
+    doc = await ledger.create("a.jpg", b"one", bucket="photos")
+    other = await ledger.create("a.jpg", b"one")
+    replaced = await ledger.replace(doc.id, b"two", expected_version=1)
+    await ledger.delete(doc.id, expected_version=replaced.version)
+    found = await all_events(ledger)
+    assert [(e.type, e.payload["document_id"], e.payload["bucket"]) for e in found] == [
+        ("document.ready", doc.id, "photos"), ("document.ready", other.id, "default"),
+        ("document.replaced", doc.id, "photos"), ("document.deleted", doc.id, "photos")]
+
+
 @pytest.mark.parametrize("evledger", ["sqlite"], indirect=True)
 async def test_a_lost_commit_writes_no_event(evledger: Ledger, holds: Holds) -> None:
     """A writer whose C4 lost (the sweeper rolled its creation forward meanwhile) writes no

@@ -73,7 +73,8 @@ async def test_rejected_goes_through_the_deletion_path(open_ledger: LedgerFactor
             written = await events.listing(conn, subject=doc.id, limit=10)
         assert [e.type for e in written] == ["document.rejected"]
         assert written[0].payload == {
-            "document_id": doc.id, "name": "fake.png", "version": 1, "size": len(PDF),
+            "document_id": doc.id, "bucket": "default", "name": "fake.png", "version": 1,
+            "size": len(PDF),
             "content_type": "image/png", "sha256": doc.sha256, "md5": written[0].payload["md5"],
             "blob": doc.blob, "processor": "content-type", "reason": state.reason}
         async with ledger.db.session() as session:

@@ -80,16 +80,18 @@ def document_row(kind: EventType, doc: Document, md5: str | None = None,
                  previous_blob: str | None = None) -> dict[str, Any]:
     """The values of a document's event (``document.*``)."""
     return document_values(kind, doc.id, doc.name, doc.version, doc.size, doc.content_type,
-                           doc.sha256, doc.blob, md5, previous_blob)
+                           doc.sha256, doc.blob, md5, previous_blob, bucket=doc.bucket)
 
 
 def document_values(kind: EventType, document_id: str, name: str, version: int,
                     size: int | None, content_type: str, sha256: str | None, blob: str,
-                    md5: str | None, previous_blob: str | None = None) -> dict[str, Any]:
+                    md5: str | None, previous_blob: str | None = None, *,
+                    bucket: str) -> dict[str, Any]:
     """:func:`document_row` from the document's fields (for a step that writes the event
     in the statement that makes the document: ``protocol/single.py``)."""
     data: dict[str, Any] = {
-        "document_id": document_id, "name": name, "version": version, "size": size,
+        "document_id": document_id, "bucket": bucket, "name": name, "version": version,
+        "size": size,
         "content_type": content_type, "sha256": sha256, "md5": md5, "blob": blob}
     if previous_blob is not None:
         data["previous_blob"] = previous_blob

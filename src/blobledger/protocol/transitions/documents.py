@@ -215,7 +215,8 @@ class DocumentSteps(Steps):
         assert intent.name is not None
         event = events.document_values(
             EventType.READY, intent.document_id, intent.name, 1, digests.size,
-            intent.content_type, digests.sha256, intent.blob_name, digests.md5)
+            intent.content_type, digests.sha256, intent.blob_name, digests.md5,
+            bucket=intent.bucket)
         async with self.db.statement() as conn:
             row = (await conn.execute(_c4_one, dict(
                 params, **single.c4_event_params(event)))).one_or_none()
