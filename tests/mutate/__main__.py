@@ -78,6 +78,8 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":django/", ["tests/dj/test_attach.py", "tests/dj/test_pause.py", "tests/dj/test_kill.py",
                    "tests/dj/test_storage.py"]),
     (r":s3api/rows:", ["tests/s3api/test_s3rows.py"]),
+    (r"^condition:s3api/", ["tests/s3api/test_writes.py", "tests/s3api/test_multipart.py",
+                            "tests/s3api/test_objects.py", "tests/s3api/test_chunked.py"]),
     (r":s3api/", ["tests/s3api/test_auth.py"]),
     (r":api/links:", ["tests/api/test_signed_reads.py", "tests/api/test_download_links.py"]),
     (r":config:", ["tests/test_config.py", "tests/events/test_settings.py",
