@@ -56,8 +56,8 @@ ABORT = "AbortMultipartUpload"
 MULTIPART_CUTS = [
     *step_cuts(CREATE, "C1 (the upload's rows)", UPLOAD_INSERTS),
     *step_cuts(PART, "the part recorded", [
-        ("DELETE FROM parts", r"^DELETE FROM parts\b"),
-        ("INSERT INTO parts", r"^INSERT INTO parts\b")], arm_at="multipart.after_stage"),
+        ("DELETE FROM s3_parts", r"^DELETE FROM s3_parts\b"),
+        ("INSERT INTO s3_parts", r"^INSERT INTO s3_parts\b")], arm_at="multipart.after_stage"),
     *step_cuts(COMPLETE, "record_verified", [
         ("UPDATE uploads", r"^UPDATE uploads SET sha256\b")]),
     *step_cuts(COMPLETE, "confirm", [("UPDATE blobs", UPDATE_BLOBS)],
