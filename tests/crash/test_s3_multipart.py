@@ -22,6 +22,7 @@ matrix's document run) runs every pause and every kill on every backend.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -183,7 +184,7 @@ async def _before(served: Served, case: MultipartCase, upload: Upload) -> None:
     """The steps before the armed one, through the same server (none passes its point)."""
     client = s3_client(served.url)
     for step in BEFORE[case.step]:
-        told = await asyncio.to_thread(ask, lambda step=step: step(client, upload))
+        told = await asyncio.to_thread(ask, functools.partial(step, client, upload))
         assert told.ok, f"{step.__name__} before {case.point}: {told}"
 
 
@@ -194,7 +195,7 @@ async def _go_on(served: Served, case: MultipartCase, upload: Upload,
     client = s3_client(served.url)
     rest = {"create": (_part, _complete), "part": (_complete,)}.get(case.step, ())
     for step in rest if told.ok else ():
-        told = await asyncio.to_thread(ask, lambda step=step: step(client, upload))
+        told = await asyncio.to_thread(ask, functools.partial(step, client, upload))
         upload.said.append(f"{step.__name__.strip('_')}: {told}")
         if not told.ok:
             assert told.code in CLEAN, f"{case.id}: then {step.__name__} answered {told}"
