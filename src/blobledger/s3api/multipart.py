@@ -58,6 +58,7 @@ from blobledger.s3api.objects import (
     _md5,
     read_body,
 )
+from blobledger.s3api.partcopy import upload_part_copy
 from blobledger.s3api.rows import (
     Part,
     drop_parts,
@@ -162,8 +163,9 @@ async def upload_part(call: Call) -> Response:
     call.need("write")
     number = _part_number(call)
     headers = call.request.headers
-    if "x-amz-copy-source" in headers:
-        raise S3Error("NotImplemented", "UploadPartCopy is not implemented")
+    if "x-amz-copy-source" in headers:  # UploadPartCopy
+        return await upload_part_copy(call, await _upload(call), number,
+                                      min(MAX_PART, int(call.ledger.settings.max_upload_bytes)))
     if "aws-chunked" in headers.get("content-encoding", ""):
         raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
     if "content-length" not in headers:
