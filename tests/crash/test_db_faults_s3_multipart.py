@@ -29,6 +29,7 @@ import pytest
 
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import UploadState
 from blobledger.workers.invariants import check
 from tests.crash.child import payload
 from tests.crash.conftest import make_target
@@ -150,6 +151,10 @@ async def test_db_fault_s3_multipart(cut: Cut, store: str, times: int, tmp_path:
                 assert not isinstance(first, Exception), f"the step answered {first!r}"
             proxy.disarm()
             retry = await _again(cut.op, step, endpoint, flow, first)
+            if cut.op == ABORT:  # acknowledged: no part nor completion may follow
+                left_open = await ledger.transitions.find_upload(flow.upload_id)
+                assert left_open is None or left_open.state != UploadState.OPEN, (
+                    "an acknowledged abort left its upload open")
             for later in after:
                 await later(endpoint, flow)
         finally:
