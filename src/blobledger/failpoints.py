@@ -25,6 +25,14 @@ this list and the points the sources hit are the same):
   ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's) and
   ``upload.before_close_settled`` (a completion found the document made, its upload row
   still open, and has not yet closed it);
+- the S3 endpoint's multipart upload: ``multipart.after_insert`` (CreateMultipartUpload's
+  C1 committed, the upload's row not yet read back nor its staged upload begun),
+  ``multipart.after_stage`` (UploadPart's bytes staged in the store, the part not yet
+  recorded), ``multipart.after_{verify,confirm,tag,commit}`` (CompleteMultipartUpload: the
+  published parts' SHA-256 recorded; the key's name given; C3; C4 committed, the parts'
+  rows not yet dropped; a completion that replaces passes ``replace.*`` instead of the
+  last three) and ``multipart.{before,after}_abort`` (AbortMultipartUpload: the upload
+  read, not yet terminated; terminated, its parts' rows not yet dropped);
 - any upload to a store: ``put.mid_stream`` (after the store took a chunk),
   ``put.before_commit`` (every byte staged, before the create-only publication: the local
   ``link``, Azure's Put Block List) and ``put.after_commit`` (published, before the store's

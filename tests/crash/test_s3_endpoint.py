@@ -12,10 +12,7 @@ ahead; woken to that clock, it must answer success (and the bytes read back thro
 endpoint) or a clean S3 error (never ``InternalError``, never a lost connection) with
 nothing changed; never a ready document without its bytes.
 
-Multipart uploads are not here yet: their points join :data:`BASE_CASES` as cases of an
-operation ``multipart`` (CreateMultipartUpload, UploadPart, CompleteMultipartUpload on the
-ledger's upload rows), with their request in :data:`SENDS` and their state in
-:func:`prepare`.
+The multipart upload's steps have their own cases, in ``test_s3_multipart.py``.
 """
 
 from __future__ import annotations

@@ -271,6 +271,8 @@ class Op:
     #: a create, replace or delete sent to the S3 endpoint (``s3writers``), not the ledger
     s3: bool = False
     create_only: bool = False  # an S3 create: ``If-None-Match: *``
+    #: an S3 create made as a multipart upload (created, its part uploaded, completed)
+    multipart: bool = False
     began_at: float = 0.0  # the clock offset when it started
     task: asyncio.Task[Any] | None = None
     point: str | None = None  # where it is stopped now
@@ -301,7 +303,8 @@ class Op:
                 "sweeper": "sweeper run", "retagger": "retag worker run",
                 "delivery": "delivery worker run"}[self.kind]
         if self.s3:
-            what += " via S3" + (", If-None-Match: *" if self.create_only else "")
+            what += (" via S3" + (" multipart" if self.multipart else "")
+                     + (", If-None-Match: *" if self.create_only else ""))
         return f"op{self.n} {what}"
 
     async def suspend(self, point: str) -> None:
@@ -482,6 +485,11 @@ class Explorer(RuleBasedStateMachine):
                 assert op.name is not None
                 if op.kind == "delete":
                     return await self.s3.delete(op.name)
+                if op.multipart:  # each request in turn, in the one task
+                    upload_id = await self.s3.create_upload(op.name)
+                    tag = await self.s3.upload_part(op.name, upload_id, 1, op.data)
+                    return await self.s3.complete(op.name, upload_id, [(1, tag)],
+                                                  create_only=op.create_only)
                 return await self.s3.put(op.name, op.data, create_only=op.create_only)
             if op.kind == "stage":
                 return await self.ledger.stage(_chunks(op.data), filename="staged.bin")
@@ -556,7 +564,8 @@ class Explorer(RuleBasedStateMachine):
         assert op.task is not None
         exc = op.task.exception()
         if op.s3:
-            what = f"{op.kind}{' (If-None-Match: *)' if op.create_only else ''}"
+            what = (f"{op.kind}{' (multipart)' if op.multipart else ''}"
+                    f"{' (If-None-Match: *)' if op.create_only else ''}")
             STATS.s3[what, "acknowledged" if exc is None else
                      f"`{getattr(exc, 'code', type(exc).__name__)}`"] += 1
         if op.upload is not None:
@@ -1120,6 +1129,20 @@ class Explorer(RuleBasedStateMachine):
         else:
             op = self._op("replace", name=name, doc_id=doc.id, expected=doc.version,
                           data=data, s3=True)
+        self._event(f"op{op.n}", "start", op.label())
+        self._run(self._start(op))
+        return op
+
+    @rule(target=ops, name=st.sampled_from(NAMES))
+    def start_s3_multipart(self, name: str) -> Any:
+        """A multipart upload through the S3 endpoint, completed with ``If-None-Match: *``
+        (a create only: the completion reads the key when it completes, not when the upload
+        began, so a replace would not be at a version known here): CreateMultipartUpload,
+        one UploadPart, CompleteMultipartUpload, stopping at each of their failpoints."""
+        n = len(self.ops_run) + 1
+        op = self._op("create", name=name, group=next(self.groups),
+                      data=f"s3 multipart {n} of {name} ".encode() * 20, s3=True,
+                      create_only=True, multipart=True)
         self._event(f"op{op.n}", "start", op.label())
         self._run(self._start(op))
         return op

@@ -53,11 +53,11 @@ class S3Endpoint:
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
 
     async def _send(self, method: str, key: str, body: bytes = b"",
-                    headers: dict[str, str] | None = None) -> httpx.Response:
-        url = f"{BASE}/s3/{BUCKET}/{key}"
-        signed = AWSRequest(method=method, url=url, data=body, headers=headers or {})
+                    headers: dict[str, str] | None = None, query: str = "") -> httpx.Response:
+        path = f"/s3/{BUCKET}/{key}" + (f"?{query}" if query else "")
+        signed = AWSRequest(method=method, url=BASE + path, data=body, headers=headers or {})
         S3SigV4Auth(Credentials(KEY_ID, SECRET), "s3", "us-east-1").add_auth(signed)
-        response = await self.http.request(method, f"/s3/{BUCKET}/{key}", content=body,
+        response = await self.http.request(method, path, content=body,
                                            headers=dict(signed.headers.items()))
         if response.status_code >= 300:
             code = _code(response.text)
@@ -87,6 +87,41 @@ class S3Endpoint:
 
     async def delete(self, key: str) -> None:
         await self._send("DELETE", key)
+
+    # -- the multipart upload --
+
+    async def create_upload(self, key: str) -> str:
+        """CreateMultipartUpload: the upload's id."""
+        text = (await self._send("POST", key, query="uploads=")).text
+        return text.split("<UploadId>", 1)[1].split("</UploadId>", 1)[0]
+
+    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+        """UploadPart: the part's ETag (quoted)."""
+        response = await self._send("PUT", key, data,
+                                    query=f"partNumber={number}&uploadId={upload_id}")
+        return response.headers["etag"]
+
+    async def complete(self, key: str, upload_id: str, parts: list[tuple[int, str]], *,
+                       create_only: bool = False) -> Document:
+        """CompleteMultipartUpload of ``parts`` (number, ETag); the document it answered
+        for, read back by its name and its ETag compared, as :meth:`put`'s."""
+        from blobledger.s3api.lookup import etag_of
+
+        body = ("<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{n}</PartNumber><ETag>{tag}</ETag></Part>"
+            for n, tag in parts) + "</CompleteMultipartUpload>").encode()
+        response = await self._send("POST", key, body,
+                                    {"If-None-Match": "*"} if create_only else None,
+                                    query=f"uploadId={upload_id}")
+        etag = response.text.split("<ETag>", 1)[1].split("</ETag>", 1)[0].replace("&quot;", '"')
+        doc = await visible(self.ledger, key)
+        if doc is None or etag != etag_of(doc):
+            raise AssertionError(f"CompleteMultipartUpload of {key!r} answered ETag {etag}, "
+                                 f"the key shows {doc and etag_of(doc)}")
+        return doc  # type: ignore[no-any-return]
+
+    async def abort(self, key: str, upload_id: str) -> None:
+        await self._send("DELETE", key, query=f"uploadId={upload_id}")
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -37,6 +37,16 @@ HELD_KEY = ("a key names its creation's blob only (blob names are fresh per atte
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # the S3 endpoint's conditions (s3api/deletes.py): DeleteObjects' key with an <ETag>
+    "condition:s3api/deletes:_delete:refusal-skipped#2": "a key whose document was "
+        "replaced between its read and its delete (R4's compare-and-set refused the delete "
+        "at the version read): without the refusal the loop reads the key again and the "
+        "ETag check before every delete compares the <ETag> with the new version's, "
+        "refusing (PreconditionFailed) unless they are equal; an ETag is the first 128 bits "
+        "of the bytes' SHA-256, so an equal one names the same bytes, the object the "
+        "client's condition named, deleted at the version read (compare-and-set); a key "
+        "deleted meanwhile is NoSuchKey, and a key that keeps changing OperationAborted, "
+        "refusals both",
     # the SQLite re-stamp before COMMIT (protocol/grace.py)
     **dict.fromkeys((f"{kind}:grace:attached_names:blobs.{column}" for kind, column in (
         ("read", "owner_table"), ("read", "owner_key"), ("where", "owner_column"))),

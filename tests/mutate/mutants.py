@@ -26,7 +26,10 @@ Kinds:
 - ``integration``: an application integration's attach or detach (SQLAlchemy, Django)
   left out, or its refusal ignored;
 - ``setting``: a settings safety check (a signed URL's expiry within the grace, the sweep
-  past the deadline, an event lease past its timeout) skipped, or its margin dropped.
+  past the deadline, an event lease past its timeout) skipped, or its margin dropped;
+- ``condition``: a condition the S3 endpoint checks in Python before it writes (an
+  ``If-Match`` ETag, a create-only ``If-None-Match``, a DeleteObjects key's ``<ETag>``, an
+  ``aws-chunked`` chunk's signature): its ``if ...: raise`` refusal skipped.
 
 Which modules are searched, and with what, is :data:`REGISTRY`; every guard-shaped piece
 of code under ``src/`` must be enumerated from it or named in :data:`NOT_FENCES` with the
@@ -53,7 +56,7 @@ RETAGGER = "blobledger/workers/retagger.py"
 AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
 STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
-         "integration", "setting")
+         "integration", "setting", "condition")
 
 #: the database clock's bound times in ``transitions`` (a comparison with one is a lease or age)
 CLOCK = {"NOW", "LEASE", "CUTOFF", "EXPIRES", "LATER"}
@@ -820,6 +823,29 @@ def _expiry(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mu
                          start, end, "True")
 
 
+#: the S3 endpoint's refusals of a write whose condition does not hold (in the text of
+#: what the ``if`` raises)
+REFUSALS = ("PreconditionFailed", "failed(", "SignatureDoesNotMatch")
+
+
+def _condition(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
+    """An ``if <condition fails>: raise <refusal>`` of the S3 endpoint never taken: the
+    write (or delete) goes on as if the client's condition held."""
+    short = _short(source.path)
+    for node in ast.walk(source.tree):
+        if not (isinstance(node, ast.If) and any(
+                isinstance(stmt, ast.Raise) and stmt.exc is not None
+                and any(word in source.text(stmt.exc) for word in REFUSALS)
+                for stmt in node.body)):
+            continue
+        context = contexts.get(id(node), "?")
+        start, end = source.span(node.test)
+        text = source.text(node.test)
+        yield Mutant(ids(f"condition:{short}:{context}:refusal-skipped"), "condition",
+                     source.path, node.lineno, context, f"`if {_flat(text)}: raise` skipped",
+                     start, end, f"(({text}) and False)")
+
+
 def _clock(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
     return _compares(source, contexts, ids, clock=True)
 
@@ -834,7 +860,7 @@ DETECTORS: dict[str, Detector] = {
     "recheck": _recheck, "retag": _retag, "rowcount-more": _rowcount_more,
     "store-more": _store_more, "recheck-more": _recheck_more, "tag": _tag,
     "retag-answers": _retag_answers, "integration": _integration, "setting": _setting,
-    "expiry": _expiry}
+    "expiry": _expiry, "condition": _condition}
 SQL = ("where", "rowcount", "rowcount-more", "clock")
 #: every module with a fence, and what finds its guards (in this order: a mutant's id counts
 #: the guards of its kind, module and function before it, so new ones go after the old)
@@ -870,6 +896,10 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     ("blobledger/s3api/sigv4.py", ("expiry",)),
     # the S3 endpoint's rows: only the parts and metadata of what is gone are forgotten
     ("blobledger/s3api/rows.py", ("where",)),
+    # the S3 endpoint's own conditions: If-Match's ETag, a completion's If-None-Match, a
+    # DeleteObjects key's ETag, an aws-chunked chunk's signature
+    *((f"blobledger/s3api/{room}.py", ("condition",))
+      for room in ("writes", "multipart", "deletes", "chunked")),
 ]
 
 

@@ -85,6 +85,46 @@ def test_parts_out_of_order_and_again_then_complete(s3: Any, prefix: str) -> Non
     assert [(o["Key"], o["Size"]) for o in listed_keys] == [(key, 5 * MIB + len(last))]
 
 
+def test_upload_part_copy_takes_a_range_of_a_ready_object(s3: Any, prefix: str) -> None:
+    """UploadPartCopy: a part copied from a ready object, whole or a range of it (the
+    source's conditions checked first), then completed with an uploaded part."""
+    source, key = prefix + "source.bin", prefix + "assembled.bin"
+    data = os.urandom(6 * MIB)
+    tag = s3.put_object(Bucket=BUCKET, Key=source, Body=data)["ETag"]
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    copied = s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1,
+                                 CopySource={"Bucket": BUCKET, "Key": source},
+                                 CopySourceRange=f"bytes={MIB}-{6 * MIB - 1}",
+                                 CopySourceIfMatch=tag)["CopyPartResult"]
+    assert copied["ETag"] == f'"{hashlib.md5(data[MIB:]).hexdigest()}"'
+    with pytest.raises(ClientError) as stale:  # the source's condition, checked first
+        s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
+                            CopySource={"Bucket": BUCKET, "Key": source},
+                            CopySourceIfMatch='"' + "0" * 32 + '"')
+    assert error(stale) == (412, "PreconditionFailed")
+    with pytest.raises(ClientError) as outside:
+        s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
+                            CopySource={"Bucket": BUCKET, "Key": source},
+                            CopySourceRange=f"bytes=0-{6 * MIB}")
+    assert error(outside) == (400, "InvalidArgument")
+    with pytest.raises(ClientError) as missing:
+        s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
+                            CopySource={"Bucket": BUCKET, "Key": prefix + "nothing"})
+    assert error(missing) == (404, "NoSuchKey")
+    whole = s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
+                                CopySource={"Bucket": BUCKET, "Key": source})["CopyPartResult"]
+    tail = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=3, Body=b"end")
+    listed = s3.list_parts(Bucket=BUCKET, Key=key, UploadId=upload)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in listed] == [
+        (1, 5 * MIB), (2, 6 * MIB), (3, 3)]
+    s3.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": copied["ETag"]},
+                  {"PartNumber": 2, "ETag": whole["ETag"]},
+                  {"PartNumber": 3, "ETag": tail["ETag"]}]})
+    got = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert got == data[MIB:] + data + b"end"
+
+
 def test_a_completion_is_checked_as_s3_checks_it(s3: Any, prefix: str) -> None:
     key = prefix + "checked.txt"
     upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]

@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 from defusedxml import ElementTree
 from starlette.responses import Response
 
+from blobledger import failpoints
 from blobledger._base.names import (
     check_content_type,
     check_document_name,
@@ -57,6 +58,7 @@ from blobledger.s3api.objects import (
     _md5,
     read_body,
 )
+from blobledger.s3api.partcopy import upload_part_copy
 from blobledger.s3api.rows import (
     Part,
     drop_parts,
@@ -128,6 +130,7 @@ async def create_multipart_upload(call: Call) -> Response:
     await ledger.inserted(intent, ledger.transitions.begin_upload(
         intent, PLACEHOLDER + doc_id, upload_id, int(ledger.settings.max_upload_bytes), "",
         {KEY: key, TYPE: content_type}, mode=UploadMode.S3))
+    await failpoints.hit("multipart.after_insert")
     try:
         upload = await ledger.transitions.find_upload(upload_id)
         if upload is None:  # swept while this request was paused
@@ -160,8 +163,9 @@ async def upload_part(call: Call) -> Response:
     call.need("write")
     number = _part_number(call)
     headers = call.request.headers
-    if "x-amz-copy-source" in headers:
-        raise S3Error("NotImplemented", "UploadPartCopy is not implemented")
+    if "x-amz-copy-source" in headers:  # UploadPartCopy
+        return await upload_part_copy(call, await _upload(call), number,
+                                      min(MAX_PART, int(call.ledger.settings.max_upload_bytes)))
     if "aws-chunked" in headers.get("content-encoding", ""):
         raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
     if "content-length" not in headers:
@@ -189,6 +193,7 @@ async def upload_part(call: Call) -> Response:
         raise S3Error("BadDigest", "the Content-MD5 you specified did not match what we "
                       "received")
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
+    await failpoints.hit("multipart.after_stage")
     await record_part(ledger, upload.id, Part(number, part, len(body), md5.hexdigest(),
                                               _now()))
     return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"'))
@@ -253,22 +258,30 @@ async def complete_multipart_upload(call: Call) -> Response:
     if_none_match, if_match = headers.get("if-none-match"), headers.get("if-match")
     existing = await target(call, call.key, if_none_match, if_match)
     intent = _intent(upload)
-    digests = await _publish(call, upload, intent, chosen)
-    if digests.size != size:
-        raise S3Error("InvalidPart", "a part changed while the upload was completed: retry")
     doc = None
     try:
+        digests = await _publish(call, upload, intent, chosen)
+        if digests.size != size:
+            raise S3Error("InvalidPart", "a part changed while the upload was completed: "
+                          "retry")
         if not await ledger.transitions.record_verified(upload, digests.sha256):
             raise IntentLost("the upload's intent was taken (expired and swept)")
+        await failpoints.hit("multipart.after_verify")
         if existing is None:
             doc = await _create(call, upload, intent, digests, if_none_match)
         if doc is None:  # the key names a ready document: the published bytes replace it
             doc = await _replace(call, upload, intent, digests, if_match)
-    except IntentLost:  # a twin completion finished it first, or the sweeper took it
+    except (IntentLost, BlobNotFound) as exc:
+        # a twin completion finished it first, or the sweeper took it (and deleted the
+        # published bytes while this completion was reading them)
         again = await ledger.transitions.find_upload(upload.id)
+        if (isinstance(exc, BlobNotFound) and again is not None
+                and again.state == UploadState.OPEN and not again.expired):
+            raise  # the upload is still this one's to finish: not a lost intent
         if again is None or again.state != UploadState.DONE:
-            raise _no_such_upload() from None
+            raise _no_such_upload() from exc
         doc = await ledger.get(again.document_id)
+    await failpoints.hit("multipart.after_commit")
     await drop_parts(ledger, upload.id)
     return _completed(call, doc)
 
@@ -296,6 +309,9 @@ async def _publish(call: Call, upload: UploadRecord, intent: Intent,
         except BlobAlreadyExists:
             pass  # a concurrent completion of the same upload published it
         except (BlobNotFound, StoreError) as exc:
+            again = await call.ledger.transitions.find_upload(upload.id)
+            if again is None or again.state != UploadState.OPEN or again.expired:
+                raise BlobNotFound(intent.blob_name) from exc  # swept meanwhile
             raise S3Error("InvalidPart", f"a part is no longer stored ({exc}): upload it "
                           "again") from None
     return await store.digest_stored(intent.blob_name)
@@ -312,8 +328,10 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
         if if_none_match is not None:
             raise failed("If-None-Match", "the key names an object") from None
         return None
+    await failpoints.hit("multipart.after_confirm")
     if not ledger.transitions.deferred:
         await ledger.tag_committed(intent)  # C3
+        await failpoints.hit("multipart.after_tag")
     return await ledger.commit_create(intent, digests, upload.id)  # C4, the upload done
 
 
@@ -336,9 +354,16 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
 async def abort_multipart_upload(call: Call) -> Response:
     call.need("write")
     upload = await _upload(call)
+    await failpoints.hit("multipart.before_abort")
     try:
         await Resumable(call.ledger).terminate(upload)
     except IntentLost:
         raise _no_such_upload() from None
+    again = await call.ledger.transitions.find_upload(upload.id)
+    if again is not None and again.state == UploadState.OPEN and not again.expired:
+        # the termination's transaction was lost with its connection (the sweeper ends the
+        # upload once it expires): not aborted yet, and it must not be said to be
+        raise S3Error("ServiceUnavailable", "the upload could not be aborted: retry")
+    await failpoints.hit("multipart.after_abort")
     await drop_parts(call.ledger, upload.id)
     return Response(status_code=204, headers=call.headers())
