@@ -36,6 +36,9 @@ MUTANTS = {
     "s3-checksums-own-write": "S3: a staged upload's checksums written as tags of their "
                               "own after the completion, with the tags read at its start "
                               "(the whole-set retag)",
+    "roll-forward-without-event": "the sweeper's roll-forward (C4 on a dead writer's "
+                                  "behalf) makes the document ready without its "
+                                  "document.ready event",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -51,6 +54,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
         focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
                "store.set_tags.after_read": (0.0, 1.0)}),
+    # writers paused between C3 (their blob tagged committed) and C4 past sweep_after: the
+    # sweeper rolls their creations forward (C4 on their behalf, with its event) and the
+    # writer's own C4, woken, loses and answers the document the roll-forward made
+    "rolled-forward": dict(
+        retag="inline", writers=3, sweepers=1, retaggers=0, reconcilers=0, ops=4, names=50,
+        rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
+        focus={"create.after_tag": (181.0, 200.0)}),
     # the deferred retag: writers paused between their upload and C4/R4 past sweep_after
     # while a sweeper claims their intents and is paused before its conditioned delete
     # (the blob is still tagged pending: only C4's and R4's token stands between them)
@@ -239,6 +249,31 @@ def s3_checksums_own_write() -> dict[str, Any]:
 
     s3store.S3Store.commit_staged = commit_staged  # type: ignore[method-assign]
     return {f"{s3store.__name__}.S3Store.commit_staged": real}
+
+
+def roll_forward_without_event() -> dict[str, Any]:
+    """The sweeper's roll-forward without ``document.ready``: ``WorkerSteps.roll_forward``
+    run with an ``events`` whose ``document_ready`` writes nothing (C4 keeps its own event).
+    Returns what to restore."""
+    import importlib
+    import types
+
+    from blobledger.protocol import events
+
+    room = importlib.import_module("blobledger.protocol.transitions.workers")
+    real = room.WorkerSteps.roll_forward
+
+    async def no_event(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    silent = types.SimpleNamespace(**{n: getattr(events, n) for n in dir(events)
+                                      if not n.startswith("__")})
+    silent.document_ready = no_event
+    weakened = types.FunctionType(real.__code__, dict(real.__globals__, events=silent),
+                                  real.__name__, real.__defaults__, real.__closure__)
+    weakened.__kwdefaults__ = real.__kwdefaults__
+    room.WorkerSteps.roll_forward = weakened
+    return {f"{room.__name__}.WorkerSteps.roll_forward": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -65,6 +65,7 @@ from tests.sim.actors import (
     recording_claims,
     tus_writer,
 )
+from tests.sim.checks import check_change_events
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
@@ -75,6 +76,7 @@ from tests.sim.scenarios import (
     marks_without_token,
     r4_without_intent,
     restore,
+    roll_forward_without_event,
     s3_checksums_own_write,
     unconditional_sweep_store,
 )
@@ -119,6 +121,9 @@ class Config:
     #: per store write: refused before it applies (a full disk, throttling past retries)
     refuse: float = 0.0
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
+    #: the outbox's check (:mod:`tests.sim.checks`) after every operation of an actor, on a
+    #: snapshot read beside the running actors (always at the stop-the-world checks)
+    event_checks: bool = True
     mutant: str | None = None
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
@@ -167,6 +172,7 @@ class Result:
     pauses: int = 0
     faults: int = 0
     checks: int = 0
+    event_checks: int = 0  # snapshots of the documents and their events checked
     locked: int = 0  # operations that found the database locked past its busy timeout
     trace: list[str] = field(default_factory=list)
     preempted: dict[str, int] = field(default_factory=dict)
@@ -310,9 +316,11 @@ class _Run:
             await asyncio.wait([task])
         finally:
             self.running.remove(task)
+        if task.cancelled() and release(task):
+            self.note(f"{name}'s open transaction rolled back (its connection closed)")
+        if self.config.event_checks:
+            await check_change_events(self, self.check_db)
         if task.cancelled():
-            if release(task):
-                self.note(f"{name}'s open transaction rolled back (its connection closed)")
             return "crash", None
         exc = task.exception()
         if exc is None:
@@ -450,6 +458,7 @@ class _Run:
             for doc in self.docs.values():
                 await self.read_back(ledger, doc)
             await check_events(self, ledger)
+            await check_change_events(self, ledger.db)
         finally:
             self.loop.exclusive = None
 
@@ -501,6 +510,7 @@ class _Run:
     # -- the run --------------------------------------------------------------------------
     async def main(self) -> None:
         self.db = Database(self.url)
+        self.check_db = Database(self.url)  # the outbox's snapshots, beside the actors
         try:
             stop = asyncio.Event()
             self.checker = asyncio.ensure_future(self.checks(stop))
@@ -527,6 +537,7 @@ class _Run:
             await self.settle()
         finally:
             await self.db.dispose()
+            await self.check_db.dispose()
 
     def go(self) -> Result:
         counter = self.rng.getrandbits
@@ -544,6 +555,7 @@ class _Run:
                    "abandon-without-attempt": abandon_without_attempt,
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
+                   "roll-forward-without-event": roll_forward_without_event,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
