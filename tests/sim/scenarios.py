@@ -39,6 +39,9 @@ MUTANTS = {
     "roll-forward-without-event": "the sweeper's roll-forward (C4 on a dead writer's "
                                   "behalf) makes the document ready without its "
                                   "document.ready event",
+    "local-publish-discards-parts": "the local store's publication of a tus upload "
+                                    "discards its parts on any outcome (a refused one "
+                                    "too: no retried completion can publish them)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -103,6 +106,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # applies (a full disk: the local store's ENOSPC; throttling: S3's 503 SlowDown once the
     # client's retries ran out), beside the writes whose answer is lost after they applied
     "store-refusals": dict(refuse=0.05, tus=1, crash=0.0005),
+    # tus uploads on the local store completed twice at once, one store write in three
+    # refused before it applies (a full disk): a completion whose publication was refused is
+    # sent again by its client. No sweeper or reconciler ends an upload meanwhile.
+    "local-tus-refusals": dict(
+        store="local", retag="inline", writers=0, tus=3, sweepers=0, retaggers=1,
+        reconcilers=0, ops=3, pause=0.0, crash=0.0, jump=0.0, fault=0.0, refuse=0.3),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,

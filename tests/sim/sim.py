@@ -219,6 +219,8 @@ class _Run:
             clock=clock, point=self.point, after_write=self.fault,
             ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
             flock=config.mutant != "local-no-flock")
+        if isinstance(self.store, MemoryStore):
+            self.store.publish_discards_parts = config.mutant == "local-publish-discards-parts"
         if isinstance(self.store, AzureMemoryStore):
             self.store.create_only_commit = config.mutant != "azure-commit-overwrites"
         self.receiver_fails = config.receiver_fails

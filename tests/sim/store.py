@@ -81,6 +81,10 @@ class MemoryStore(Store):
     #: the blob's lock around a conditional call's read and act (False: the local store's
     #: ``_locked`` without its ``flock``)
     flock: bool = True
+    #: a mutant of the simulation: a staged upload's publication discards its parts on any
+    #: outcome (the local store's bug: a refused publication, a full disk, left a tus upload
+    #: that no retried completion could publish), not only once published
+    publish_discards_parts: bool = False
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     atomic_conditions = False
     _etags: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -234,10 +238,19 @@ class MemoryStore(Store):
             for chunk in data:
                 yield chunk
 
+        # as the local store's: the parts go once published (or found published already);
+        # a publication that failed keeps them for a retried completion
         try:
-            return await self.put(name, chunks(), tags=tags, content_type=content_type)
-        finally:
+            digests = await self.put(name, chunks(), tags=tags, content_type=content_type)
+        except BlobAlreadyExists:
             self.parts.pop(name, None)
+            raise
+        except BaseException:
+            if self.publish_discards_parts:
+                self.parts.pop(name, None)
+            raise
+        self.parts.pop(name, None)
+        return digests
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)
