@@ -12,18 +12,23 @@ that shape, and the last event names the row's current version, blob and checksu
 
 The check reads the documents and the events in one read-only transaction (one snapshot,
 no write lock: WAL reads beside the writers), so it runs while the actors run: after every
-operation of an actor (:meth:`tests.sim.sim._Run.op`) and at the stop-the-world checks.
+operation of an actor (:meth:`tests.sim.sim._Run.op`) and at the stop-the-world checks. It
+reads through a connection of its own of Python's ``sqlite3``, synchronously: it never
+yields to the loop, so it adds no scheduling step and a seed's schedule is the same with
+the check or without it.
 Against the model too: every version a client was acknowledged has its event with the
 checksum it sent, and every acknowledged deletion its ``document.deleted``.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
+from sqlalchemy.dialects import sqlite
 
-from blobledger.db import Database
 from blobledger.protocol import events
 from blobledger.protocol.models import DocumentRow, DocumentStatus, EventType
 
@@ -32,21 +37,39 @@ if TYPE_CHECKING:
 
 READY, REPLACED, DELETED = (EventType.READY.value, EventType.REPLACED.value,
                             EventType.DELETED.value)
-_documents = DocumentRow.__table__
+_d, _e = DocumentRow.__table__.c, events.events.c
+_DOCUMENTS = select(_d.id, _d.status, _d.version, _d.sha256, _d.blob_name)
+_EVENTS = select(_e.id, _e.type, _e.document_id, _e.version, _e.sha256, _e.blob_name).where(
+    _e.document_id.is_not(None)).order_by(_e.id)
 
 
-async def check_change_events(run: _Run, db: Database) -> None:
-    """One snapshot of the documents and their events (see the module): raises
-    :class:`tests.sim.sim.Violation`."""
+def _sql(statement: Select[Any]) -> tuple[str, Any]:
+    return (str(statement.compile(dialect=sqlite.dialect())),
+            namedtuple("Row", [c.name for c in statement.selected_columns]))  # type: ignore[misc]
+
+
+_QUERIES = (_sql(_DOCUMENTS), _sql(_EVENTS))
+
+
+def snapshot(path: str) -> tuple[list[Any], list[Any]]:
+    """The documents and their events, read in one transaction of a connection of its own."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        found = [[row(*values) for values in conn.execute(sql)] for sql, row in _QUERIES]
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return found[0], found[1]
+
+
+def check_change_events(run: _Run, path: str) -> None:
+    """One snapshot of the documents and their events of the database at ``path`` (see the
+    module): raises :class:`tests.sim.sim.Violation`."""
     from tests.sim.sim import Violation
 
-    d, e = _documents.c, events.events.c
-    async with db.transaction(readonly=True) as conn:
-        rows = {r.id: r for r in (await conn.execute(select(
-            d.id, d.status, d.version, d.sha256, d.blob_name))).all()}
-        written = (await conn.execute(select(
-            e.id, e.type, e.document_id, e.version, e.sha256, e.blob_name)
-            .where(e.document_id.is_not(None)).order_by(e.id))).all()
+    documents, written = snapshot(path)
+    rows = {r.id: r for r in documents}
     run.result.event_checks += 1
     by_doc: dict[str, list[Any]] = {}
     for event in written:

@@ -4,6 +4,7 @@ harness or of the simulated store: the historical bugs the simulation must find)
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from blobledger.stores.base import Condition, DeleteOutcome
@@ -42,6 +43,10 @@ MUTANTS = {
     "local-publish-discards-parts": "the local store's publication of a tus upload "
                                     "discards its parts on any outcome (a refused one "
                                     "too: no retried completion can publish them)",
+    "reconcile-retag-unconditional": "reconcile --fix's retag of a ready document's blob "
+                                     "without its condition (pending): its refusal gone "
+                                     "(tag:reconciler:retag_if_still:"
+                                     "set_tags-without-if_tags)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -112,6 +117,14 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "local-tus-refusals": dict(
         store="local", retag="inline", writers=0, tus=3, sweepers=0, retaggers=1,
         reconcilers=0, ops=3, pause=0.0, crash=0.0, jump=0.0, fault=0.0, refuse=0.3),
+    # the deferred retag with its owed retags paid by reconcile --fix too, the fix paused
+    # between its re-read of the row and its retag while the retag worker pays it, the
+    # document is replaced or deleted and the deletion path tags the blob deleting
+    "reconcile-paused-retag": dict(
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=8, think=60.0,
+        rounds=30, sweep_periods=(1.0, 3.0, 10.0), periods=(5.0, 20.0, 40.0), pause=0.0,
+        crash=0.0, jump=0.0, fault=0.0,
+        focus={"reconcile.before_retag": (35.0, 90.0), "deletion.after_tag": (0.0, 5.0)}),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -283,6 +296,44 @@ def roll_forward_without_event() -> dict[str, Any]:
     weakened.__kwdefaults__ = real.__kwdefaults__
     room.WorkerSteps.roll_forward = weakened
     return {f"{room.__name__}.WorkerSteps.roll_forward": real}
+
+
+def reconcile_retag_unconditional() -> dict[str, Any]:
+    """``reconcile --fix``'s retag without ``if_tags`` (the mutant
+    ``tag:reconciler:retag_if_still:set_tags-without-if_tags`` in this process): the real
+    method's source with the keyword removed. Returns what to restore."""
+    from blobledger.workers import reconciler
+
+    real = reconciler._Merge.retag_if_still
+
+    class Drop(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func).endswith("set_tags"):
+                node.keywords = [k for k in node.keywords if k.arg != "if_tags"]
+                dropped.append(node)
+            return self.generic_visit(node)
+
+    dropped: list[ast.Call] = []
+    reconciler._Merge.retag_if_still = _rewritten(  # type: ignore[method-assign]
+        real, reconciler, Drop(), "retag_if_still")
+    assert len(dropped) == 1, "the retag this mutant unconditions is not where it was"
+    return {f"{reconciler.__name__}._Merge.retag_if_still": real}
+
+
+def _rewritten(real: Any, module: Any, transformer: ast.NodeTransformer, name: str) -> Any:
+    """``real`` (a function of ``module``) compiled again from its source as rewritten by
+    ``transformer``, in the module's namespace."""
+    import __future__
+
+    import inspect
+    import textwrap
+
+    tree = ast.fix_missing_locations(transformer.visit(
+        ast.parse(textwrap.dedent(inspect.getsource(real)))))
+    scope = dict(vars(module))
+    exec(compile(tree, module.__file__, "exec",
+                 flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
+    return scope[name]
 
 
 def restore(saved: dict[str, Any]) -> None:

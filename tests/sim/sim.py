@@ -75,6 +75,7 @@ from tests.sim.scenarios import (
     direct_without_reread,
     marks_without_token,
     r4_without_intent,
+    reconcile_retag_unconditional,
     restore,
     roll_forward_without_event,
     s3_checksums_own_write,
@@ -132,6 +133,8 @@ class Config:
     receiver_fails: float = 0.0  # per event sent: the receiver answers an error
     skew: float = 5.0  # each actor's clock off by up to this many seconds either way
     sweep_periods: tuple[float, ...] = (1.0, 30.0, 200.0)
+    periods: tuple[float, ...] = (1.0, 30.0, 200.0)  # between a retagger's or reconciler's
+    think: float = 0.0  # up to this many seconds a writer waits before each operation
     rounds: int = 0  # runs of each sweeper, retagger and deliverer (0: ops)
     names: int = 3  # document names the writers create (a name is taken once)
     #: points where a pause is likely (``focus_pause``), with the pause's (min, max) seconds
@@ -204,6 +207,7 @@ class _Run:
     def __init__(self, seed: int, config: Config, url: str) -> None:
         self.config = config
         self.url = url
+        self.path = url.removeprefix("sqlite:///")
         self.loop = SimLoop(seed)
         self.rng = self.loop.rng
         self.result = Result(seed)
@@ -320,8 +324,9 @@ class _Run:
             self.running.remove(task)
         if task.cancelled() and release(task):
             self.note(f"{name}'s open transaction rolled back (its connection closed)")
+        self.tags_forward()
         if self.config.event_checks:
-            await check_change_events(self, self.check_db)
+            check_change_events(self, self.path)
         if task.cancelled():
             return "crash", None
         exc = task.exception()
@@ -357,6 +362,8 @@ class _Run:
         ledger = self.ledger()
         owed: list[tuple[str, str, bytes]] = []  # creates to retry: (key, name, data)
         for i in range(self.config.ops):
+            if self.config.think:
+                await asyncio.sleep(round(self.rng.uniform(0, self.config.think), 3))
             choice = self.rng.random()
             mine = [d for d in self.docs.values() if not d.deleted and not d.maybe_deleted]
             if owed and choice < 0.3:
@@ -426,7 +433,7 @@ class _Run:
             ledger.store = unconditional_sweep_store(self.store)
         for _ in range(rounds):
             await asyncio.sleep(self.rng.choice(
-                self.config.sweep_periods if kind == "sweeper" else (1.0, 30.0, 200.0)))
+                self.config.sweep_periods if kind == "sweeper" else self.config.periods))
             self.note(f"{kind}{n} runs")
             if kind == "sweeper":
                 outcome, value = await self.op(f"sweeper{n}", Sweeper(ledger, parallel=1).run_once)
@@ -460,9 +467,15 @@ class _Run:
             for doc in self.docs.values():
                 await self.read_back(ledger, doc)
             await check_events(self, ledger)
-            await check_change_events(self, ledger.db)
+            check_change_events(self, self.path)
+            self.tags_forward()
         finally:
             self.loop.exclusive = None
+
+    def tags_forward(self) -> None:
+        """The in-memory stores saw no state tag written backwards (:class:`MemoryStore`)."""
+        if isinstance(self.store, MemoryStore) and self.store.backwards:
+            raise Violation(f"state tags written backwards: {self.store.backwards}")
 
     async def read_back(self, ledger: Ledger, doc: Doc) -> None:
         try:
@@ -512,7 +525,6 @@ class _Run:
     # -- the run --------------------------------------------------------------------------
     async def main(self) -> None:
         self.db = Database(self.url)
-        self.check_db = Database(self.url)  # the outbox's snapshots, beside the actors
         try:
             stop = asyncio.Event()
             self.checker = asyncio.ensure_future(self.checks(stop))
@@ -521,7 +533,8 @@ class _Run:
             rounds = c.rounds or c.ops
             actors += [self.worker("sweeper", n, rounds) for n in range(c.sweepers)]
             actors += [self.worker("retagger", n, rounds) for n in range(c.retaggers)]
-            actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
+            actors += [self.worker("reconciler", n, c.rounds or c.ops // 2)
+                       for n in range(c.reconcilers)]
             actors += [tus_writer(self, n) for n in range(c.tus)]
             actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [direct_writer(self, n) for n in range(c.direct)]
@@ -539,7 +552,6 @@ class _Run:
             await self.settle()
         finally:
             await self.db.dispose()
-            await self.check_db.dispose()
 
     def go(self) -> Result:
         counter = self.rng.getrandbits
@@ -558,6 +570,7 @@ class _Run:
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
                    "roll-forward-without-event": roll_forward_without_event,
+                   "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 
 from blobledger._base.names import check_blob_name
 from blobledger.errors import BlobAlreadyExists, BlobNotFound, ConditionNotMet, Digests
+from blobledger.protocol.models import STATE_TAG
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
@@ -63,6 +64,11 @@ class Blob:
     digests: Digests
 
 
+#: state tag moves that go backwards (tags go pending -> committed -> deleting only)
+_BACKWARDS = frozenset({("deleting", "committed"), ("deleting", "pending"),
+                        ("committed", "pending")})
+
+
 @dataclass
 class MemoryStore(Store):
     """Blobs in a dict; ``clock`` gives the time stamped on them (the simulation's)."""
@@ -85,6 +91,9 @@ class MemoryStore(Store):
     #: outcome (the local store's bug: a refused publication, a full disk, left a tus upload
     #: that no retried completion could publish), not only once published
     publish_discards_parts: bool = False
+    #: state tags written backwards (``deleting`` to anything else, ``committed`` to
+    #: ``pending``): tags only go forward, and a conditioned delete relies on it
+    backwards: list[str] = field(default_factory=list)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     atomic_conditions = False
     _etags: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -154,6 +163,9 @@ class MemoryStore(Store):
             if not self.ignore_tag_conditions and not tags_match(blob.tags, if_tags):
                 raise ConditionNotMet(name, f"tags {dict(if_tags or {})}")
             await self._between("store.set_tags.after_read")
+            before, after = blob.tags.get(STATE_TAG), tags.get(STATE_TAG)
+            if (before, after) in _BACKWARDS and self.blobs.get(name) is blob:
+                self.backwards.append(f"{name}: {before} -> {after}")
             blob.tags = dict(tags)  # on the blob read (an unlinked file's descriptor)
         await self.after_write("store.set_tags")
 
