@@ -121,10 +121,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # between its re-read of the row and its retag while the retag worker pays it, the
     # document is replaced or deleted and the deletion path tags the blob deleting
     "reconcile-paused-retag": dict(
-        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=8, think=60.0,
-        rounds=30, sweep_periods=(1.0, 3.0, 10.0), periods=(5.0, 20.0, 40.0), pause=0.0,
-        crash=0.0, jump=0.0, fault=0.0,
-        focus={"reconcile.before_retag": (35.0, 90.0), "deletion.after_tag": (0.0, 5.0)}),
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=8, think=20.0,
+        rounds=30, sweep_periods=(1.0, 3.0, 10.0), periods=(1.0, 3.0, 10.0), pause=0.0,
+        crash=0.0, jump=0.0, fault=0.0, overrides={"delete_grace": 1.0},
+        focus={"reconcile.before_retag": (30.0, 120.0), "deletion.after_tag": (20.0, 60.0)}),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
