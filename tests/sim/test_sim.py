@@ -25,7 +25,10 @@ FOUND = [("local-retag-delete", "local-no-flock", 24),
          ("delivery-retry", "failed-mark-without-token", 3),
          ("key-retry-race", "abandon-without-attempt", 0),
          ("s3-paused-sweeper", "s3-sweeper-unfenced", 0),
-         ("s3-duplicate-completion", "s3-checksums-own-write", 1)]
+         ("s3-duplicate-completion", "s3-checksums-own-write", 1),
+         ("rolled-forward", "roll-forward-without-event", 1),
+         ("local-tus-refusals", "local-publish-discards-parts", 0),
+         ("reconcile-paused-retag", "reconcile-retag-unconditional", 5)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
 
