@@ -208,6 +208,7 @@ class _Run:
         self.config = config
         self.url = url
         self.path = url.removeprefix("sqlite:///")
+        self.settings = config.settings()  # one for every actor's ledger (it is not changed)
         self.loop = SimLoop(seed)
         self.rng = self.loop.rng
         self.result = Result(seed)
@@ -353,7 +354,7 @@ class _Run:
 
     def ledger(self) -> Ledger:
         """A ledger of its own (an actor's process), its clock off by the run's skew."""
-        ledger = Ledger(self.db, self.actor_store(), self.config.settings(), migrate=False)
+        ledger = Ledger(self.db, self.actor_store(), self.settings, migrate=False)
         ledger.clock_offset = round(self.rng.uniform(-self.config.skew, self.config.skew), 3)
         return ledger
 
@@ -449,7 +450,7 @@ class _Run:
         # an engine of its own: the world is stopped, a connection another actor holds
         # would never come back
         db = Database(self.url)
-        ledger = Ledger(db, self.store, self.config.settings(), migrate=False)
+        ledger = Ledger(db, self.store, self.settings, migrate=False)
         try:
             while self.config.check_every and not stop.is_set():
                 await asyncio.sleep(self.config.check_every)
