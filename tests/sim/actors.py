@@ -119,7 +119,7 @@ async def _completed_twice(run: _Run, label: str, upload_id: str, sha: str,
             if v.sha256 != sha:
                 raise Violation(f"upload {upload_id} answered {v.sha256}, sent {sha}")
             run.docs.setdefault(v.id, Doc(v.id, v.version, sha))
-    return answers
+    return list(answers)
 
 
 async def direct_writer(run: _Run, n: int) -> None:

@@ -45,7 +45,7 @@ _EVENTS = select(_e.id, _e.type, _e.document_id, _e.version, _e.sha256, _e.blob_
 
 def _sql(statement: Select[Any]) -> tuple[str, Any]:
     return (str(statement.compile(dialect=sqlite.dialect())),
-            namedtuple("Row", [c.name for c in statement.selected_columns]))  # type: ignore[misc]
+            namedtuple("Row", [c.name for c in statement.selected_columns]))
 
 
 _QUERIES = (_sql(_DOCUMENTS), _sql(_EVENTS))

@@ -125,6 +125,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         rounds=30, sweep_periods=(1.0, 3.0, 10.0), periods=(1.0, 3.0, 10.0), pause=0.0,
         crash=0.0, jump=0.0, fault=0.0, overrides={"delete_grace": 1.0},
         focus={"reconcile.before_retag": (30.0, 120.0), "deletion.after_tag": (20.0, 60.0)}),
+    # attachments through SQLAlchemy: staged, then attached (the blob held before detached)
+    # in an application's transaction, beside writers and the workers; an attacher may be
+    # paused past sweep_after between its staging and its transaction
+    "sqlalchemy-attachments": dict(
+        attachers=3, writers=1, ops=4, crash=0.001,
+        focus={"stage.after_tag": (0.0, 200.0)}, focus_pause=0.2),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,

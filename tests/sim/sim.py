@@ -65,6 +65,7 @@ from tests.sim.actors import (
     recording_claims,
     tus_writer,
 )
+from tests.sim.attachments import attacher, create_tables, read_back_attachments
 from tests.sim.checks import check_change_events
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
@@ -144,6 +145,7 @@ class Config:
     fail: dict[str, float] = field(default_factory=dict)
     direct: int = 0  # writers of direct uploads, each completed twice at once
     racers: int = 0  # writers whose create is sent again under its key while it runs
+    attachers: int = 0  # stage, then attach in an application's SQLAlchemy transaction
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -235,6 +237,9 @@ class _Run:
         self.claims: dict[str, list[tuple[int, str]]] = {}
         self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[int, str, str]]] = {}
         self.claim_order = itertools.count()
+        #: each invoice's attachment acknowledged, and those attached with no answer yet
+        self.attached: dict[int, tuple[str, str]] = {}
+        self.attaching: dict[int, set[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
 
@@ -468,6 +473,8 @@ class _Run:
             for doc in self.docs.values():
                 await self.read_back(ledger, doc)
             await check_events(self, ledger)
+            if self.config.attachers:
+                await read_back_attachments(self, ledger)
             check_change_events(self, self.path)
             self.tags_forward()
         finally:
@@ -540,6 +547,9 @@ class _Run:
             actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
+            if c.attachers:
+                await create_tables(self.ledger())
+            actors += [attacher(self, n) for n in range(c.attachers)]
             try:
                 await asyncio.gather(*actors)
             finally:
