@@ -121,8 +121,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # between its re-read of the row and its retag while the retag worker pays it, the
     # document is replaced or deleted and the deletion path tags the blob deleting
     "reconcile-paused-retag": dict(
-        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=8, think=20.0,
-        rounds=30, sweep_periods=(1.0, 3.0, 10.0), periods=(1.0, 3.0, 10.0), pause=0.0,
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=6, think=20.0,
+        rounds=15, sweep_periods=(1.0, 3.0, 10.0), periods=(1.0, 3.0, 10.0), pause=0.0,
         crash=0.0, jump=0.0, fault=0.0, overrides={"delete_grace": 1.0},
         focus={"reconcile.before_retag": (30.0, 120.0), "deletion.after_tag": (20.0, 60.0)}),
     # attachments through SQLAlchemy: staged, then attached (the blob held before detached)
