@@ -51,24 +51,38 @@ def _sql(statement: Select[Any]) -> tuple[str, Any]:
 _QUERIES = (_sql(_DOCUMENTS), _sql(_EVENTS))
 
 
-def snapshot(path: str) -> tuple[list[Any], list[Any]]:
-    """The documents and their events, read in one transaction of a connection of its own."""
-    conn = sqlite3.connect(path, isolation_level=None)
+#: per connection: SQLite's ``data_version`` when it was last read, and what it read
+_LAST: dict[sqlite3.Connection, tuple[int, list[Any], list[Any]]] = {}
+
+
+def snapshot(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+    """The documents and their events, read in one transaction of ``conn`` (the check's
+    own connection, in autocommit mode between its transactions); read again only if
+    another connection committed since (``PRAGMA data_version``)."""
+    conn.execute("BEGIN")
     try:
-        conn.execute("BEGIN")
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        last = _LAST.get(conn)
+        if last is not None and last[0] == version:
+            return last[1], last[2]
         found = [[row(*values) for values in conn.execute(sql)] for sql, row in _QUERIES]
-        conn.execute("COMMIT")
     finally:
-        conn.close()
+        conn.execute("COMMIT")
+    _LAST[conn] = (version, found[0], found[1])
     return found[0], found[1]
 
 
-def check_change_events(run: _Run, path: str) -> None:
-    """One snapshot of the documents and their events of the database at ``path`` (see the
-    module): raises :class:`tests.sim.sim.Violation`."""
+def forget(conn: sqlite3.Connection) -> None:
+    """Drop what was read on ``conn`` (closed at the end of its run)."""
+    _LAST.pop(conn, None)
+
+
+def check_change_events(run: _Run, conn: sqlite3.Connection) -> None:
+    """One snapshot of the documents and their events, read on ``conn`` (see the module):
+    raises :class:`tests.sim.sim.Violation`."""
     from tests.sim.sim import Violation
 
-    documents, written = snapshot(path)
+    documents, written = snapshot(conn)
     rows = {r.id: r for r in documents}
     run.result.event_checks += 1
     by_doc: dict[str, list[Any]] = {}

@@ -32,6 +32,7 @@ import itertools
 import logging
 import secrets
 import shutil
+import sqlite3
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
@@ -66,7 +67,7 @@ from tests.sim.actors import (
     tus_writer,
 )
 from tests.sim.attachments import attacher, create_tables, read_back_attachments
-from tests.sim.checks import check_change_events
+from tests.sim.checks import check_change_events, forget
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
@@ -209,7 +210,8 @@ class _Run:
     def __init__(self, seed: int, config: Config, url: str) -> None:
         self.config = config
         self.url = url
-        self.path = url.removeprefix("sqlite:///")
+        #: the outbox check's own connection (``tests.sim.checks``), read synchronously
+        self.snapshots = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
         self.settings = config.settings()  # one for every actor's ledger (it is not changed)
         self.loop = SimLoop(seed)
         self.rng = self.loop.rng
@@ -332,7 +334,7 @@ class _Run:
             self.note(f"{name}'s open transaction rolled back (its connection closed)")
         self.tags_forward()
         if self.config.event_checks:
-            check_change_events(self, self.path)
+            check_change_events(self, self.snapshots)
         if task.cancelled():
             return "crash", None
         exc = task.exception()
@@ -475,7 +477,7 @@ class _Run:
             await check_events(self, ledger)
             if self.config.attachers:
                 await read_back_attachments(self, ledger)
-            check_change_events(self, self.path)
+            check_change_events(self, self.snapshots)
             self.tags_forward()
         finally:
             self.loop.exclusive = None
@@ -624,6 +626,8 @@ class _Run:
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
+            forget(self.snapshots)
+            self.snapshots.close()
             asyncio.set_event_loop(None)
             gc.enable()
         self.result.steps = self.loop.steps
