@@ -11,6 +11,7 @@ bytes until a later commit of the same invoice replaced it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,10 @@ async def attacher(run: _Run, n: int) -> None:
                     session.add(invoice)
                 invoice.pdf = staged
 
+        delay = run.rng.choice(run.config.attach_after)
+        if delay:
+            run.note(f"a{n} attaches {staged.name} in {delay:.0f}s")
+            await asyncio.sleep(delay)
         run.attaching.setdefault(n, set()).add((staged.name, sha))
         outcome, value = await run.op(f"a{n}.attach", attach)
         run.note(f"a{n} attach {staged.name}: {outcome} {_short(value)}")

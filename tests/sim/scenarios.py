@@ -47,6 +47,8 @@ MUTANTS = {
                                      "without its condition (pending): its refusal gone "
                                      "(tag:reconciler:retag_if_still:"
                                      "set_tags-without-if_tags)",
+    "a4-by-name": "A4 (an application's flush attaching a staged blob) by the blob's name "
+                  "alone, neither pending nor the stager's (a sweeper fenced it meanwhile)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -126,11 +128,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         crash=0.0, jump=0.0, fault=0.0, overrides={"delete_grace": 1.0},
         focus={"reconcile.before_retag": (30.0, 120.0), "deletion.after_tag": (20.0, 60.0)}),
     # attachments through SQLAlchemy: staged, then attached (the blob held before detached)
-    # in an application's transaction, beside writers and the workers; an attacher may be
-    # paused past sweep_after between its staging and its transaction
+    # in an application's transaction, beside writers and the workers; an attacher may wait
+    # past sweep_after (190 or 250 s) between its staging and its transaction
     "sqlalchemy-attachments": dict(
-        attachers=3, writers=1, ops=4, crash=0.001,
-        focus={"stage.after_tag": (0.0, 200.0)}, focus_pause=0.2),
+        attachers=3, writers=1, ops=4, pause=0.005, crash=0.0005, jump=0.0, rounds=20,
+        sweep_periods=(1.0, 10.0, 30.0), attach_after=(0.0, 0.0, 190.0, 250.0)),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -340,6 +342,24 @@ def _rewritten(real: Any, module: Any, transformer: ast.NodeTransformer, name: s
     exec(compile(tree, module.__file__, "exec",
                  flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
     return scope[name]
+
+
+def a4_by_name() -> dict[str, Any]:
+    """A4's compare-and-set without its state and staging-token terms: the statement the
+    SQLAlchemy integration's flush runs (``transitions.attachments._attach``), by the blob's
+    name and kind alone. Returns what to restore."""
+    import importlib
+
+    from sqlalchemy import update
+
+    from blobledger.protocol.transitions import statements as t
+
+    room = importlib.import_module("blobledger.protocol.transitions.attachments")
+    real = room._attach
+    room._attach = update(t.blobs).where(  # type: ignore[attr-defined]
+        t._mine[0], *real.whereclause.clauses[3:]).values(dict(real._values or {})).returning(
+        *real._returning)
+    return {f"{room.__name__}._attach": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -72,6 +72,7 @@ from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.scenarios import (
+    a4_by_name,
     abandon_without_attempt,
     c4_without_attempt,
     direct_without_reread,
@@ -147,6 +148,8 @@ class Config:
     direct: int = 0  # writers of direct uploads, each completed twice at once
     racers: int = 0  # writers whose create is sent again under its key while it runs
     attachers: int = 0  # stage, then attach in an application's SQLAlchemy transaction
+    #: virtual seconds an attacher waits between its staging and its transaction (one chosen)
+    attach_after: tuple[float, ...] = (0.0,)
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -584,6 +587,7 @@ class _Run:
                    "s3-checksums-own-write": s3_checksums_own_write,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
+                   "a4-by-name": a4_by_name,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
