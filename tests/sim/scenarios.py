@@ -4,6 +4,7 @@ harness or of the simulated store: the historical bugs the simulation must find)
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from blobledger.stores.base import Condition, DeleteOutcome
@@ -36,6 +37,18 @@ MUTANTS = {
     "s3-checksums-own-write": "S3: a staged upload's checksums written as tags of their "
                               "own after the completion, with the tags read at its start "
                               "(the whole-set retag)",
+    "roll-forward-without-event": "the sweeper's roll-forward (C4 on a dead writer's "
+                                  "behalf) makes the document ready without its "
+                                  "document.ready event",
+    "local-publish-discards-parts": "the local store's publication of a tus upload "
+                                    "discards its parts on any outcome (a refused one "
+                                    "too: no retried completion can publish them)",
+    "reconcile-retag-unconditional": "reconcile --fix's retag of a ready document's blob "
+                                     "without its condition (pending): its refusal gone "
+                                     "(tag:reconciler:retag_if_still:"
+                                     "set_tags-without-if_tags)",
+    "a4-by-name": "A4 (an application's flush attaching a staged blob) by the blob's name "
+                  "alone, neither pending nor the stager's (a sweeper fenced it meanwhile)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -51,6 +64,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
         focus={"create.after_confirm": (181.0, 200.0), "delete.after_check": (5.0, 30.0),
                "store.set_tags.after_read": (0.0, 1.0)}),
+    # writers paused between C3 (their blob tagged committed) and C4 past sweep_after: the
+    # sweeper rolls their creations forward (C4 on their behalf, with its event) and the
+    # writer's own C4, woken, loses and answers the document the roll-forward made
+    "rolled-forward": dict(
+        retag="inline", writers=3, sweepers=1, retaggers=0, reconcilers=0, ops=4, names=50,
+        rounds=40, sweep_periods=(1.0, 3.0, 10.0), pause=0.0, crash=0.0, jump=0.0, fault=0.0,
+        focus={"create.after_tag": (181.0, 200.0)}),
     # the deferred retag: writers paused between their upload and C4/R4 past sweep_after
     # while a sweeper claims their intents and is paused before its conditioned delete
     # (the blob is still tagged pending: only C4's and R4's token stands between them)
@@ -93,6 +113,26 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # applies (a full disk: the local store's ENOSPC; throttling: S3's 503 SlowDown once the
     # client's retries ran out), beside the writes whose answer is lost after they applied
     "store-refusals": dict(refuse=0.05, tus=1, crash=0.0005),
+    # tus uploads on the local store completed twice at once, one store write in three
+    # refused before it applies (a full disk): a completion whose publication was refused is
+    # sent again by its client. No sweeper or reconciler ends an upload meanwhile.
+    "local-tus-refusals": dict(
+        store="local", retag="inline", writers=0, tus=3, sweepers=0, retaggers=1,
+        reconcilers=0, ops=3, pause=0.0, crash=0.0, jump=0.0, fault=0.0, refuse=0.3),
+    # the deferred retag with its owed retags paid by reconcile --fix too, the fix paused
+    # between its re-read of the row and its retag while the retag worker pays it, the
+    # document is replaced or deleted and the deletion path tags the blob deleting
+    "reconcile-paused-retag": dict(
+        retag="deferred", writers=3, sweepers=1, retaggers=1, reconcilers=2, ops=6, think=20.0,
+        rounds=15, sweep_periods=(1.0, 3.0, 10.0), periods=(1.0, 3.0, 10.0), pause=0.0,
+        crash=0.0, jump=0.0, fault=0.0, overrides={"delete_grace": 1.0},
+        focus={"reconcile.before_retag": (30.0, 120.0), "deletion.after_tag": (20.0, 60.0)}),
+    # attachments through SQLAlchemy: staged, then attached (the blob held before detached)
+    # in an application's transaction, beside writers and the workers; an attacher may wait
+    # past sweep_after (190 or 250 s) between its staging and its transaction
+    "sqlalchemy-attachments": dict(
+        attachers=3, writers=1, ops=4, pause=0.005, crash=0.0005, jump=0.0, rounds=20,
+        sweep_periods=(1.0, 10.0, 30.0), attach_after=(0.0, 0.0, 190.0, 250.0)),
     # tus uploads completed twice at once on Azure's semantics
     "azure-duplicate-completion": dict(
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
@@ -239,6 +279,87 @@ def s3_checksums_own_write() -> dict[str, Any]:
 
     s3store.S3Store.commit_staged = commit_staged  # type: ignore[method-assign]
     return {f"{s3store.__name__}.S3Store.commit_staged": real}
+
+
+def roll_forward_without_event() -> dict[str, Any]:
+    """The sweeper's roll-forward without ``document.ready``: ``WorkerSteps.roll_forward``
+    run with an ``events`` whose ``document_ready`` writes nothing (C4 keeps its own event).
+    Returns what to restore."""
+    import importlib
+    import types
+
+    from blobledger.protocol import events
+
+    room = importlib.import_module("blobledger.protocol.transitions.workers")
+    real = room.WorkerSteps.roll_forward
+
+    async def no_event(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    silent = types.SimpleNamespace(**{n: getattr(events, n) for n in dir(events)
+                                      if not n.startswith("__")})
+    silent.document_ready = no_event
+    weakened = types.FunctionType(real.__code__, dict(real.__globals__, events=silent),
+                                  real.__name__, real.__defaults__, real.__closure__)
+    weakened.__kwdefaults__ = real.__kwdefaults__
+    room.WorkerSteps.roll_forward = weakened
+    return {f"{room.__name__}.WorkerSteps.roll_forward": real}
+
+
+def reconcile_retag_unconditional() -> dict[str, Any]:
+    """``reconcile --fix``'s retag without ``if_tags`` (the mutant
+    ``tag:reconciler:retag_if_still:set_tags-without-if_tags`` in this process): the real
+    method's source with the keyword removed. Returns what to restore."""
+    from blobledger.workers import reconciler
+
+    real = reconciler._Merge.retag_if_still
+
+    class Drop(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func).endswith("set_tags"):
+                node.keywords = [k for k in node.keywords if k.arg != "if_tags"]
+                dropped.append(node)
+            return self.generic_visit(node)
+
+    dropped: list[ast.Call] = []
+    reconciler._Merge.retag_if_still = _rewritten(  # type: ignore[method-assign]
+        real, reconciler, Drop(), "retag_if_still")
+    assert len(dropped) == 1, "the retag this mutant unconditions is not where it was"
+    return {f"{reconciler.__name__}._Merge.retag_if_still": real}
+
+
+def _rewritten(real: Any, module: Any, transformer: ast.NodeTransformer, name: str) -> Any:
+    """``real`` (a function of ``module``) compiled again from its source as rewritten by
+    ``transformer``, in the module's namespace."""
+    import __future__
+
+    import inspect
+    import textwrap
+
+    tree = ast.fix_missing_locations(transformer.visit(
+        ast.parse(textwrap.dedent(inspect.getsource(real)))))
+    scope = dict(vars(module))
+    exec(compile(tree, module.__file__, "exec",
+                 flags=__future__.annotations.compiler_flag, dont_inherit=True), scope)
+    return scope[name]
+
+
+def a4_by_name() -> dict[str, Any]:
+    """A4's compare-and-set without its state and staging-token terms: the statement the
+    SQLAlchemy integration's flush runs (``transitions.attachments._attach``), by the blob's
+    name and kind alone. Returns what to restore."""
+    import importlib
+
+    from sqlalchemy import update
+
+    from blobledger.protocol.transitions import statements as t
+
+    room = importlib.import_module("blobledger.protocol.transitions.attachments")
+    real = room._attach
+    room._attach = update(t.blobs).where(  # type: ignore[attr-defined]
+        t._mine[0], *real.whereclause.clauses[3:]).values(dict(real._values or {})).returning(
+        *real._returning)
+    return {f"{room.__name__}._attach": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -32,6 +32,7 @@ import itertools
 import logging
 import secrets
 import shutil
+import sqlite3
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
@@ -65,16 +66,21 @@ from tests.sim.actors import (
     recording_claims,
     tus_writer,
 )
+from tests.sim.attachments import attacher, create_tables, read_back_attachments
+from tests.sim.checks import check_change_events, forget
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.scenarios import (
+    a4_by_name,
     abandon_without_attempt,
     c4_without_attempt,
     direct_without_reread,
     marks_without_token,
     r4_without_intent,
+    reconcile_retag_unconditional,
     restore,
+    roll_forward_without_event,
     s3_checksums_own_write,
     unconditional_sweep_store,
 )
@@ -119,6 +125,9 @@ class Config:
     #: per store write: refused before it applies (a full disk, throttling past retries)
     refuse: float = 0.0
     check_every: float = 0.0  # virtual seconds between stop-the-world checks (0: none)
+    #: the outbox's check (:mod:`tests.sim.checks`) after every operation of an actor, on a
+    #: snapshot read beside the running actors (always at the stop-the-world checks)
+    event_checks: bool = True
     mutant: str | None = None
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
@@ -127,6 +136,8 @@ class Config:
     receiver_fails: float = 0.0  # per event sent: the receiver answers an error
     skew: float = 5.0  # each actor's clock off by up to this many seconds either way
     sweep_periods: tuple[float, ...] = (1.0, 30.0, 200.0)
+    periods: tuple[float, ...] = (1.0, 30.0, 200.0)  # between a retagger's or reconciler's
+    think: float = 0.0  # up to this many seconds a writer waits before each operation
     rounds: int = 0  # runs of each sweeper, retagger and deliverer (0: ops)
     names: int = 3  # document names the writers create (a name is taken once)
     #: points where a pause is likely (``focus_pause``), with the pause's (min, max) seconds
@@ -136,6 +147,9 @@ class Config:
     fail: dict[str, float] = field(default_factory=dict)
     direct: int = 0  # writers of direct uploads, each completed twice at once
     racers: int = 0  # writers whose create is sent again under its key while it runs
+    attachers: int = 0  # stage, then attach in an application's SQLAlchemy transaction
+    #: virtual seconds an attacher waits between its staging and its transaction (one chosen)
+    attach_after: tuple[float, ...] = (0.0,)
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -167,6 +181,7 @@ class Result:
     pauses: int = 0
     faults: int = 0
     checks: int = 0
+    event_checks: int = 0  # snapshots of the documents and their events checked
     locked: int = 0  # operations that found the database locked past its busy timeout
     trace: list[str] = field(default_factory=list)
     preempted: dict[str, int] = field(default_factory=dict)
@@ -198,6 +213,9 @@ class _Run:
     def __init__(self, seed: int, config: Config, url: str) -> None:
         self.config = config
         self.url = url
+        #: the outbox check's own connection (``tests.sim.checks``), read synchronously
+        self.snapshots = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        self.settings = config.settings()  # one for every actor's ledger (it is not changed)
         self.loop = SimLoop(seed)
         self.rng = self.loop.rng
         self.result = Result(seed)
@@ -213,6 +231,8 @@ class _Run:
             clock=clock, point=self.point, after_write=self.fault,
             ignore_tag_conditions=config.mutant == "store-tag-conditions-ignored",
             flock=config.mutant != "local-no-flock")
+        if isinstance(self.store, MemoryStore):
+            self.store.publish_discards_parts = config.mutant == "local-publish-discards-parts"
         if isinstance(self.store, AzureMemoryStore):
             self.store.create_only_commit = config.mutant != "azure-commit-overwrites"
         self.receiver_fails = config.receiver_fails
@@ -222,6 +242,9 @@ class _Run:
         self.claims: dict[str, list[tuple[int, str]]] = {}
         self.unconfirmed: dict[asyncio.Task[Any] | None, list[tuple[int, str, str]]] = {}
         self.claim_order = itertools.count()
+        #: each invoice's attachment acknowledged, and those attached with no answer yet
+        self.attached: dict[int, tuple[str, str]] = {}
+        self.attaching: dict[int, set[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
 
@@ -310,9 +333,12 @@ class _Run:
             await asyncio.wait([task])
         finally:
             self.running.remove(task)
+        if task.cancelled() and release(task):
+            self.note(f"{name}'s open transaction rolled back (its connection closed)")
+        self.tags_forward()
+        if self.config.event_checks:
+            check_change_events(self, self.snapshots)
         if task.cancelled():
-            if release(task):
-                self.note(f"{name}'s open transaction rolled back (its connection closed)")
             return "crash", None
         exc = task.exception()
         if exc is None:
@@ -338,7 +364,7 @@ class _Run:
 
     def ledger(self) -> Ledger:
         """A ledger of its own (an actor's process), its clock off by the run's skew."""
-        ledger = Ledger(self.db, self.actor_store(), self.config.settings(), migrate=False)
+        ledger = Ledger(self.db, self.actor_store(), self.settings, migrate=False)
         ledger.clock_offset = round(self.rng.uniform(-self.config.skew, self.config.skew), 3)
         return ledger
 
@@ -347,6 +373,8 @@ class _Run:
         ledger = self.ledger()
         owed: list[tuple[str, str, bytes]] = []  # creates to retry: (key, name, data)
         for i in range(self.config.ops):
+            if self.config.think:
+                await asyncio.sleep(round(self.rng.uniform(0, self.config.think), 3))
             choice = self.rng.random()
             mine = [d for d in self.docs.values() if not d.deleted and not d.maybe_deleted]
             if owed and choice < 0.3:
@@ -416,7 +444,7 @@ class _Run:
             ledger.store = unconditional_sweep_store(self.store)
         for _ in range(rounds):
             await asyncio.sleep(self.rng.choice(
-                self.config.sweep_periods if kind == "sweeper" else (1.0, 30.0, 200.0)))
+                self.config.sweep_periods if kind == "sweeper" else self.config.periods))
             self.note(f"{kind}{n} runs")
             if kind == "sweeper":
                 outcome, value = await self.op(f"sweeper{n}", Sweeper(ledger, parallel=1).run_once)
@@ -432,7 +460,7 @@ class _Run:
         # an engine of its own: the world is stopped, a connection another actor holds
         # would never come back
         db = Database(self.url)
-        ledger = Ledger(db, self.store, self.config.settings(), migrate=False)
+        ledger = Ledger(db, self.store, self.settings, migrate=False)
         try:
             while self.config.check_every and not stop.is_set():
                 await asyncio.sleep(self.config.check_every)
@@ -450,8 +478,17 @@ class _Run:
             for doc in self.docs.values():
                 await self.read_back(ledger, doc)
             await check_events(self, ledger)
+            if self.config.attachers:
+                await read_back_attachments(self, ledger)
+            check_change_events(self, self.snapshots)
+            self.tags_forward()
         finally:
             self.loop.exclusive = None
+
+    def tags_forward(self) -> None:
+        """The in-memory stores saw no state tag written backwards (:class:`MemoryStore`)."""
+        if isinstance(self.store, MemoryStore) and self.store.backwards:
+            raise Violation(f"state tags written backwards: {self.store.backwards}")
 
     async def read_back(self, ledger: Ledger, doc: Doc) -> None:
         try:
@@ -509,11 +546,15 @@ class _Run:
             rounds = c.rounds or c.ops
             actors += [self.worker("sweeper", n, rounds) for n in range(c.sweepers)]
             actors += [self.worker("retagger", n, rounds) for n in range(c.retaggers)]
-            actors += [self.worker("reconciler", n, c.ops // 2) for n in range(c.reconcilers)]
+            actors += [self.worker("reconciler", n, c.rounds or c.ops // 2)
+                       for n in range(c.reconcilers)]
             actors += [tus_writer(self, n) for n in range(c.tus)]
             actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
+            if c.attachers:
+                await create_tables(self.ledger())
+            actors += [attacher(self, n) for n in range(c.attachers)]
             try:
                 await asyncio.gather(*actors)
             finally:
@@ -544,6 +585,9 @@ class _Run:
                    "abandon-without-attempt": abandon_without_attempt,
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
+                   "roll-forward-without-event": roll_forward_without_event,
+                   "reconcile-retag-unconditional": reconcile_retag_unconditional,
+                   "a4-by-name": a4_by_name,
                    "events-mark-without-token": marks_without_token}.get(
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
@@ -586,6 +630,8 @@ class _Run:
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
+            forget(self.snapshots)
+            self.snapshots.close()
             asyncio.set_event_loop(None)
             gc.enable()
         self.result.steps = self.loop.steps

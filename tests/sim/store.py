@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 
 from blobledger._base.names import check_blob_name
 from blobledger.errors import BlobAlreadyExists, BlobNotFound, ConditionNotMet, Digests
+from blobledger.protocol.models import STATE_TAG
 from blobledger.stores.base import (
     BlobInfo,
     BlobReader,
@@ -63,6 +64,11 @@ class Blob:
     digests: Digests
 
 
+#: state tag moves that go backwards (tags go pending -> committed -> deleting only)
+_BACKWARDS = frozenset({("deleting", "committed"), ("deleting", "pending"),
+                        ("committed", "pending")})
+
+
 @dataclass
 class MemoryStore(Store):
     """Blobs in a dict; ``clock`` gives the time stamped on them (the simulation's)."""
@@ -81,6 +87,13 @@ class MemoryStore(Store):
     #: the blob's lock around a conditional call's read and act (False: the local store's
     #: ``_locked`` without its ``flock``)
     flock: bool = True
+    #: a mutant of the simulation: a staged upload's publication discards its parts on any
+    #: outcome (the local store's bug: a refused publication, a full disk, left a tus upload
+    #: that no retried completion could publish), not only once published
+    publish_discards_parts: bool = False
+    #: state tags written backwards (``deleting`` to anything else, ``committed`` to
+    #: ``pending``): tags only go forward, and a conditioned delete relies on it
+    backwards: list[str] = field(default_factory=list)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     atomic_conditions = False
     _etags: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -150,6 +163,9 @@ class MemoryStore(Store):
             if not self.ignore_tag_conditions and not tags_match(blob.tags, if_tags):
                 raise ConditionNotMet(name, f"tags {dict(if_tags or {})}")
             await self._between("store.set_tags.after_read")
+            before, after = blob.tags.get(STATE_TAG), tags.get(STATE_TAG)
+            if (before, after) in _BACKWARDS and self.blobs.get(name) is blob:
+                self.backwards.append(f"{name}: {before} -> {after}")
             blob.tags = dict(tags)  # on the blob read (an unlinked file's descriptor)
         await self.after_write("store.set_tags")
 
@@ -234,10 +250,19 @@ class MemoryStore(Store):
             for chunk in data:
                 yield chunk
 
+        # as the local store's: the parts go once published (or found published already);
+        # a publication that failed keeps them for a retried completion
         try:
-            return await self.put(name, chunks(), tags=tags, content_type=content_type)
-        finally:
+            digests = await self.put(name, chunks(), tags=tags, content_type=content_type)
+        except BlobAlreadyExists:
             self.parts.pop(name, None)
+            raise
+        except BaseException:
+            if self.publish_discards_parts:
+                self.parts.pop(name, None)
+            raise
+        self.parts.pop(name, None)
+        return digests
 
     async def abort_staged(self, name: str, handle: str) -> None:
         await self.discard_uncommitted(name)

@@ -14,18 +14,22 @@ from tests.sim.sim import Config, Result, run
 
 #: each re-injected bug, the scenario that reaches it and the first seed of a search from 0
 #: that reports it (docs/simulation.md: how many runs and how long)
-FOUND = [("local-retag-delete", "local-no-flock", 24),
+FOUND = [("local-retag-delete", "local-no-flock", 28),
          ("azure-duplicate-completion", "azure-commit-overwrites", 0),
-         ("delivery-lease", "events-mark-without-token", 3),
+         ("delivery-lease", "events-mark-without-token", 5),
          ("local-retag-delete", "sweep-delete-unconditional", 0),
          ("local-retag-delete", "store-tag-conditions-ignored", 0),
-         ("deferred-paused-writers", "c4-no-attempt", 5),
+         ("deferred-paused-writers", "c4-no-attempt", 11),
          ("deferred-paused-writers", "r4-without-intent", 74),
          ("direct-duplicate-completion", "direct-complete-no-reread", 0),
          ("delivery-retry", "failed-mark-without-token", 3),
-         ("key-retry-race", "abandon-without-attempt", 0),
-         ("s3-paused-sweeper", "s3-sweeper-unfenced", 0),
-         ("s3-duplicate-completion", "s3-checksums-own-write", 1)]
+         ("key-retry-race", "abandon-without-attempt", 2),
+         ("s3-paused-sweeper", "s3-sweeper-unfenced", 1),
+         ("s3-duplicate-completion", "s3-checksums-own-write", 2),
+         ("rolled-forward", "roll-forward-without-event", 1),
+         ("local-tus-refusals", "local-publish-discards-parts", 0),
+         ("reconcile-paused-retag", "reconcile-retag-unconditional", 5),
+         ("sqlalchemy-attachments", "a4-by-name", 14)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
 
