@@ -198,20 +198,39 @@ def one_setting(cases: list[Case], turn: int = 0) -> list[Case]:
             or RETAGS.index(c.retag) == (order[c.base] + turn) % len(RETAGS)]
 
 
+#: the upload's points are each store's own (its staged blocks, its multipart upload, its
+#: file): in the suite they take these in turn, any three in a row the three stores, so
+#: that each store meets each of them
+UPLOAD_TURNS = ["sqlite-local", "sqlite-azure", "postgresql-s3", "postgresql-local",
+                "postgresql-azure", "postgresql-s3"]
+
+
 def in_suite(cases: list[Case], turn: int = 0) -> list[tuple[Case, str]]:
-    """The suite's short form of a matrix of real processes: every case on SQLite with the
-    local disk, and on one more backend it runs on, taken in turn (``turn`` shifts the
-    rotation, so that the kill and the pause of one point land on different backends);
-    every backend thus meets every kind of operation. A case that means something under
-    both retag settings runs under one of them, in turn (:func:`one_setting`). The whole
-    matrix is ``FULL``."""
+    """The suite's short form of a matrix of real processes: every case on one backend it
+    runs on, taken in turn within its group (the cases of one operation, a retry apart from
+    the first attempt; each group starts where the last one left off), the upload's points
+    from :data:`UPLOAD_TURNS`; ``turn`` shifts both rotations, so that the kill and the
+    pause of one point land on different backends. Every backend thus meets every kind of
+    operation of five cases or more, and each store each upload point. A case that means
+    something under both retag settings runs under one of them, in turn
+    (:func:`one_setting`). The whole matrix is ``FULL``."""
+    if FULL:
+        return [(case, backend) for case in cases for backend in BACKENDS
+                if runs_on(case, backend)]
+    uploads = {point for _, point in UPLOAD_POINTS}
     chosen = []
-    for i, case in enumerate(one_setting(cases, turn)):
-        backends = [b for b in BACKENDS if runs_on(case, b)]
-        others = [b for b in backends if b != "sqlite-local"]
-        for backend in backends:
-            if FULL or backend == "sqlite-local" or backend == others[(i + turn) % len(others)]:
-                chosen.append((case, backend))
+    start, group, index = turn, ("", False), 0
+    seen: dict[str, int] = {}
+    for case in one_setting(cases, turn):
+        if (case.op, case.retry) != group:
+            start, group, index = start + index, (case.op, case.retry), 0
+        if case.point in uploads:
+            seen[case.point] = seen.get(case.point, -1) + 1
+            chosen.append((case, UPLOAD_TURNS[(seen[case.point] + turn) % len(UPLOAD_TURNS)]))
+        else:
+            backends = [b for b in BACKENDS if runs_on(case, b)]
+            chosen.append((case, backends[(start + index) % len(backends)]))
+        index += 1
     return chosen
 
 

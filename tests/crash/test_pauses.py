@@ -48,7 +48,7 @@ from tests.crash.test_matrix import (
 )
 
 #: every case of the matrix, on the backends it runs on there (tus: not on S3); in the
-#: suite, the second backend of each case is not the one its kill runs on
+#: suite, on one backend, not the one its kill runs on
 PAUSED = in_suite(CASES, turn=1)
 #: a retry under the key while the first attempt sleeps: past its lease and the sweeper's
 #: margin, before the resolvers run

@@ -29,7 +29,20 @@ KEYS = (f"{WRITER[0]}:{WRITER[1]}:write,{READER[0]}:{READER[1]}:read,"
         f"{TENANT[0]}:{TENANT[1]}:write+admin@tenant-a@tenant-a-logs")
 
 
-@pytest.fixture(scope="module", params=["sqlite-local", "postgresql-azure"])
+#: the servers of the S3 endpoint's tests: SQLite with the local disk, PostgreSQL with Azurite
+SERVERS = ["sqlite-local", "postgresql-azure"]
+
+
+def on(*servers: str) -> pytest.MarkDecorator:
+    """A test on some of :data:`SERVERS` only (every one is the default), with a comment
+    saying why: what the endpoint decides before the ledger opens a transaction or a store
+    call (a signature, a key's scope, a malformed or refused request, a header's form) runs
+    on one; a client's use of operations the other tests prove on each runs on one, the
+    clients taken in turn."""
+    return pytest.mark.parametrize("s3_server", list(servers), indirect=True)
+
+
+@pytest.fixture(scope="module", params=SERVERS)
 def s3_server(request: pytest.FixtureRequest, azurite: Azurite,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # a module's S3_EXTRA: more settings of its servers

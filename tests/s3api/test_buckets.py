@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.s3api.conftest import ADMIN, BUCKET, TENANT, client
+from tests.s3api.conftest import ADMIN, BUCKET, TENANT, client, on
 from tests.s3api.test_objects import error
 from tests.support.server import Server
 
@@ -53,6 +53,7 @@ def test_buckets_are_namespaces(s3_server: Server, s3: Any) -> None:
     assert error(kept) == (403, "AccessDenied")
 
 
+@on("postgresql-azure")  # a key's scope (the buckets it names): one server
 def test_a_tenant_key_reaches_only_its_buckets(s3_server: Server, s3: Any) -> None:
     tenant = client(s3_server, TENANT)
     tenant.create_bucket(Bucket="tenant-a")

@@ -26,7 +26,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from tests.conftest import run_sync
-from tests.s3api.conftest import BUCKET, WRITER, client, server_ledger, settled
+from tests.s3api.conftest import BUCKET, WRITER, client, on, server_ledger, settled
 from tests.support.server import Server
 
 AWS = Path(sys.executable).parent / "aws"
@@ -178,6 +178,9 @@ async def wait_for_intent(server: Server, name: str, wait: float = 60.0) -> str 
             await asyncio.sleep(0.05)
 
 
+# the clients use operations the other tests prove on each server: each client on one,
+# taken in turn
+@on("sqlite-local")
 def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix: str) -> None:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": WRITER[0], "AWS_SECRET_ACCESS_KEY": WRITER[1],
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
@@ -227,6 +230,7 @@ def test_the_endpoint_beside_bearer_tokens(azurite: Any, tmp_path: Path) -> None
         assert httpx.get(f"{server.url}/documents?{query}").status_code == 401
 
 
+@on("postgresql-azure")
 def test_the_aws_cli_syncs_and_removes(s3_server: Server, tmp_path: Path, prefix: str) -> None:
     """``aws s3 sync`` up and down (ListObjectsV2, PutObject, GetObject), a second sync
     that sends only what changed, ``sync --delete`` and ``rm --recursive``."""
@@ -264,6 +268,7 @@ def test_the_aws_cli_syncs_and_removes(s3_server: Server, tmp_path: Path, prefix
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}sync/")
 
 
+@on("postgresql-azure")
 async def test_aiobotocore_puts_gets_and_lists(s3_server: Server, prefix: str) -> None:
     from aiobotocore.session import get_session
     from botocore.config import Config
@@ -292,6 +297,7 @@ async def test_aiobotocore_puts_gets_and_lists(s3_server: Server, prefix: str) -
 
 @pytest.mark.skipif(shutil.which("rclone") is None,
                     reason="rclone is not installed (Debian's package: apt-get install rclone)")
+@on("sqlite-local")
 def test_rclone_lists_reads_and_deletes(s3_server: Server, s3: Any, tmp_path: Path,
                                         prefix: str) -> None:
     """rclone (the Go SDK; ListObjects v1 for an "Other" provider) lists, reads, copies down

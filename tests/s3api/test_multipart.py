@@ -148,6 +148,8 @@ def test_a_completion_is_checked_as_s3_checks_it(s3: Any, prefix: str) -> None:
     assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"b"
 
 
+# the condition is the database's (parts and completion on each store: the tests around)
+@pytest.mark.parametrize("mp_server", ["sqlite-local", "postgresql-azure"], indirect=True)
 def test_if_none_match_refuses_an_existing_key_and_a_plain_completion_replaces(
         s3: Any, prefix: str) -> None:
     key = prefix + "kept.txt"

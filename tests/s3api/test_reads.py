@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from tests.s3api.conftest import BUCKET, READER, WRITER, client
+from tests.s3api.conftest import BUCKET, READER, WRITER, client, on
 from tests.s3api.test_objects import error
 from tests.support.server import Server
 
@@ -74,6 +74,7 @@ def test_delete_objects(s3: Any, prefix: str) -> None:
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
 
 
+@on("sqlite-local")  # refused before any transaction: one server
 def test_delete_objects_refuses_what_it_cannot_trust(s3_server: Server, s3: Any,
                                                      prefix: str) -> None:
     s3.put_object(Bucket=BUCKET, Key=prefix + "kept", Body=b"kept")
@@ -96,6 +97,7 @@ def test_delete_objects_refuses_what_it_cannot_trust(s3_server: Server, s3: Any,
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "kept")["Body"].read() == b"kept"
 
 
+@on("postgresql-azure")  # the answer's headers, whatever the backend: one server
 def test_response_overrides(s3: Any, prefix: str) -> None:
     key = prefix + "report.bin"
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"%PDF", ContentType="application/pdf")
@@ -114,6 +116,7 @@ def test_response_overrides(s3: Any, prefix: str) -> None:
         "ContentType"] == "text/csv"
 
 
+@on("sqlite-local")  # the request's routing by its host: one server
 def test_the_endpoint_on_a_host_of_its_own(s3_server: Server, prefix: str) -> None:
     """Path-style at the root of ``localhost``; virtual-host-style on ``BUCKET.localhost``
     (sent to 127.0.0.1 with that Host, as DNS would); 127.0.0.1 stays the service's."""
