@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
-from blobledger.s3api.call import Call
+from blobledger.s3api.call import Call, ledger_bucket
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_since
 from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
@@ -30,19 +30,23 @@ SOURCE = "x-amz-copy-source"
 DIRECTIVES = ("COPY", "REPLACE")
 
 
-def _source_key(call: Call) -> str:
-    """The source's key from ``x-amz-copy-source`` (``bucket/key``, URL-encoded, with or
-    without a leading ``/``); another bucket is NoSuchBucket, a version NotImplemented."""
+async def _source(call: Call) -> tuple[str, str]:
+    """The source's ledger bucket and key from ``x-amz-copy-source`` (``bucket/key``,
+    URL-encoded, with or without a leading ``/``): a bucket the key does not reach is
+    NoSuchBucket; a version other than ``versionId=null`` (the one version of an object
+    here) NotImplemented."""
     text = call.request.headers[SOURCE].strip()
     path, _, query = text.partition("?")
-    if query:
+    if query and query != "versionId=null":
         raise S3Error("NotImplemented", "copying a version (versionId) is not implemented")
     bucket, _, key = unquote(path.lstrip("/")).partition("/")
     if not key:
         raise S3Error("InvalidArgument", "x-amz-copy-source must name a bucket and a key")
-    if bucket != call.settings.s3api_bucket:
+    name = ledger_bucket(bucket, call.settings.s3api_bucket)
+    if not name:
         raise S3Error("NoSuchBucket", "The specified bucket does not exist")
-    return key
+    await call.ledger.buckets.lookup(name)  # NoSuchBucket
+    return name, key
 
 
 def _check_source(call: Call, source: Document) -> None:
@@ -84,14 +88,14 @@ async def copy_object(call: Call) -> Response:
         raise S3Error("InvalidArgument", "x-amz-metadata-directive must be COPY or REPLACE")
     if headers.get("x-amz-tagging-directive", "COPY").upper() != "COPY":
         raise S3Error("NotImplemented", "tagging is not implemented")
-    key = _source_key(call)
-    if key == call.key and directive == "COPY":
+    bucket, key = await _source(call)
+    if (bucket, key) == (call.ledger_bucket, call.key) and directive == "COPY":
         raise S3Error("InvalidRequest", "This copy request is illegal because it is trying "
                       "to copy an object to itself without changing the object's metadata, "
                       "storage class, website redirect location or encryption attributes.")
     ledger = call.ledger
     try:
-        source = await find(call, key)
+        source = await find(call, key, bucket)
     except NotFound:
         raise S3Error("NoSuchKey", "The specified key does not exist.") from None
     _check_source(call, source)

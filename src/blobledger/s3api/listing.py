@@ -1,6 +1,7 @@
-"""ListObjects (v1: ``marker``) and ListObjectsV2 (``continuation-token``, ``start-after``)
-over the ledger's ready documents: ``prefix``, ``delimiter``, ``max-keys``,
-``encoding-type=url``."""
+"""ListObjects (v1: ``marker``), ListObjectsV2 (``continuation-token``, ``start-after``) and
+ListObjectVersions (``key-marker``, ``version-id-marker``) over the ledger's ready documents:
+``prefix``, ``delimiter``, ``max-keys``, ``encoding-type=url``. A bucket here has no
+versioning: each ready document is its one version, ``null``, the latest."""
 
 from __future__ import annotations
 
@@ -116,13 +117,17 @@ def _encoder(encoding: str | None) -> Callable[[str], str]:
     return enc
 
 
-def _entries(page: _Page, enc: Callable[[str], str]) -> list[str]:
+def _entries(page: _Page, enc: Callable[[str], str], versions: bool = False) -> list[str]:
+    """The page's objects (``<Contents>``, or ``<Version>``: its one version, ``null``) and
+    its common prefixes."""
+    tag = "Version" if versions else "Contents"
+    version = "<VersionId>null</VersionId><IsLatest>true</IsLatest>" if versions else ""
     parts = []
     for doc in page.contents:
-        parts.append(f"<Contents><Key>{enc(doc.name)}</Key><LastModified>"
+        parts.append(f"<{tag}><Key>{enc(doc.name)}</Key>{version}<LastModified>"
                      f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
                      f"</ETag><Size>{doc.size or 0}</Size><StorageClass>STANDARD"
-                     "</StorageClass></Contents>")
+                     f"</StorageClass></{tag}>")
     for folded in page.prefixes:
         parts.append(f"<CommonPrefixes><Prefix>{enc(folded)}</Prefix></CommonPrefixes>")
     return parts
@@ -157,6 +162,14 @@ async def list_objects_v2(call: Call) -> Response:
     return xml_response("".join(parts), call)
 
 
+async def _after_marker(call: Call, prefix: str, delimiter: str, marker: str,
+                        max_keys: int) -> _Page:
+    """A page after v1's ``marker`` (ListObjectVersions' ``key-marker``): one that is a
+    common prefix passes over every key under it."""
+    skip = marker if delimiter and marker.endswith(delimiter) else None
+    return await _walk(call, prefix, delimiter, marker or None, skip, max_keys)
+
+
 async def list_objects(call: Call) -> Response:
     """ListObjects (v1): a page after ``marker``. A marker that is a common prefix (v1's
     ``NextMarker`` of a page that ended on one) passes over every key under it, as S3
@@ -165,8 +178,7 @@ async def list_objects(call: Call) -> Response:
     call.need("read")
     prefix, delimiter, encoding, max_keys = _options(call)
     marker = call.params.get("marker", "")
-    skip = marker if delimiter and marker.endswith(delimiter) else None
-    page = await _walk(call, prefix, delimiter, marker or None, skip, max_keys)
+    page = await _after_marker(call, prefix, delimiter, marker, max_keys)
     enc = _encoder(encoding)
     parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
              f"<Prefix>{enc(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
@@ -181,3 +193,42 @@ async def list_objects(call: Call) -> Response:
     parts += _entries(page, enc)
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)
+
+
+async def list_object_versions(call: Call) -> Response:
+    """ListObjectVersions of a bucket without versioning: each ready document once, as its
+    ``null`` version, the latest; no delete markers. A page goes on after ``key-marker``
+    (every key has only its ``null`` version, so ``version-id-marker`` adds nothing);
+    ``NextKeyMarker`` is the page's last entry, ``NextVersionIdMarker`` ``null``."""
+    call.need("read")
+    prefix, delimiter, encoding, max_keys = _options(call)
+    marker = call.params.get("key-marker", "")
+    version_marker = call.params.get("version-id-marker")
+    if version_marker is not None and version_marker not in ("", "null"):
+        raise S3Error("InvalidArgument", "Invalid version id specified")
+    if version_marker and not marker:
+        raise S3Error("InvalidArgument", "A version-id marker cannot be specified without "
+                      "a key marker.")
+    page = await _after_marker(call, prefix, delimiter, marker, max_keys)
+    enc = _encoder(encoding)
+    parts = [f'<ListVersionsResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
+             f"<Prefix>{enc(prefix)}</Prefix>", f"<KeyMarker>{enc(marker)}</KeyMarker>",
+             f"<VersionIdMarker>{escape(version_marker or '')}</VersionIdMarker>",
+             f"<MaxKeys>{max_keys}</MaxKeys>",
+             f"<IsTruncated>{'true' if page.truncated else 'false'}</IsTruncated>"]
+    if delimiter:
+        parts.append(f"<Delimiter>{enc(delimiter)}</Delimiter>")
+    if page.truncated and page.last_entry is not None:
+        parts.append(f"<NextKeyMarker>{enc(page.last_entry)}</NextKeyMarker>"
+                     "<NextVersionIdMarker>null</NextVersionIdMarker>")
+    if encoding:
+        parts.append("<EncodingType>url</EncodingType>")
+    parts += _entries(page, enc, versions=True)
+    parts.append("</ListVersionsResult>")
+    return xml_response("".join(parts), call)
+
+
+async def get_bucket_versioning(call: Call) -> Response:
+    """GetBucketVersioning: versioning was never turned on (an empty configuration)."""
+    call.need("read")
+    return xml_response(f'<VersioningConfiguration xmlns="{NAMESPACE}"/>', call)

@@ -34,12 +34,14 @@ def http_since(text: str | None) -> datetime | None:
         return None
 
 
-async def find(call: Call, key: str) -> Document:
-    """The ready document named ``key`` (NotFound: none). The name itself sorts first among
-    the names it prefixes, so one row of the ledger's listing answers."""
+async def find(call: Call, key: str, bucket: str | None = None) -> Document:
+    """The ready document named ``key`` in the request's bucket (or the ledger's ``bucket``)
+    (NotFound: none). The name itself sorts first among the names it prefixes, so one row
+    of the ledger's listing answers."""
     if not key:
         raise NotFound("no key")
-    found = await call.ledger.page(prefix=key, limit=1, bucket=call.ledger_bucket)
+    found = await call.ledger.page(prefix=key, limit=1,
+                                   bucket=call.ledger_bucket if bucket is None else bucket)
     if not found or found[0].name != key:
         raise NotFound(f"no document {key!r}")
     return found[0]
