@@ -37,6 +37,15 @@ def test_buckets_are_namespaces(s3_server: Server, s3: Any) -> None:
     assert [c["Key"] for c in s3.list_objects_v2(Bucket="photos")["Contents"]] == [
         "same.txt"]
     assert s3.list_objects_v2(Bucket="photos")["Name"] == "photos"
+    # a copy from one bucket to another, each its own namespace
+    s3.copy_object(Bucket=BUCKET, Key="copied.txt",
+                   CopySource={"Bucket": "photos", "Key": "same.txt"})
+    assert s3.get_object(Bucket=BUCKET, Key="copied.txt")["Body"].read() == b"in photos"
+    s3.delete_object(Bucket=BUCKET, Key="copied.txt")
+    with pytest.raises(ClientError) as nowhere:
+        s3.copy_object(Bucket=BUCKET, Key="copied.txt",
+                       CopySource={"Bucket": "no-such-bucket", "Key": "same.txt"})
+    assert error(nowhere) == (404, "NoSuchBucket")
 
     with pytest.raises(ClientError) as full:
         admin.delete_bucket(Bucket="photos")
