@@ -81,3 +81,27 @@ def test_a_tenant_key_reaches_only_its_buckets(s3_server: Server, s3: Any) -> No
     with pytest.raises(ClientError) as missing:
         s3.get_object(Bucket=BUCKET, Key="k")
     assert error(missing) == (404, "NoSuchKey")
+
+
+def test_delete_bucket_aborts_its_uploads_in_progress(s3_server: Server, s3: Any) -> None:
+    """S3 deletes a bucket whose only content is multipart uploads in progress: they are
+    aborted; each bucket lists its own uploads only."""
+    admin = client(s3_server, ADMIN)
+    admin.create_bucket(Bucket="drafts")
+    started = s3.create_multipart_upload(Bucket="drafts", Key="big.bin")["UploadId"]
+    s3.upload_part(Bucket="drafts", Key="big.bin", UploadId=started, PartNumber=1,
+                   Body=b"part")
+    mine = s3.create_multipart_upload(Bucket=BUCKET, Key="kept.bin")["UploadId"]
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="drafts")["Uploads"]] \
+        == [started]
+    assert mine in [u["UploadId"] for u in
+                    s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    assert started not in [u["UploadId"] for u in
+                           s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    admin.delete_bucket(Bucket="drafts")
+    with pytest.raises(ClientError) as gone:
+        s3.head_bucket(Bucket="drafts")
+    assert error(gone)[0] == 404
+    assert mine in [u["UploadId"] for u in
+                    s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    s3.abort_multipart_upload(Bucket=BUCKET, Key="kept.bin", UploadId=mine)

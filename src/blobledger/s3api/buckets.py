@@ -20,6 +20,7 @@ from blobledger.protocol.models import DEFAULT_BUCKET
 from blobledger.s3api.call import Call, s3_bucket
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.objects import read_body
+from blobledger.s3api.uploadlists import abort_uploads
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 
 #: the largest CreateBucketConfiguration body read
@@ -85,10 +86,12 @@ async def create_bucket(call: Call) -> Response:
 
 
 async def delete_bucket(call: Call) -> Response:
-    """The ledger's bucket removed, only while it holds no document."""
+    """The ledger's bucket removed, only while it holds no document; its multipart uploads
+    in progress aborted first, as S3 does."""
     call.need("admin")
     if call.ledger_bucket == DEFAULT_BUCKET:
         raise S3Error("AccessDenied", "the default bucket cannot be deleted")
+    await abort_uploads(call)
     try:
         await call.ledger.buckets.delete(call.ledger_bucket)
     except BucketNotFound:
