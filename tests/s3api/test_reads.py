@@ -55,6 +55,27 @@ def test_list_objects_v1(s3: Any, prefix: str) -> None:
     assert sum(len(page["Contents"]) for page in pages) == 6
 
 
+def test_listings_compare_what_no_name_holds(s3: Any, prefix: str) -> None:
+    """A prefix, marker or start-after holding a control character (which no name holds)
+    is compared, as S3 does: the prefix matches nothing, the marker passes over the names
+    before it. An empty continuation token is the first page's; ``fetch-owner`` adds each
+    object's owner."""
+    for name in ["a", "b"]:
+        s3.put_object(Bucket=BUCKET, Key=prefix + name, Body=name.encode())
+    for listed in (s3.list_objects(Bucket=BUCKET, Prefix=prefix + "\n"),
+                   s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "\n")):
+        assert "Contents" not in listed and listed["Prefix"] == prefix + "\n"
+    after = s3.list_objects(Bucket=BUCKET, Prefix=prefix, Marker=prefix + "a\n")
+    assert [c["Key"] for c in after["Contents"]] == [prefix + "b"]
+    started = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, StartAfter=prefix + "\x01")
+    assert [c["Key"] for c in started["Contents"]] == [prefix + "a", prefix + "b"]
+    empty = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, ContinuationToken="")
+    assert [c["Key"] for c in empty["Contents"]] == [prefix + "a", prefix + "b"]
+    assert empty["ContinuationToken"] == "" and "Owner" not in empty["Contents"][0]
+    owned = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, FetchOwner=True)
+    assert owned["Contents"][0]["Owner"]["ID"] == WRITER[0]
+
+
 def test_list_object_versions(s3: Any, prefix: str) -> None:
     """A bucket without versioning: each object once, its version ``null`` and the latest,
     no delete markers; ``versionId=null`` names the object on GET, HEAD, DELETE and in

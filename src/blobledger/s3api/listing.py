@@ -14,6 +14,8 @@ from xml.sax.saxutils import escape
 
 from starlette.responses import Response
 
+from blobledger._base.names import MAX_NAME_LENGTH, check_name_prefix
+from blobledger.errors import InvalidInput
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
@@ -41,16 +43,33 @@ def _untoken(text: str) -> tuple[str, str | None]:
     raise S3Error("InvalidArgument", "the continuation token is not valid")
 
 
+def _holdable(text: str) -> str:
+    """The longest start of ``text`` that a name could hold (the ledger refuses to list
+    by a prefix or after a name holding a control character: S3 only compares them)."""
+    for cut, char in enumerate(text[:MAX_NAME_LENGTH]):
+        try:
+            check_name_prefix(char)
+        except InvalidInput:
+            return text[:cut]
+    return text[:MAX_NAME_LENGTH]
+
+
 async def _ready(call: Call, prefix: str, after: str | None) -> AsyncIterator[Document]:
-    """The ready documents under ``prefix`` after the name ``after``, in name order."""
+    """The ready documents under ``prefix`` after the name ``after``, in name order. A
+    prefix holding a character no name holds matches nothing; an ``after`` holding one is
+    compared as it is (the ledger's page starts at its longest start a name could hold)."""
+    if _holdable(prefix) != prefix:
+        return
+    bound = after if after is None else _holdable(after) or None
     while True:
-        batch = await call.ledger.page(prefix=prefix, after=after, limit=PAGE,
+        batch = await call.ledger.page(prefix=prefix, after=bound, limit=PAGE,
                                        bucket=call.ledger_bucket)
         for doc in batch:
-            yield doc
+            if after is None or doc.name > after:
+                yield doc
         if len(batch) < PAGE:
             return
-        after = batch[-1].name
+        bound = batch[-1].name
 
 
 @dataclass
@@ -117,16 +136,22 @@ def _encoder(encoding: str | None) -> Callable[[str], str]:
     return enc
 
 
-def _entries(page: _Page, enc: Callable[[str], str], versions: bool = False) -> list[str]:
-    """The page's objects (``<Contents>``, or ``<Version>``: its one version, ``null``) and
-    its common prefixes."""
+def _entries(call: Call, page: _Page, enc: Callable[[str], str], versions: bool = False,
+             owner: bool = True) -> list[str]:
+    """The page's objects (``<Contents>``, or ``<Version>``: its one version, ``null``),
+    with their owner unless ``owner`` is false (ListObjectsV2 without ``fetch-owner``),
+    and its common prefixes. The endpoint is one account: an object's owner is the key
+    that asks, as ListBuckets shows it."""
     tag = "Version" if versions else "Contents"
     version = "<VersionId>null</VersionId><IsLatest>true</IsLatest>" if versions else ""
+    who = escape(call.signed.key_id)
+    shown = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>"
     parts = []
     for doc in page.contents:
         parts.append(f"<{tag}><Key>{enc(doc.name)}</Key>{version}<LastModified>"
                      f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
-                     f"</ETag><Size>{doc.size or 0}</Size><StorageClass>STANDARD"
+                     f"</ETag><Size>{doc.size or 0}</Size>"
+                     f"{shown if owner else ''}<StorageClass>STANDARD"
                      f"</StorageClass></{tag}>")
     for folded in page.prefixes:
         parts.append(f"<CommonPrefixes><Prefix>{enc(folded)}</Prefix></CommonPrefixes>")
@@ -139,7 +164,8 @@ async def list_objects_v2(call: Call) -> Response:
     prefix, delimiter, encoding, max_keys = _options(call)
     token = call.params.get("continuation-token")
     start_after = call.params.get("start-after")
-    after, skip = _untoken(token) if token is not None else (start_after or None, None)
+    # an empty token is the first page's, as in S3
+    after, skip = _untoken(token) if token else (start_after or None, None)
     page = await _walk(call, prefix, delimiter, after, skip, max_keys)
     next_token = _token(page.last, page.skip) if page.truncated and page.last else None
     enc = _encoder(encoding)
@@ -157,7 +183,7 @@ async def list_objects_v2(call: Call) -> Response:
         parts.append(f"<NextContinuationToken>{next_token}</NextContinuationToken>")
     if start_after is not None:
         parts.append(f"<StartAfter>{enc(start_after)}</StartAfter>")
-    parts += _entries(page, enc)
+    parts += _entries(call, page, enc, owner=call.params.get("fetch-owner") == "true")
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)
 
@@ -181,7 +207,8 @@ async def list_objects(call: Call) -> Response:
     page = await _after_marker(call, prefix, delimiter, marker, max_keys)
     enc = _encoder(encoding)
     parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
-             f"<Prefix>{enc(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
+             # v1's Prefix is not URL-encoded (clients do not decode it), its Marker is
+             f"<Prefix>{escape(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
              f"<MaxKeys>{max_keys}</MaxKeys>",
              f"<IsTruncated>{'true' if page.truncated else 'false'}</IsTruncated>"]
     if delimiter:
@@ -190,7 +217,7 @@ async def list_objects(call: Call) -> Response:
             parts.append(f"<NextMarker>{enc(page.last_entry)}</NextMarker>")
     if encoding:
         parts.append("<EncodingType>url</EncodingType>")
-    parts += _entries(page, enc)
+    parts += _entries(call, page, enc)
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)
 
@@ -223,7 +250,7 @@ async def list_object_versions(call: Call) -> Response:
                      "<NextVersionIdMarker>null</NextVersionIdMarker>")
     if encoding:
         parts.append("<EncodingType>url</EncodingType>")
-    parts += _entries(page, enc, versions=True)
+    parts += _entries(call, page, enc, versions=True)
     parts.append("</ListVersionsResult>")
     return xml_response("".join(parts), call)
 
