@@ -27,6 +27,7 @@ from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.overrides import RESPONSE_QUERY
 from blobledger.s3api.sigv4 import Seen, verify
+from blobledger.s3api.usermeta import as_sent
 
 log = logging.getLogger("blobledger.s3api")
 
@@ -62,10 +63,12 @@ def _query(raw: bytes) -> list[tuple[str, str]]:
 
 
 def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers as the signer saw them: a value sent as UTF-8 (botocore's
+    bytes for a non-ASCII value, e.g. of metadata) decoded as UTF-8, another as Latin-1."""
     found: dict[str, list[str]] = {}
     for name, value in scope.get("headers", []):
         found.setdefault(bytes(name).decode("latin-1").lower(), []).append(
-            bytes(value).decode("latin-1"))
+            as_sent(bytes(value).decode("latin-1")))
     return {name: ",".join(values) for name, values in found.items()}
 
 

@@ -3,6 +3,7 @@ the blob it was written with (:mod:`.rows`), answered on GET and HEAD."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Mapping
 
 from blobledger.protocol.transitions.records import Intent
@@ -15,11 +16,20 @@ PREFIX = "x-amz-meta-"
 MAX_BYTES = 2 * 1024
 
 
+def as_sent(value: str) -> str:
+    """A header's value read as Latin-1 (as HTTP servers do), read again as UTF-8 when its
+    bytes are UTF-8 (how botocore sends and signs a non-ASCII value)."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
 def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The request's user metadata, names lower-cased without the prefix (``MetadataTooLarge``
     past 2 KB, as S3)."""
-    meta = {name.removeprefix(PREFIX): value.strip() for name, value in headers.items()
-            if name.lower().startswith(PREFIX)}
+    meta = {name.removeprefix(PREFIX): as_sent(value.strip()) for name, value in
+            headers.items() if name.lower().startswith(PREFIX)}
     size = sum(len(name.encode()) + len(value.encode()) for name, value in meta.items())
     if size > MAX_BYTES:
         raise S3Error("MetadataTooLarge", f"your metadata headers exceed the maximum allowed "
@@ -43,6 +53,16 @@ def recorder(call: Call, meta: dict[str, str]) -> Callable[[Intent], Awaitable[N
     return record
 
 
+def _header_value(value: str) -> str:
+    """A value as one header can carry it: Latin-1 as it is, anything else RFC 2047's
+    encoded word (UTF-8, base64), as S3 answers non-ASCII metadata."""
+    try:
+        value.encode("latin-1")
+        return value
+    except UnicodeEncodeError:
+        return "=?UTF-8?B?" + base64.b64encode(value.encode()).decode() + "?="
+
+
 async def response_headers(call: Call, blob_name: str) -> dict[str, str]:
-    return {PREFIX + name: value for name, value in
+    return {PREFIX + name: _header_value(value) for name, value in
             (await meta_of(call.ledger, blob_name)).items()}
