@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -47,6 +48,25 @@ def test_user_metadata_is_kept_with_each_version(s3: Any, prefix: str) -> None:
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"d")
     assert s3.head_object(Bucket=BUCKET, Key=key)["Metadata"] == {
         "city": "Zürich", "east": "=?UTF-8?B?5p2x5Lqs?="}
+
+
+def test_headers_s3_keeps_with_the_object(s3: Any, prefix: str) -> None:
+    """Cache-Control, Content-Disposition, Content-Encoding, Content-Language and Expires
+    are kept with the version written and answered on GET and HEAD (a copy takes them with
+    the metadata); a replace without them has none."""
+    key = prefix + "kept.txt"
+    expires = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"a", CacheControl="max-age=60",
+                  ContentDisposition='attachment; filename="a.txt"', ContentEncoding="gzip",
+                  ContentLanguage="fr", Expires=expires)
+    for got in (s3.head_object(Bucket=BUCKET, Key=key), s3.get_object(Bucket=BUCKET, Key=key)):
+        assert (got["CacheControl"], got["ContentDisposition"], got["ContentEncoding"],
+                got["ContentLanguage"], got["Expires"]) == (
+            "max-age=60", 'attachment; filename="a.txt"', "gzip", "fr", expires)
+    s3.copy_object(Bucket=BUCKET, Key=key + ".copy", CopySource={"Bucket": BUCKET, "Key": key})
+    assert s3.head_object(Bucket=BUCKET, Key=key + ".copy")["CacheControl"] == "max-age=60"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"b")
+    assert "CacheControl" not in s3.head_object(Bucket=BUCKET, Key=key)
 
 
 def test_copy_object(s3: Any, prefix: str) -> None:
