@@ -205,3 +205,14 @@ def test_an_unsigned_payload_is_accepted(s3_server: Server, s3: Any, prefix: str
     assert sent.status_code == 200, sent.text
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "unsigned")["Body"].read() == \
         b"unsigned body"
+
+
+def test_a_body_of_unknown_length_is_accepted(s3: Any, prefix: str) -> None:
+    """HTTP's chunked transfer coding (no Content-Length) streams in as any body does."""
+
+    def chunked(request: Any, **_: Any) -> None:
+        request.headers.add_header("Transfer-Encoding", "chunked")
+
+    s3.meta.events.register_first("before-sign.s3.PutObject", chunked)
+    s3.put_object(Bucket=BUCKET, Key=prefix + "chunked", Body=b"streamed")
+    assert s3.get_object(Bucket=BUCKET, Key=prefix + "chunked")["Body"].read() == b"streamed"

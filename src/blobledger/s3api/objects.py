@@ -116,7 +116,10 @@ async def put_object(call: Call) -> Response:
         if name.startswith(UNSUPPORTED):
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
     chunked = streaming(call)
-    if "content-length" not in headers and not chunked:
+    # a body of unknown length (HTTP's chunked transfer coding) streams in as another does,
+    # up to the largest object
+    sized = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+    if not sized and not chunked:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
     payload = call.signed.payload
     limit = int(call.settings.max_upload_bytes)
