@@ -216,3 +216,10 @@ def test_a_body_of_unknown_length_is_accepted(s3: Any, prefix: str) -> None:
     s3.meta.events.register_first("before-sign.s3.PutObject", chunked)
     s3.put_object(Bucket=BUCKET, Key=prefix + "chunked", Body=b"streamed")
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "chunked")["Body"].read() == b"streamed"
+
+
+def test_a_key_no_name_can_hold_is_an_invalid_uri(s3: Any) -> None:
+    with pytest.raises(ClientError) as refused:
+        s3.get_object(Bucket=BUCKET, Key="\xae\x8a-")  # U+008A: a control character
+    assert error(refused) == (400, "InvalidURI")
+    assert refused.value.response["Error"]["Message"] == "Couldn't parse the specified URI."

@@ -14,9 +14,9 @@ from tests.s3api.test_objects import error
 
 def test_if_match_replaces_only_the_version_it_names(s3: Any, prefix: str) -> None:
     key = prefix + "matched.txt"
-    with pytest.raises(ClientError) as nothing:  # a key that names nothing matches nothing
+    with pytest.raises(ClientError) as nothing:  # a key that names nothing: S3's NoSuchKey
         s3.put_object(Bucket=BUCKET, Key=key, Body=b"x", IfMatch='"' + "0" * 32 + '"')
-    assert error(nothing) == (412, "PreconditionFailed")
+    assert error(nothing) == (404, "NoSuchKey")
     first = s3.put_object(Bucket=BUCKET, Key=key, Body=b"one")["ETag"]
     second = s3.put_object(Bucket=BUCKET, Key=key, Body=b"two", IfMatch=first)["ETag"]
     with pytest.raises(ClientError) as stale:
@@ -24,6 +24,12 @@ def test_if_match_replaces_only_the_version_it_names(s3: Any, prefix: str) -> No
     assert error(stale) == (412, "PreconditionFailed")
     got = s3.get_object(Bucket=BUCKET, Key=key)
     assert got["Body"].read() == b"two" and got["ETag"] == second
+    # If-None-Match with an ETag: a write unless the object's ETag is that one
+    with pytest.raises(ClientError) as same:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"three", IfNoneMatch=second)
+    assert error(same) == (412, "PreconditionFailed")
+    third = s3.put_object(Bucket=BUCKET, Key=key, Body=b"three", IfNoneMatch=first)["ETag"]
+    assert s3.head_object(Bucket=BUCKET, Key=key)["ETag"] == third != second
 
 
 def test_user_metadata_is_kept_with_each_version(s3: Any, prefix: str) -> None:

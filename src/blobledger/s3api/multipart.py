@@ -68,7 +68,7 @@ from blobledger.s3api.rows import (
 )
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
 from blobledger.s3api.usermeta import from_headers
-from blobledger.s3api.writes import failed, target, write
+from blobledger.s3api.writes import create_only, failed, target, write
 from blobledger.s3api.xmlbody import NAMESPACE, xml_response
 from blobledger.uploads.resumable import Resumable, record_handle
 
@@ -263,7 +263,7 @@ async def complete_multipart_upload(call: Call) -> Response:
         if existing is None:
             doc = await _create(call, upload, intent, digests, if_none_match)
         if doc is None:  # the key names a ready document: the published bytes replace it
-            doc = await _replace(call, upload, intent, digests, if_match)
+            doc = await _replace(call, upload, intent, digests, if_none_match, if_match)
     except IntentLost:  # a twin completion finished it first, or the sweeper took it
         again = await ledger.transitions.find_upload(upload.id)
         if again is None or again.state != UploadState.DONE:
@@ -309,7 +309,7 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
     try:
         await ledger.confirm(intent, call.key)
     except NameTaken:
-        if if_none_match is not None:
+        if create_only(if_none_match):
             raise failed("If-None-Match", "the key names an object") from None
         return None
     if not ledger.transitions.deferred:
@@ -318,7 +318,7 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
 
 
 async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Digests,
-                   if_match: str | None) -> Document:
+                   if_none_match: str | None, if_match: str | None) -> Document:
     """The published bytes written as a replace of the key's document (R1-R4), then the
     upload's own intent to the deletion path."""
     ledger = call.ledger
@@ -326,7 +326,8 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
     try:
         doc = await write(call, call.key, reader, content_type=intent.content_type,
                           meta=await meta_of(ledger, intent.blob_name),
-                          sha256=digests.sha256, if_match=if_match)
+                          sha256=digests.sha256, if_match=if_match,
+                          if_none_match=None if create_only(if_none_match) else if_none_match)
     finally:
         await reader.aclose()
     await ledger.abandon(intent)
