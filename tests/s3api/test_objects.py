@@ -223,3 +223,13 @@ def test_a_key_no_name_can_hold_is_an_invalid_uri(s3: Any) -> None:
         s3.get_object(Bucket=BUCKET, Key="\xae\x8a-")  # U+008A: a control character
     assert error(refused) == (400, "InvalidURI")
     assert refused.value.response["Error"]["Message"] == "Couldn't parse the specified URI."
+
+
+def test_part_number_of_an_object_of_one_part(s3: Any, prefix: str) -> None:
+    key = prefix + "single"
+    tag = s3.put_object(Bucket=BUCKET, Key=key, Body=b"body")["ETag"]
+    whole = s3.get_object(Bucket=BUCKET, Key=key, PartNumber=1)
+    assert whole["Body"].read() == b"body" and whole["ETag"] == tag
+    with pytest.raises(ClientError) as beyond:
+        s3.get_object(Bucket=BUCKET, Key=key, PartNumber=2)
+    assert error(beyond) == (400, "InvalidPart")

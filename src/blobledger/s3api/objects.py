@@ -185,10 +185,25 @@ def _range(text: str | None, size: int) -> tuple[int, int] | None:
     return start, end - start + 1
 
 
+def _part_number(call: Call) -> None:
+    """GetObject's and HeadObject's ``partNumber``: every object here is one part (a
+    multipart upload's parts are not kept once it completes), so part 1 is the whole
+    object and another ``InvalidPart``, as S3 answers for an object of one part."""
+    text = call.params.get("partNumber")
+    if text is None:
+        return
+    if not text.isdigit() or not 1 <= int(text) <= 10000:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
+                      "10000, inclusive")
+    if int(text) != 1:
+        raise S3Error("InvalidPart", "The requested partnumber is not satisfiable")
+
+
 async def get_object(call: Call) -> Response:
     call.need("read")
     method = call.request.method
     doc = await find(call, call.key)
+    _part_number(call)
     headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
                                                  "Accept-Ranges": "bytes",
                                                  "Content-Type": doc.content_type})
