@@ -118,14 +118,12 @@ def test_the_one_bucket(s3: Any) -> None:
 
 
 @pytest.mark.parametrize("call", [
-    lambda s3, key: s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId="u", PartNumber=1,
-                                        CopySource={"Bucket": BUCKET, "Key": key}),
     lambda s3, key: s3.get_object_acl(Bucket=BUCKET, Key=key),
     lambda s3, key: s3.put_bucket_versioning(
         Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}),
     lambda s3, key: s3.copy_object(Bucket=BUCKET, Key=key + "2", TaggingDirective="REPLACE",
                                    CopySource={"Bucket": BUCKET, "Key": key}),
-], ids=["part-copy", "acl", "versioning", "copy-tagging"])
+], ids=["acl", "versioning", "copy-tagging"])
 def test_what_is_not_implemented_says_so(s3: Any, prefix: str, call: Any) -> None:
     key = prefix + "k"
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"k")

@@ -159,6 +159,8 @@ class S3App:
                           "other than null names nothing")
         named = "uploadId" if "uploadId" in params else "uploads" if "uploads" in params else ""
         if named:
+            if (method, named) == ("PUT", "uploadId") and copy.is_copy(call):
+                return copy.upload_part_copy
             if (method, named) not in MULTIPART:
                 raise S3Error("NotImplemented", f"{method} with {named} is not implemented")
             return MULTIPART[(method, named)]

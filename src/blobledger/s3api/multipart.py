@@ -84,7 +84,7 @@ KEY = "s3_key"
 TYPE = "content_type"
 
 
-def _now() -> datetime:
+def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -93,7 +93,7 @@ def _no_such_upload() -> S3Error:
                    "upload ID may be invalid, or the upload may have been aborted or completed.")
 
 
-async def _upload(call: Call, *, open_only: bool = True) -> UploadRecord:
+async def open_upload(call: Call, *, open_only: bool = True) -> UploadRecord:
     """The upload named by ``uploadId``, of this key (NoSuchUpload: none, another key's,
     expired, or, with ``open_only``, completed)."""
     found = await call.ledger.transitions.find_upload(call.params.get("uploadId", ""))
@@ -146,7 +146,7 @@ async def create_multipart_upload(call: Call) -> Response:
         f"<UploadId>{upload_id}</UploadId></InitiateMultipartUploadResult>", call)
 
 
-def _part_number(call: Call) -> int:
+def part_number(call: Call) -> int:
     text = call.params.get("partNumber", "")
     if not text.isdigit() or not 1 <= int(text) <= MAX_PARTS:
         raise S3Error("InvalidArgument", f"Part number must be an integer between 1 and "
@@ -158,15 +158,13 @@ async def upload_part(call: Call) -> Response:
     """The part's bytes staged in the store (checked against the request's digests first),
     then recorded; the part's ETag is its MD5, as in S3."""
     call.need("write")
-    number = _part_number(call)
+    number = part_number(call)
     headers = call.request.headers
-    if "x-amz-copy-source" in headers:
-        raise S3Error("NotImplemented", "UploadPartCopy is not implemented")
     if "aws-chunked" in headers.get("content-encoding", ""):
         raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
     if "content-length" not in headers:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     ledger = call.ledger
     body = bytearray()
     md5 = hashlib.md5(usedforsecurity=False)
@@ -190,7 +188,7 @@ async def upload_part(call: Call) -> Response:
                       "received")
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await record_part(ledger, upload.id, Part(number, part, len(body), md5.hexdigest(),
-                                              _now()))
+                                              now()))
     return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"'))
 
 
@@ -240,7 +238,7 @@ def _chosen(listed: list[tuple[int, str]], recorded: list[Part]) -> list[Part]:
 async def complete_multipart_upload(call: Call) -> Response:
     call.need("write")
     headers = call.request.headers
-    upload = await _upload(call, open_only=False)
+    upload = await open_upload(call, open_only=False)
     ledger = call.ledger
     body = b"".join([chunk async for chunk in read_body(call, MAX_XML_BODY)])
     if upload.state != UploadState.OPEN:  # a completion again: what the first one made
@@ -336,7 +334,7 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
 
 async def abort_multipart_upload(call: Call) -> Response:
     call.need("write")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     try:
         await Resumable(call.ledger).terminate(upload)
     except IntentLost:

@@ -16,7 +16,7 @@ from blobledger.protocol.models import UploadMode, UploadState
 from blobledger.protocol.transitions.statements import NOW, documents, uploads
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.multipart import KEY, _upload
+from blobledger.s3api.multipart import KEY, open_upload
 from blobledger.s3api.rows import drop_parts, parts_of
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 from blobledger.uploads.resumable import Resumable
@@ -102,7 +102,7 @@ async def list_multipart_uploads(call: Call) -> Response:
 
 async def list_parts(call: Call) -> Response:
     call.need("read")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     marker_text = call.params.get("part-number-marker", "0") or "0"
     if not marker_text.isdigit():
         raise S3Error("InvalidArgument", "part-number-marker must be an integer")
