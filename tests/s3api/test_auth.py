@@ -95,6 +95,14 @@ def test_an_expired_presigned_url_is_refused(s3_server: Server, s3: Any, prefix:
     refused = httpx.get(url)
     assert refused.status_code == 403, refused.text
     assert "<Code>AccessDenied</Code>" in refused.text and "expired" in refused.text
+    clock_shift(0)
+    # presigned to expire before it was made (a negative X-Amz-Expires): expired too
+    negative = client(s3_server).generate_presigned_url(
+        "put_object", ExpiresIn=-1000, Params={"Bucket": BUCKET, "Key": prefix + "old"})
+    refused = httpx.put(negative, content=b"new")
+    assert refused.status_code == 403, refused.text
+    assert "<Code>AccessDenied</Code>" in refused.text and "expired" in refused.text
+    assert s3.get_object(Bucket=BUCKET, Key=prefix + "old")["Body"].read() == b"old"
 
 
 def test_a_presigned_url_that_would_outlive_seven_days_is_refused(

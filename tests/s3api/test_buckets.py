@@ -20,9 +20,11 @@ def test_buckets_are_namespaces(s3_server: Server, s3: Any) -> None:
         s3.create_bucket(Bucket="photos")  # a write key manages no bucket
     assert error(denied) == (403, "AccessDenied")
     admin.create_bucket(Bucket="photos")
-    with pytest.raises(ClientError) as again:
-        admin.create_bucket(Bucket="photos")
-    assert error(again) == (409, "BucketAlreadyOwnedByYou")
+    s3.put_object(Bucket="photos", Key="kept.txt", Body=b"kept")
+    admin.create_bucket(Bucket="photos")  # us-east-1's answer: 200, nothing changed
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="photos")["Contents"]] == [
+        "kept.txt"]
+    s3.delete_object(Bucket="photos", Key="kept.txt")
     with pytest.raises(ClientError) as bad:
         admin.create_bucket(Bucket="default")  # the default bucket goes by BUCKET here
     assert error(bad) == (409, "BucketAlreadyExists")
@@ -37,6 +39,15 @@ def test_buckets_are_namespaces(s3_server: Server, s3: Any) -> None:
     assert [c["Key"] for c in s3.list_objects_v2(Bucket="photos")["Contents"]] == [
         "same.txt"]
     assert s3.list_objects_v2(Bucket="photos")["Name"] == "photos"
+    # a copy from one bucket to another, each its own namespace
+    s3.copy_object(Bucket=BUCKET, Key="copied.txt",
+                   CopySource={"Bucket": "photos", "Key": "same.txt"})
+    assert s3.get_object(Bucket=BUCKET, Key="copied.txt")["Body"].read() == b"in photos"
+    s3.delete_object(Bucket=BUCKET, Key="copied.txt")
+    with pytest.raises(ClientError) as nowhere:
+        s3.copy_object(Bucket=BUCKET, Key="copied.txt",
+                       CopySource={"Bucket": "no-such-bucket", "Key": "same.txt"})
+    assert error(nowhere) == (404, "NoSuchBucket")
 
     with pytest.raises(ClientError) as full:
         admin.delete_bucket(Bucket="photos")
@@ -73,3 +84,27 @@ def test_a_tenant_key_reaches_only_its_buckets(s3_server: Server, s3: Any) -> No
     with pytest.raises(ClientError) as missing:
         s3.get_object(Bucket=BUCKET, Key="k")
     assert error(missing) == (404, "NoSuchKey")
+
+
+def test_delete_bucket_aborts_its_uploads_in_progress(s3_server: Server, s3: Any) -> None:
+    """S3 deletes a bucket whose only content is multipart uploads in progress: they are
+    aborted; each bucket lists its own uploads only."""
+    admin = client(s3_server, ADMIN)
+    admin.create_bucket(Bucket="drafts")
+    started = s3.create_multipart_upload(Bucket="drafts", Key="big.bin")["UploadId"]
+    s3.upload_part(Bucket="drafts", Key="big.bin", UploadId=started, PartNumber=1,
+                   Body=b"part")
+    mine = s3.create_multipart_upload(Bucket=BUCKET, Key="kept.bin")["UploadId"]
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="drafts")["Uploads"]] \
+        == [started]
+    assert mine in [u["UploadId"] for u in
+                    s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    assert started not in [u["UploadId"] for u in
+                           s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    admin.delete_bucket(Bucket="drafts")
+    with pytest.raises(ClientError) as gone:
+        s3.head_bucket(Bucket="drafts")
+    assert error(gone)[0] == 404
+    assert mine in [u["UploadId"] for u in
+                    s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])]
+    s3.abort_multipart_upload(Bucket=BUCKET, Key="kept.bin", UploadId=mine)

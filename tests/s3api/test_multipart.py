@@ -265,3 +265,32 @@ def test_an_abandoned_upload_is_swept_like_any_other(azurite: Azurite, tmp_path:
         s3.create_multipart_upload(Bucket=BUCKET, Key="k/next.bin")  # forgets the parts' rows
         assert run_sync(sweep(later=False)) == (0, [], 0)
         assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+
+
+def test_upload_part_copy(s3: Any, prefix: str) -> None:
+    """UploadPartCopy: parts copied from ranges of a ready object (and a whole one), their
+    ETags their MD5s; a range past the source's end is InvalidRange, one not of the form
+    bytes=first-last InvalidArgument."""
+    source, key = prefix + "copy-source", prefix + "copied"
+    data = bytes(range(256)) * (24 * 1024)  # 6 MiB: the first part at least 5 MiB
+    s3.put_object(Bucket=BUCKET, Key=source, Body=data)
+    s3.put_object(Bucket=BUCKET, Key=source + ".small", Body=b"tail")
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    origin = {"Bucket": BUCKET, "Key": source}
+    cut = 5 * 1024 * 1024
+    first = s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1,
+                                CopySource=origin, CopySourceRange=f"bytes=0-{cut - 1}")
+    assert first["CopyPartResult"]["ETag"] == f'"{hashlib.md5(data[:cut]).hexdigest()}"'
+    second = s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
+                                 CopySource={"Bucket": BUCKET, "Key": source + ".small"})
+    for bad, code in (("bytes=0-" + str(len(data)), (400, "InvalidRange")),
+                      ("0-2", (400, "InvalidArgument")), ("bytes=0-2,3-5",
+                                                         (400, "InvalidArgument"))):
+        with pytest.raises(ClientError) as refused:
+            s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=3,
+                                CopySource=origin, CopySourceRange=bad)
+        assert error(refused)[1] == code[1], bad
+    s3.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": first["CopyPartResult"]["ETag"]},
+                  {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data[:cut] + b"tail"

@@ -113,8 +113,8 @@ def test_the_one_bucket(s3: Any) -> None:
         s3.list_objects_v2(Bucket="another-bucket")
     assert error(missing) == (404, "NoSuchBucket")
     with pytest.raises(ClientError) as mine:
-        s3.create_bucket(Bucket=BUCKET)
-    assert error(mine) == (409, "BucketAlreadyOwnedByYou")
+        s3.create_bucket(Bucket=BUCKET)  # a write key creates no bucket, even one it has
+    assert error(mine) == (403, "AccessDenied")
 
 
 @pytest.mark.parametrize("call", [
@@ -208,3 +208,31 @@ def test_an_unsigned_payload_is_accepted(s3_server: Server, s3: Any, prefix: str
     assert sent.status_code == 200, sent.text
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "unsigned")["Body"].read() == \
         b"unsigned body"
+
+
+def test_a_body_of_unknown_length_is_accepted(s3: Any, prefix: str) -> None:
+    """HTTP's chunked transfer coding (no Content-Length) streams in as any body does."""
+
+    def chunked(request: Any, **_: Any) -> None:
+        request.headers.add_header("Transfer-Encoding", "chunked")
+
+    s3.meta.events.register_first("before-sign.s3.PutObject", chunked)
+    s3.put_object(Bucket=BUCKET, Key=prefix + "chunked", Body=b"streamed")
+    assert s3.get_object(Bucket=BUCKET, Key=prefix + "chunked")["Body"].read() == b"streamed"
+
+
+def test_a_key_no_name_can_hold_is_an_invalid_uri(s3: Any) -> None:
+    with pytest.raises(ClientError) as refused:
+        s3.get_object(Bucket=BUCKET, Key="\xae\x8a-")  # U+008A: a control character
+    assert error(refused) == (400, "InvalidURI")
+    assert refused.value.response["Error"]["Message"] == "Couldn't parse the specified URI."
+
+
+def test_part_number_of_an_object_of_one_part(s3: Any, prefix: str) -> None:
+    key = prefix + "single"
+    tag = s3.put_object(Bucket=BUCKET, Key=key, Body=b"body")["ETag"]
+    whole = s3.get_object(Bucket=BUCKET, Key=key, PartNumber=1)
+    assert whole["Body"].read() == b"body" and whole["ETag"] == tag
+    with pytest.raises(ClientError) as beyond:
+        s3.get_object(Bucket=BUCKET, Key=key, PartNumber=2)
+    assert error(beyond) == (400, "InvalidPart")

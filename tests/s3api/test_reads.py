@@ -1,6 +1,7 @@
 """The read side's operations with boto3 against a real ``serve``: ListObjects (v1),
-DeleteObjects, the ``response-*`` overrides, and the endpoint on a host of its own
-(path-style from its root, virtual-host-style on ``BUCKET.HOST``)."""
+ListObjectVersions (each object its ``null`` version), DeleteObjects, the ``response-*``
+overrides, and the endpoint on a host of its own (path-style from its root,
+virtual-host-style on ``BUCKET.HOST``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,78 @@ def test_list_objects_v1(s3: Any, prefix: str) -> None:
     pages = s3.get_paginator("list_objects").paginate(Bucket=BUCKET, Prefix=prefix,
                                                       PaginationConfig={"PageSize": 2})
     assert sum(len(page["Contents"]) for page in pages) == 6
+
+
+def test_listings_compare_what_no_name_holds(s3: Any, prefix: str) -> None:
+    """A prefix, marker or start-after holding a control character (which no name holds)
+    is compared, as S3 does: the prefix matches nothing, the marker passes over the names
+    before it. An empty continuation token is the first page's; ``fetch-owner`` adds each
+    object's owner."""
+    for name in ["a", "b"]:
+        s3.put_object(Bucket=BUCKET, Key=prefix + name, Body=name.encode())
+    for listed in (s3.list_objects(Bucket=BUCKET, Prefix=prefix + "\n"),
+                   s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "\n")):
+        assert "Contents" not in listed and listed["Prefix"] == prefix + "\n"
+    after = s3.list_objects(Bucket=BUCKET, Prefix=prefix, Marker=prefix + "a\n")
+    assert [c["Key"] for c in after["Contents"]] == [prefix + "b"]
+    started = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, StartAfter=prefix + "\x01")
+    assert [c["Key"] for c in started["Contents"]] == [prefix + "a", prefix + "b"]
+    empty = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, ContinuationToken="")
+    assert [c["Key"] for c in empty["Contents"]] == [prefix + "a", prefix + "b"]
+    assert empty["ContinuationToken"] == "" and "Owner" not in empty["Contents"][0]
+    owned = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, FetchOwner=True)
+    assert owned["Contents"][0]["Owner"]["ID"] == WRITER[0]
+
+
+def test_list_object_versions(s3: Any, prefix: str) -> None:
+    """A bucket without versioning: each object once, its version ``null`` and the latest,
+    no delete markers; ``versionId=null`` names the object on GET, HEAD, DELETE and in
+    DeleteObjects, another version is NotImplemented."""
+    names = ["a/1", "a/2", "b/1", "c", "d e"]
+    for name in names:
+        s3.put_object(Bucket=BUCKET, Key=prefix + name, Body=name.encode())
+    assert s3.get_bucket_versioning(Bucket=BUCKET).get("Status") is None
+    whole = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"]) for v in
+            whole["Versions"]] == [(prefix + n, "null", True, len(n)) for n in names]
+    assert whole["Versions"][0]["ETag"] == s3.head_object(Bucket=BUCKET,
+                                                          Key=prefix + "a/1")["ETag"]
+    assert "DeleteMarkers" not in whole and whole["IsTruncated"] is False
+    first = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix, MaxKeys=2)
+    assert [v["Key"] for v in first["Versions"]] == [prefix + "a/1", prefix + "a/2"]
+    assert first["IsTruncated"] is True and first["NextKeyMarker"] == prefix + "a/2"
+    assert first["NextVersionIdMarker"] == "null"
+    rest = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix, KeyMarker=prefix + "a/2",
+                                   VersionIdMarker="null")
+    assert [v["Key"] for v in rest["Versions"]] == [prefix + n for n in names[2:]]
+    folded = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix, Delimiter="/",
+                                     MaxKeys=1)
+    assert [p["Prefix"] for p in folded["CommonPrefixes"]] == [prefix + "a/"]
+    after = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix, Delimiter="/",
+                                    KeyMarker=folded["NextKeyMarker"])
+    assert [p["Prefix"] for p in after["CommonPrefixes"]] == [prefix + "b/"]
+    assert [v["Key"] for v in after["Versions"]] == [prefix + "c", prefix + "d e"]
+    encoded = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix + "d", EncodingType="url")
+    assert [v["Key"] for v in encoded["Versions"]] == [prefix + "d%20e"]
+    pages = s3.get_paginator("list_object_versions").paginate(
+        Bucket=BUCKET, Prefix=prefix, PaginationConfig={"PageSize": 2})
+    assert [v["Key"] for page in pages for v in page["Versions"]] == \
+        [prefix + n for n in names]
+
+    key = prefix + "c"
+    assert s3.get_object(Bucket=BUCKET, Key=key, VersionId="null")["Body"].read() == b"c"
+    assert s3.head_object(Bucket=BUCKET, Key=key, VersionId="null")["ContentLength"] == 1
+    with pytest.raises(ClientError) as other:
+        s3.get_object(Bucket=BUCKET, Key=key, VersionId="3HL4kqtJlcpXroDTDmjVBH40Nrjfkd")
+    assert error(other) == (501, "NotImplemented")
+    with pytest.raises(ClientError) as marker:
+        s3.list_object_versions(Bucket=BUCKET, KeyMarker=key, VersionIdMarker="v2")
+    assert error(marker) == (400, "InvalidArgument")
+    s3.delete_object(Bucket=BUCKET, Key=key, VersionId="null")
+    listed = s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [
+        {"Key": v["Key"], "VersionId": v["VersionId"]} for v in listed["Versions"]]})
+    assert "Versions" not in s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
 
 
 def test_delete_objects(s3: Any, prefix: str) -> None:

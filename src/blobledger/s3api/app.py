@@ -27,15 +27,19 @@ from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.overrides import RESPONSE_QUERY
 from blobledger.s3api.sigv4 import Seen, verify
+from blobledger.s3api.usermeta import as_sent
 
 log = logging.getLogger("blobledger.s3api")
 
 #: query parameters an object operation of this endpoint may carry (the presigned URL's
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
-OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber"})
+OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId"})
 #: ListObjects' (v1) query parameters
 LIST_V1_QUERY = frozenset({"prefix", "delimiter", "marker", "max-keys", "encoding-type"})
+#: ListObjectVersions' query parameters
+VERSIONS_QUERY = frozenset({"versions", "prefix", "delimiter", "key-marker",
+                            "version-id-marker", "max-keys", "encoding-type"})
 Handler = Callable[[Call], Awaitable[Response]]
 #: a multipart upload's operations, by method and the query parameter that names them
 MULTIPART: dict[tuple[str, str], Handler] = {
@@ -59,10 +63,12 @@ def _query(raw: bytes) -> list[tuple[str, str]]:
 
 
 def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers as the signer saw them: a value sent as UTF-8 (botocore's
+    bytes for a non-ASCII value, e.g. of metadata) decoded as UTF-8, another as Latin-1."""
     found: dict[str, list[str]] = {}
     for name, value in scope.get("headers", []):
         found.setdefault(bytes(name).decode("latin-1").lower(), []).append(
-            bytes(value).decode("latin-1"))
+            as_sent(bytes(value).decode("latin-1")))
     return {name: ",".join(values) for name, values in found.items()}
 
 
@@ -128,6 +134,10 @@ class S3App:
                 return listing.list_objects_v2
             if method == "GET" and "uploads" in params:
                 return uploadlists.list_multipart_uploads
+            if method == "GET" and "versions" in params and set(params) <= VERSIONS_QUERY:
+                return listing.list_object_versions
+            if method == "GET" and set(params) == {"versioning"}:
+                return listing.get_bucket_versioning
             if method == "GET" and set(params) <= LIST_V1_QUERY:
                 return listing.list_objects
             if method == "POST" and set(params) == {"delete"}:
@@ -142,8 +152,15 @@ class S3App:
         if set(params) - allowed:
             raise S3Error("NotImplemented", f"object sub-resources and options "
                           f"{sorted(set(params) - allowed)} are not implemented")
+        if params.get("versionId", "null") != "null" or \
+                ("versionId" in params and method not in ("GET", "HEAD", "DELETE")):
+            # a bucket without versioning: an object's one version is null
+            raise S3Error("NotImplemented", "versioning is not implemented: a versionId "
+                          "other than null names nothing")
         named = "uploadId" if "uploadId" in params else "uploads" if "uploads" in params else ""
         if named:
+            if (method, named) == ("PUT", "uploadId") and copy.is_copy(call):
+                return copy.upload_part_copy
             if (method, named) not in MULTIPART:
                 raise S3Error("NotImplemented", f"{method} with {named} is not implemented")
             return MULTIPART[(method, named)]

@@ -3,9 +3,10 @@ key reaches), HeadBucket, CreateBucket and DeleteBucket (a key with the ``admin`
 within its own buckets if it is limited to some).
 
 The default bucket goes by ``BLOBLEDGER_S3API_BUCKET`` here (:func:`~.call.ledger_bucket`);
-a CreateBucket of a bucket the key already reaches is ``BucketAlreadyOwnedByYou``, of one
-it does not ``BucketAlreadyExists``; a DeleteBucket of a bucket that holds any document
-(pending, held or ready) is ``BucketNotEmpty``."""
+a CreateBucket of a bucket the key already reaches succeeds and changes nothing (as in
+us-east-1, the region the endpoint answers for), of one it does not is
+``BucketAlreadyExists``; a DeleteBucket of a bucket that holds any document (pending, held
+or ready) is ``BucketNotEmpty``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from blobledger.protocol.models import DEFAULT_BUCKET
 from blobledger.s3api.call import Call, s3_bucket
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.objects import read_body
+from blobledger.s3api.uploadlists import abort_uploads
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 
 #: the largest CreateBucketConfiguration body read
@@ -65,30 +67,33 @@ async def create_bucket(call: Call) -> Response:
     name = call.ledger_bucket
     if not name:
         raise S3Error("BucketAlreadyExists", "the requested bucket name is not available")
+    call.need("admin")
+    created = Response(status_code=200, headers=call.headers(Location=f"/{call.bucket}"))
     try:
         await call.ledger.buckets.get(name)
     except BucketNotFound:
-        call.need("admin")
-    else:  # it exists and the key reaches it: a create changes nothing
-        raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists and is yours")
+        pass
+    else:  # it exists and the key reaches it: us-east-1's 200, and nothing changes
+        return created
     try:
         await call.ledger.buckets.create(name)
     except BucketExists:
-        if in_scope(name):
-            raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists and is yours") \
-                from None
+        if in_scope(name):  # created meanwhile, within the key's reach
+            return created
         raise S3Error("BucketAlreadyExists", "the requested bucket name is not available") \
             from None
     except InvalidInput as exc:
         raise S3Error("InvalidBucketName", str(exc)) from None
-    return Response(status_code=200, headers=call.headers(Location=f"/{call.bucket}"))
+    return created
 
 
 async def delete_bucket(call: Call) -> Response:
-    """The ledger's bucket removed, only while it holds no document."""
+    """The ledger's bucket removed, only while it holds no document; its multipart uploads
+    in progress aborted first, as S3 does."""
     call.need("admin")
     if call.ledger_bucket == DEFAULT_BUCKET:
         raise S3Error("AccessDenied", "the default bucket cannot be deleted")
+    await abort_uploads(call)
     try:
         await call.ledger.buckets.delete(call.ledger_bucket)
     except BucketNotFound:

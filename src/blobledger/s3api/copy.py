@@ -10,18 +10,22 @@ metadata, ``REPLACE`` the request's."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
 from starlette.responses import Response
 
+from blobledger import failpoints
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
-from blobledger.s3api.call import Call
+from blobledger.s3api import multipart
+from blobledger.s3api.call import Call, ledger_bucket
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_since
 from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
-from blobledger.s3api.rows import meta_of
+from blobledger.s3api.rows import Part, meta_of, record_part
 from blobledger.s3api.usermeta import from_headers
 from blobledger.s3api.writes import tags, write
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
@@ -30,19 +34,23 @@ SOURCE = "x-amz-copy-source"
 DIRECTIVES = ("COPY", "REPLACE")
 
 
-def _source_key(call: Call) -> str:
-    """The source's key from ``x-amz-copy-source`` (``bucket/key``, URL-encoded, with or
-    without a leading ``/``); another bucket is NoSuchBucket, a version NotImplemented."""
+async def _source(call: Call) -> tuple[str, str]:
+    """The source's ledger bucket and key from ``x-amz-copy-source`` (``bucket/key``,
+    URL-encoded, with or without a leading ``/``): a bucket the key does not reach is
+    NoSuchBucket; a version other than ``versionId=null`` (the one version of an object
+    here) NotImplemented."""
     text = call.request.headers[SOURCE].strip()
     path, _, query = text.partition("?")
-    if query:
+    if query and query != "versionId=null":
         raise S3Error("NotImplemented", "copying a version (versionId) is not implemented")
     bucket, _, key = unquote(path.lstrip("/")).partition("/")
     if not key:
         raise S3Error("InvalidArgument", "x-amz-copy-source must name a bucket and a key")
-    if bucket != call.settings.s3api_bucket:
+    name = ledger_bucket(bucket, call.settings.s3api_bucket)
+    if not name:
         raise S3Error("NoSuchBucket", "The specified bucket does not exist")
-    return key
+    await call.ledger.buckets.lookup(name)  # NoSuchBucket
+    return name, key
 
 
 def _check_source(call: Call, source: Document) -> None:
@@ -84,14 +92,14 @@ async def copy_object(call: Call) -> Response:
         raise S3Error("InvalidArgument", "x-amz-metadata-directive must be COPY or REPLACE")
     if headers.get("x-amz-tagging-directive", "COPY").upper() != "COPY":
         raise S3Error("NotImplemented", "tagging is not implemented")
-    key = _source_key(call)
-    if key == call.key and directive == "COPY":
+    bucket, key = await _source(call)
+    if (bucket, key) == (call.ledger_bucket, call.key) and directive == "COPY":
         raise S3Error("InvalidRequest", "This copy request is illegal because it is trying "
                       "to copy an object to itself without changing the object's metadata, "
                       "storage class, website redirect location or encryption attributes.")
     ledger = call.ledger
     try:
-        source = await find(call, key)
+        source = await find(call, key, bucket)
     except NotFound:
         raise S3Error("NoSuchKey", "The specified key does not exist.") from None
     _check_source(call, source)
@@ -118,3 +126,61 @@ async def copy_object(call: Call) -> Response:
 
 def is_copy(call: Call) -> bool:
     return SOURCE in call.request.headers
+
+
+def _copy_range(text: str | None, size: int) -> tuple[int, int]:
+    """(start, length) of ``x-amz-copy-source-range`` (``bytes=first-last``, both given, as
+    S3 requires); the whole source without one. Past the source's end: ``InvalidRange``."""
+    if text is None:
+        return 0, size
+    found = re.fullmatch(r"bytes=(\d+)-(\d+)", text.strip())
+    if found is None:
+        raise S3Error("InvalidArgument", "The x-amz-copy-source-range value must be of the "
+                      "form bytes=first-last where first and last are the zero-based offsets "
+                      "of the first and last bytes to copy")
+    first, last = int(found.group(1)), int(found.group(2))
+    if first > last or last >= size:
+        raise S3Error("InvalidRange", "The requested range is not satisfiable")
+    return first, last - first + 1
+
+
+async def upload_part_copy(call: Call) -> Response:
+    """UploadPartCopy: a part of a multipart upload whose bytes are a range of a ready
+    document (``x-amz-copy-source``, any bucket the key reaches; its
+    ``x-amz-copy-source-if-*`` checked first), staged and recorded as UploadPart does."""
+    call.need("write")
+    number = multipart.part_number(call)
+    for name in call.request.headers:
+        if name.startswith(f"{SOURCE}-server-side"):
+            raise S3Error("NotImplemented", f"{name} is not implemented on UploadPartCopy")
+    upload = await multipart.open_upload(call)
+    bucket, key = await _source(call)
+    try:
+        source = await find(call, key, bucket)
+    except NotFound:
+        raise S3Error("NoSuchKey", "The specified key does not exist.") from None
+    _check_source(call, source)
+    start, length = _copy_range(call.request.headers.get(f"{SOURCE}-range"), source.size or 0)
+    if length > multipart.MAX_PART:
+        raise S3Error("EntityTooLarge", f"a part holds at most {multipart.MAX_PART} bytes here")
+    ledger = call.ledger
+    body = bytearray()
+    if length:
+        opened, reader = await ledger.open(source.id, start, length)
+        try:
+            if opened.blob != source.blob:  # replaced meanwhile: not the version checked
+                raise S3Error("OperationAborted", "the source was replaced while it was "
+                              "read: retry")
+            async for chunk in reader:
+                body += chunk
+        finally:
+            await reader.aclose()
+    if len(body) != length:
+        raise S3Error("OperationAborted", "the source changed while it was read: retry")
+    md5 = hashlib.md5(body, usedforsecurity=False).hexdigest()
+    part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
+    await failpoints.hit("multipart.after_stage")
+    await record_part(ledger, upload.id, Part(number, part, len(body), md5, multipart.now()))
+    return xml_response(
+        f'<CopyPartResult xmlns="{NAMESPACE}"><LastModified>{iso(source.updated_at)}'
+        f'</LastModified><ETag>"{md5}"</ETag></CopyPartResult>', call)

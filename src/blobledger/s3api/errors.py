@@ -50,6 +50,7 @@ STATUS = {
     "InvalidPartOrder": 400,
     "InvalidRange": 416,
     "InvalidRequest": 400,
+    "InvalidURI": 400,
     "KeyTooLongError": 400,
     "MalformedXML": 400,
     "MetadataTooLarge": 400,

@@ -1,6 +1,7 @@
-"""ListObjects (v1: ``marker``) and ListObjectsV2 (``continuation-token``, ``start-after``)
-over the ledger's ready documents: ``prefix``, ``delimiter``, ``max-keys``,
-``encoding-type=url``."""
+"""ListObjects (v1: ``marker``), ListObjectsV2 (``continuation-token``, ``start-after``) and
+ListObjectVersions (``key-marker``, ``version-id-marker``) over the ledger's ready documents:
+``prefix``, ``delimiter``, ``max-keys``, ``encoding-type=url``. A bucket here has no
+versioning: each ready document is its one version, ``null``, the latest."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from xml.sax.saxutils import escape
 
 from starlette.responses import Response
 
+from blobledger._base.names import MAX_NAME_LENGTH, check_name_prefix
+from blobledger.errors import InvalidInput
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
@@ -40,16 +43,33 @@ def _untoken(text: str) -> tuple[str, str | None]:
     raise S3Error("InvalidArgument", "the continuation token is not valid")
 
 
+def _holdable(text: str) -> str:
+    """The longest start of ``text`` that a name could hold (the ledger refuses to list
+    by a prefix or after a name holding a control character: S3 only compares them)."""
+    for cut, char in enumerate(text[:MAX_NAME_LENGTH]):
+        try:
+            check_name_prefix(char)
+        except InvalidInput:
+            return text[:cut]
+    return text[:MAX_NAME_LENGTH]
+
+
 async def _ready(call: Call, prefix: str, after: str | None) -> AsyncIterator[Document]:
-    """The ready documents under ``prefix`` after the name ``after``, in name order."""
+    """The ready documents under ``prefix`` after the name ``after``, in name order. A
+    prefix holding a character no name holds matches nothing; an ``after`` holding one is
+    compared as it is (the ledger's page starts at its longest start a name could hold)."""
+    if _holdable(prefix) != prefix:
+        return
+    bound = after if after is None else _holdable(after) or None
     while True:
-        batch = await call.ledger.page(prefix=prefix, after=after, limit=PAGE,
+        batch = await call.ledger.page(prefix=prefix, after=bound, limit=PAGE,
                                        bucket=call.ledger_bucket)
         for doc in batch:
-            yield doc
+            if after is None or doc.name > after:
+                yield doc
         if len(batch) < PAGE:
             return
-        after = batch[-1].name
+        bound = batch[-1].name
 
 
 @dataclass
@@ -116,13 +136,23 @@ def _encoder(encoding: str | None) -> Callable[[str], str]:
     return enc
 
 
-def _entries(page: _Page, enc: Callable[[str], str]) -> list[str]:
+def _entries(call: Call, page: _Page, enc: Callable[[str], str], versions: bool = False,
+             owner: bool = True) -> list[str]:
+    """The page's objects (``<Contents>``, or ``<Version>``: its one version, ``null``),
+    with their owner unless ``owner`` is false (ListObjectsV2 without ``fetch-owner``),
+    and its common prefixes. The endpoint is one account: an object's owner is the key
+    that asks, as ListBuckets shows it."""
+    tag = "Version" if versions else "Contents"
+    version = "<VersionId>null</VersionId><IsLatest>true</IsLatest>" if versions else ""
+    who = escape(call.signed.key_id)
+    shown = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>"
     parts = []
     for doc in page.contents:
-        parts.append(f"<Contents><Key>{enc(doc.name)}</Key><LastModified>"
+        parts.append(f"<{tag}><Key>{enc(doc.name)}</Key>{version}<LastModified>"
                      f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
-                     f"</ETag><Size>{doc.size or 0}</Size><StorageClass>STANDARD"
-                     "</StorageClass></Contents>")
+                     f"</ETag><Size>{doc.size or 0}</Size>"
+                     f"{shown if owner else ''}<StorageClass>STANDARD"
+                     f"</StorageClass></{tag}>")
     for folded in page.prefixes:
         parts.append(f"<CommonPrefixes><Prefix>{enc(folded)}</Prefix></CommonPrefixes>")
     return parts
@@ -134,7 +164,8 @@ async def list_objects_v2(call: Call) -> Response:
     prefix, delimiter, encoding, max_keys = _options(call)
     token = call.params.get("continuation-token")
     start_after = call.params.get("start-after")
-    after, skip = _untoken(token) if token is not None else (start_after or None, None)
+    # an empty token is the first page's, as in S3
+    after, skip = _untoken(token) if token else (start_after or None, None)
     page = await _walk(call, prefix, delimiter, after, skip, max_keys)
     next_token = _token(page.last, page.skip) if page.truncated and page.last else None
     enc = _encoder(encoding)
@@ -152,9 +183,17 @@ async def list_objects_v2(call: Call) -> Response:
         parts.append(f"<NextContinuationToken>{next_token}</NextContinuationToken>")
     if start_after is not None:
         parts.append(f"<StartAfter>{enc(start_after)}</StartAfter>")
-    parts += _entries(page, enc)
+    parts += _entries(call, page, enc, owner=call.params.get("fetch-owner") == "true")
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)
+
+
+async def _after_marker(call: Call, prefix: str, delimiter: str, marker: str,
+                        max_keys: int) -> _Page:
+    """A page after v1's ``marker`` (ListObjectVersions' ``key-marker``): one that is a
+    common prefix passes over every key under it."""
+    skip = marker if delimiter and marker.endswith(delimiter) else None
+    return await _walk(call, prefix, delimiter, marker or None, skip, max_keys)
 
 
 async def list_objects(call: Call) -> Response:
@@ -165,11 +204,11 @@ async def list_objects(call: Call) -> Response:
     call.need("read")
     prefix, delimiter, encoding, max_keys = _options(call)
     marker = call.params.get("marker", "")
-    skip = marker if delimiter and marker.endswith(delimiter) else None
-    page = await _walk(call, prefix, delimiter, marker or None, skip, max_keys)
+    page = await _after_marker(call, prefix, delimiter, marker, max_keys)
     enc = _encoder(encoding)
     parts = [f'<ListBucketResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
-             f"<Prefix>{enc(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
+             # v1's Prefix is not URL-encoded (clients do not decode it), its Marker is
+             f"<Prefix>{escape(prefix)}</Prefix>", f"<Marker>{enc(marker)}</Marker>",
              f"<MaxKeys>{max_keys}</MaxKeys>",
              f"<IsTruncated>{'true' if page.truncated else 'false'}</IsTruncated>"]
     if delimiter:
@@ -178,6 +217,45 @@ async def list_objects(call: Call) -> Response:
             parts.append(f"<NextMarker>{enc(page.last_entry)}</NextMarker>")
     if encoding:
         parts.append("<EncodingType>url</EncodingType>")
-    parts += _entries(page, enc)
+    parts += _entries(call, page, enc)
     parts.append("</ListBucketResult>")
     return xml_response("".join(parts), call)
+
+
+async def list_object_versions(call: Call) -> Response:
+    """ListObjectVersions of a bucket without versioning: each ready document once, as its
+    ``null`` version, the latest; no delete markers. A page goes on after ``key-marker``
+    (every key has only its ``null`` version, so ``version-id-marker`` adds nothing);
+    ``NextKeyMarker`` is the page's last entry, ``NextVersionIdMarker`` ``null``."""
+    call.need("read")
+    prefix, delimiter, encoding, max_keys = _options(call)
+    marker = call.params.get("key-marker", "")
+    version_marker = call.params.get("version-id-marker")
+    if version_marker is not None and version_marker not in ("", "null"):
+        raise S3Error("InvalidArgument", "Invalid version id specified")
+    if version_marker and not marker:
+        raise S3Error("InvalidArgument", "A version-id marker cannot be specified without "
+                      "a key marker.")
+    page = await _after_marker(call, prefix, delimiter, marker, max_keys)
+    enc = _encoder(encoding)
+    parts = [f'<ListVersionsResult xmlns="{NAMESPACE}"><Name>{call.bucket}</Name>',
+             f"<Prefix>{enc(prefix)}</Prefix>", f"<KeyMarker>{enc(marker)}</KeyMarker>",
+             f"<VersionIdMarker>{escape(version_marker or '')}</VersionIdMarker>",
+             f"<MaxKeys>{max_keys}</MaxKeys>",
+             f"<IsTruncated>{'true' if page.truncated else 'false'}</IsTruncated>"]
+    if delimiter:
+        parts.append(f"<Delimiter>{enc(delimiter)}</Delimiter>")
+    if page.truncated and page.last_entry is not None:
+        parts.append(f"<NextKeyMarker>{enc(page.last_entry)}</NextKeyMarker>"
+                     "<NextVersionIdMarker>null</NextVersionIdMarker>")
+    if encoding:
+        parts.append("<EncodingType>url</EncodingType>")
+    parts += _entries(call, page, enc, versions=True)
+    parts.append("</ListVersionsResult>")
+    return xml_response("".join(parts), call)
+
+
+async def get_bucket_versioning(call: Call) -> Response:
+    """GetBucketVersioning: versioning was never turned on (an empty configuration)."""
+    call.need("read")
+    return xml_response(f'<VersioningConfiguration xmlns="{NAMESPACE}"/>', call)

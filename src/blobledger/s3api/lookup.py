@@ -7,9 +7,11 @@ import hashlib
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
-from blobledger.errors import NotFound
+from blobledger._base.names import check_name_prefix
+from blobledger.errors import InvalidInput, NotFound
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
+from blobledger.s3api.errors import S3Error
 
 
 def etag_of(doc: Document) -> str:
@@ -34,12 +36,18 @@ def http_since(text: str | None) -> datetime | None:
         return None
 
 
-async def find(call: Call, key: str) -> Document:
-    """The ready document named ``key`` (NotFound: none). The name itself sorts first among
-    the names it prefixes, so one row of the ledger's listing answers."""
+async def find(call: Call, key: str, bucket: str | None = None) -> Document:
+    """The ready document named ``key`` in the request's bucket (or the ledger's ``bucket``)
+    (NotFound: none). The name itself sorts first among the names it prefixes, so one row
+    of the ledger's listing answers."""
     if not key:
         raise NotFound("no key")
-    found = await call.ledger.page(prefix=key, limit=1, bucket=call.ledger_bucket)
+    try:
+        check_name_prefix(key)
+    except InvalidInput:  # a character no name holds: the URI names no key at all
+        raise S3Error("InvalidURI", "Couldn't parse the specified URI.") from None
+    found = await call.ledger.page(prefix=key, limit=1,
+                                   bucket=call.ledger_bucket if bucket is None else bucket)
     if not found or found[0].name != key:
         raise NotFound(f"no document {key!r}")
     return found[0]

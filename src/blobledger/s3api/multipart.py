@@ -58,7 +58,6 @@ from blobledger.s3api.objects import (
     _md5,
     read_body,
 )
-from blobledger.s3api.partcopy import upload_part_copy
 from blobledger.s3api.rows import (
     Part,
     drop_parts,
@@ -70,7 +69,7 @@ from blobledger.s3api.rows import (
 )
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
 from blobledger.s3api.usermeta import from_headers
-from blobledger.s3api.writes import failed, target, write
+from blobledger.s3api.writes import create_only, failed, target, write
 from blobledger.s3api.xmlbody import NAMESPACE, xml_response
 from blobledger.uploads.resumable import Resumable, record_handle
 
@@ -86,7 +85,7 @@ KEY = "s3_key"
 TYPE = "content_type"
 
 
-def _now() -> datetime:
+def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -95,7 +94,7 @@ def _no_such_upload() -> S3Error:
                    "upload ID may be invalid, or the upload may have been aborted or completed.")
 
 
-async def _upload(call: Call, *, open_only: bool = True) -> UploadRecord:
+async def open_upload(call: Call, *, open_only: bool = True) -> UploadRecord:
     """The upload named by ``uploadId``, of this key (NoSuchUpload: none, another key's,
     expired, or, with ``open_only``, completed)."""
     found = await call.ledger.transitions.find_upload(call.params.get("uploadId", ""))
@@ -149,7 +148,7 @@ async def create_multipart_upload(call: Call) -> Response:
         f"<UploadId>{upload_id}</UploadId></InitiateMultipartUploadResult>", call)
 
 
-def _part_number(call: Call) -> int:
+def part_number(call: Call) -> int:
     text = call.params.get("partNumber", "")
     if not text.isdigit() or not 1 <= int(text) <= MAX_PARTS:
         raise S3Error("InvalidArgument", f"Part number must be an integer between 1 and "
@@ -161,16 +160,13 @@ async def upload_part(call: Call) -> Response:
     """The part's bytes staged in the store (checked against the request's digests first),
     then recorded; the part's ETag is its MD5, as in S3."""
     call.need("write")
-    number = _part_number(call)
+    number = part_number(call)
     headers = call.request.headers
-    if "x-amz-copy-source" in headers:  # UploadPartCopy
-        return await upload_part_copy(call, await _upload(call), number,
-                                      min(MAX_PART, int(call.ledger.settings.max_upload_bytes)))
     if "aws-chunked" in headers.get("content-encoding", ""):
         raise S3Error("NotImplemented", "aws-chunked payloads are not implemented")
     if "content-length" not in headers:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     ledger = call.ledger
     body = bytearray()
     md5 = hashlib.md5(usedforsecurity=False)
@@ -195,7 +191,7 @@ async def upload_part(call: Call) -> Response:
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await failpoints.hit("multipart.after_stage")
     await record_part(ledger, upload.id, Part(number, part, len(body), md5.hexdigest(),
-                                              _now()))
+                                              now()))
     return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"'))
 
 
@@ -245,7 +241,7 @@ def _chosen(listed: list[tuple[int, str]], recorded: list[Part]) -> list[Part]:
 async def complete_multipart_upload(call: Call) -> Response:
     call.need("write")
     headers = call.request.headers
-    upload = await _upload(call, open_only=False)
+    upload = await open_upload(call, open_only=False)
     ledger = call.ledger
     body = b"".join([chunk async for chunk in read_body(call, MAX_XML_BODY)])
     if upload.state != UploadState.OPEN:  # a completion again: what the first one made
@@ -270,7 +266,7 @@ async def complete_multipart_upload(call: Call) -> Response:
         if existing is None:
             doc = await _create(call, upload, intent, digests, if_none_match)
         if doc is None:  # the key names a ready document: the published bytes replace it
-            doc = await _replace(call, upload, intent, digests, if_match)
+            doc = await _replace(call, upload, intent, digests, if_none_match, if_match)
     except (IntentLost, BlobNotFound) as exc:
         # a twin completion finished it first, or the sweeper took it (and deleted the
         # published bytes while this completion was reading them)
@@ -325,7 +321,7 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
     try:
         await ledger.confirm(intent, call.key)
     except NameTaken:
-        if if_none_match is not None:
+        if create_only(if_none_match):
             raise failed("If-None-Match", "the key names an object") from None
         return None
     await failpoints.hit("multipart.after_confirm")
@@ -336,7 +332,7 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
 
 
 async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Digests,
-                   if_match: str | None) -> Document:
+                   if_none_match: str | None, if_match: str | None) -> Document:
     """The published bytes written as a replace of the key's document (R1-R4), then the
     upload's own intent to the deletion path."""
     ledger = call.ledger
@@ -344,7 +340,8 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
     try:
         doc = await write(call, call.key, reader, content_type=intent.content_type,
                           meta=await meta_of(ledger, intent.blob_name),
-                          sha256=digests.sha256, if_match=if_match)
+                          sha256=digests.sha256, if_match=if_match,
+                          if_none_match=None if create_only(if_none_match) else if_none_match)
     finally:
         await reader.aclose()
     await ledger.abandon(intent)
@@ -353,7 +350,7 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
 
 async def abort_multipart_upload(call: Call) -> Response:
     call.need("write")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     await failpoints.hit("multipart.before_abort")
     try:
         await Resumable(call.ledger).terminate(upload)

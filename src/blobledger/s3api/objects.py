@@ -116,7 +116,10 @@ async def put_object(call: Call) -> Response:
         if name.startswith(UNSUPPORTED):
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
     chunked = streaming(call)
-    if "content-length" not in headers and not chunked:
+    # a body of unknown length (HTTP's chunked transfer coding) streams in as another does,
+    # up to the largest object
+    sized = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+    if not sized and not chunked:
         raise S3Error("MissingContentLength", "you must provide the Content-Length header")
     payload = call.signed.payload
     limit = int(call.settings.max_upload_bytes)
@@ -182,10 +185,25 @@ def _range(text: str | None, size: int) -> tuple[int, int] | None:
     return start, end - start + 1
 
 
+def _part_number(call: Call) -> None:
+    """GetObject's and HeadObject's ``partNumber``: every object here is one part (a
+    multipart upload's parts are not kept once it completes), so part 1 is the whole
+    object and another ``InvalidPart``, as S3 answers for an object of one part."""
+    text = call.params.get("partNumber")
+    if text is None:
+        return
+    if not text.isdigit() or not 1 <= int(text) <= 10000:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
+                      "10000, inclusive")
+    if int(text) != 1:
+        raise S3Error("InvalidPart", "The requested partnumber is not satisfiable")
+
+
 async def get_object(call: Call) -> Response:
     call.need("read")
     method = call.request.method
     doc = await find(call, call.key)
+    _part_number(call)
     headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
                                                  "Accept-Ranges": "bytes",
                                                  "Content-Type": doc.content_type})

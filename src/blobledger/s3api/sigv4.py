@@ -211,6 +211,9 @@ def _presigned(seen: Seen, query: Mapping[str, str], keys: AccessKeys, now: floa
     stamp = query["X-Amz-Date"]
     when = _stamp(stamp)
     expires_text = query["X-Amz-Expires"]
+    if expires_text.startswith("-") and expires_text[1:].isdigit():
+        # a URL presigned to expire before it was made: expired, as S3 answers it
+        raise S3Error("AccessDenied", "Request has expired")
     if not expires_text.isdigit() or not 0 < int(expires_text) <= MAX_EXPIRES:
         raise S3Error("AuthorizationQueryParametersError",
                       f"X-Amz-Expires must be 1 to {MAX_EXPIRES} seconds")

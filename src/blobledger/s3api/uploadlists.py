@@ -1,22 +1,25 @@
-"""ListMultipartUploads (the open, unexpired uploads of the endpoint, by key then by when
-they began) and ListParts (an upload's recorded parts, by number)."""
+"""ListMultipartUploads (the open, unexpired uploads of the bucket, by key then by when
+they began), ListParts (an upload's recorded parts, by number), and the abort of every open
+upload of a bucket that DeleteBucket removes."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from starlette.responses import Response
 
+from blobledger.errors import IntentLost, OffsetMismatch
 from blobledger.protocol.models import UploadMode, UploadState
-from blobledger.protocol.transitions.statements import NOW, uploads
+from blobledger.protocol.transitions.statements import NOW, documents, uploads
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.multipart import KEY, _upload
-from blobledger.s3api.rows import parts_of
+from blobledger.s3api.multipart import KEY, open_upload
+from blobledger.s3api.rows import drop_parts, parts_of
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
+from blobledger.uploads.resumable import Resumable
 
 MAX_ITEMS = 1000
 
@@ -34,6 +37,33 @@ def _owner(call: Call) -> str:
             f"<Owner><ID>{key_id}</ID><DisplayName>{key_id}</DisplayName></Owner>")
 
 
+def _of_bucket(call: Call) -> Select[tuple[str, str, datetime]]:
+    """The open uploads of the request's bucket (that of their placeholder document)."""
+    return (select(uploads.c.id, uploads.c.meta, uploads.c.created_at)
+            .join(documents, documents.c.id == uploads.c.document_id)
+            .where(documents.c.bucket == call.ledger_bucket,
+                   uploads.c.mode == UploadMode.S3.value,
+                   uploads.c.state == UploadState.OPEN.value))
+
+
+async def abort_uploads(call: Call) -> None:
+    """Every open upload of the request's bucket aborted (expired ones too), as S3's
+    DeleteBucket drops the uploads in progress: each one's intent to the deletion path,
+    its parts dropped. One completed or swept meanwhile is passed over."""
+    ledger = call.ledger
+    async with ledger.db.transaction(readonly=True) as conn:
+        rows = (await conn.execute(_of_bucket(call))).all()
+    for row in rows:
+        upload = await ledger.transitions.find_upload(row.id)
+        if upload is None:
+            continue
+        try:
+            await Resumable(ledger).terminate(upload)
+        except (IntentLost, OffsetMismatch):
+            continue
+        await drop_parts(ledger, upload.id)
+
+
 async def list_multipart_uploads(call: Call) -> Response:
     call.need("read")
     params = call.params
@@ -46,10 +76,7 @@ async def list_multipart_uploads(call: Call) -> Response:
     most = _most(call, "max-uploads")
     ledger = call.ledger
     async with ledger.db.transaction(readonly=True) as conn:
-        rows = (await conn.execute(select(uploads.c.id, uploads.c.meta, uploads.c.created_at)
-                                   .where(uploads.c.mode == UploadMode.S3.value,
-                                          uploads.c.state == UploadState.OPEN.value,
-                                          uploads.c.expires_at > NOW),
+        rows = (await conn.execute(_of_bucket(call).where(uploads.c.expires_at > NOW),
                                    ledger.transitions.times())).all()
     found = sorted((json.loads(row.meta).get(KEY, ""), row.created_at, row.id)
                    for row in rows)
@@ -75,7 +102,7 @@ async def list_multipart_uploads(call: Call) -> Response:
 
 async def list_parts(call: Call) -> Response:
     call.need("read")
-    upload = await _upload(call)
+    upload = await open_upload(call)
     marker_text = call.params.get("part-number-marker", "0") or "0"
     if not marker_text.isdigit():
         raise S3Error("InvalidArgument", "part-number-marker must be an integer")

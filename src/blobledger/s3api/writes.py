@@ -1,10 +1,10 @@
 """A write of a key's document, as PutObject, CopyObject and a completed multipart upload
 make it: a **create** when the key names no ready document, a **replace** of it at the
-version found when it does; ``If-None-Match: *`` makes it a create only, ``If-Match`` a
-replace only, at the version whose ETag matches. Both conditions fail as S3's
-``PreconditionFailed`` (412), also when another writer's create of the key or replace of
-its document got there first: the bytes a condition was checked against are never
-overwritten."""
+version found when it does; ``If-None-Match: *`` makes it a create only, ``If-None-Match``
+with ETags a write unless the object's ETag is one of them, ``If-Match`` a replace only, at
+the version whose ETag matches. The conditions fail as S3's ``PreconditionFailed`` (412),
+also when another writer's create of the key or replace of its document got there first:
+the bytes a condition was checked against are never overwritten."""
 
 from __future__ import annotations
 
@@ -34,20 +34,27 @@ async def find_ready(call: Call, key: str) -> Document | None:
         return None
 
 
+def create_only(if_none_match: str | None) -> bool:
+    """Whether a write's ``If-None-Match`` is ``*``: a create only."""
+    return if_none_match is not None and if_none_match.strip() == "*"
+
+
 async def target(call: Call, key: str, if_none_match: str | None,
                  if_match: str | None) -> Document | None:
     """The document a write of ``key`` replaces (None: it creates), its conditions checked
-    against what the key names now."""
-    if if_none_match is not None and if_none_match.strip() != "*":
-        raise S3Error("NotImplemented", "If-None-Match on a write takes only *")
+    against what the key names now: ``If-None-Match`` with ETags fails when the object's is
+    one of them; ``If-Match`` on a key that names nothing is ``NoSuchKey``, as in S3."""
     if if_none_match is not None and if_match is not None:
         raise S3Error("NotImplemented", "If-None-Match and If-Match on one write")
-    if if_none_match is not None:
+    if create_only(if_none_match):
         return None
     existing = await find_ready(call, key)
+    if if_none_match is not None and existing is not None and \
+            etag_of(existing) in tags(if_none_match):
+        raise failed("If-None-Match", "the object's ETag matches")
     if if_match is not None:
         if existing is None:
-            raise failed("If-Match", "the key names no object")
+            raise S3Error("NoSuchKey", "The specified key does not exist.")
         wanted = tags(if_match)
         if "*" not in wanted and etag_of(existing) not in wanted:
             raise failed("If-Match", "the object's ETag differs")
@@ -71,7 +78,7 @@ async def write(call: Call, key: str, data: AsyncIterable[bytes], *, content_typ
                                     content_type=content_type, sha256=sha256, md5=md5,
                                     on_intent=on_intent)
     except NameTaken:
-        if if_none_match is not None:
+        if create_only(if_none_match):
             raise failed("If-None-Match", "the key names an object") from None
         raise
     except (PreconditionFailed, NotFound):
