@@ -106,7 +106,7 @@ def test_upload_part_copy_takes_a_range_of_a_ready_object(s3: Any, prefix: str) 
         s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
                             CopySource={"Bucket": BUCKET, "Key": source},
                             CopySourceRange=f"bytes=0-{6 * MIB}")
-    assert error(outside) == (400, "InvalidArgument")
+    assert error(outside) == (416, "InvalidRange")
     with pytest.raises(ClientError) as missing:
         s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2,
                             CopySource={"Bucket": BUCKET, "Key": prefix + "nothing"})
