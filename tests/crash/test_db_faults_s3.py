@@ -93,7 +93,7 @@ async def test_db_fault_s3(cut: Cut, store: str, times: int, tmp_path: Path,
     target = dataclasses.replace(direct, database_url=proxy.url(direct.database_url))
     async with target.ledger() as ledger:
         if cut.op != "PutObject, a create":
-            await ledger.create(NAME, _chunks(payload(OLD, SIZE)))
+            await ledger.create(NAME, chunks(payload(OLD, SIZE)))
         endpoint = S3Endpoint(ledger, ledger.settings)
         try:
             with armed(proxy, cut, times):
@@ -109,19 +109,27 @@ async def test_db_fault_s3(cut: Cut, store: str, times: int, tmp_path: Path,
             retry = await again(cut.op, endpoint, ledger, first)
         finally:
             await endpoint.close()
+    await settled_row(target, cut, store, times, told(first), retry, ended, matrix_rows)
+
+
+async def settled_row(target: Any, cut: Any, store: str, times: int, answer: str, retry: str,
+                      end_of: Callable[[str, Ledger], Awaitable[str]],
+                      matrix_rows: MatrixRows) -> None:
+    """After a cut: the workers settle what it left, the invariants hold (settled), and the
+    matrix's row records the writer's answer, its retry's, the steps and what is left."""
     async with target.ledger(clock_offset=RESOLVE_AT) as ledger:
         steps = await settle(ledger)
         report = await check(ledger, settled=True)
         assert report.ok, report.render()
-        end = await ended(cut.op, ledger)
+        end = await end_of(cut.op, ledger)
         left = await describe(ledger)
     matrix_rows.add_db_fault(DbFaultRow(
         S3_GROUP + GROUPS[times].split(": ", 1)[1], cut.op, cut.step, cut.title,
-        f"postgresql-{store}", told(first), retry,
+        f"postgresql-{store}", answer, retry,
         "; ".join([*steps, end]) if steps else f"nothing to do; {end}", left))
 
 
-async def _chunks(data: bytes) -> Any:
+async def chunks(data: bytes) -> Any:
     yield data
 
 

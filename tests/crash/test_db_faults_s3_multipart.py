@@ -30,11 +30,10 @@ import pytest
 from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import UploadState
-from blobledger.workers.invariants import check
 from tests.crash.child import payload
 from tests.crash.conftest import make_target
-from tests.crash.harness import RESOLVE_AT, describe, read_all, settle
-from tests.crash.matrix_doc import S3_GROUP, DbFaultRow, MatrixRows
+from tests.crash.harness import read_all
+from tests.crash.matrix_doc import MatrixRows
 from tests.crash.test_db_faults import (
     GROUPS,
     UPDATE_BLOBS,
@@ -44,7 +43,13 @@ from tests.crash.test_db_faults import (
     armed,
     step_cuts,
 )
-from tests.crash.test_db_faults_s3 import FULL, STORES, proxy  # noqa: F401 (a fixture)
+from tests.crash.test_db_faults_s3 import (  # noqa: F401 (proxy: a fixture)
+    FULL,
+    STORES,
+    chunks,
+    proxy,
+    settled_row,
+)
 from tests.explore.s3writers import S3Endpoint, S3Refused
 from tests.support.pgproxy import PgProxy
 
@@ -135,7 +140,7 @@ async def test_db_fault_s3_multipart(cut: Cut, store: str, times: int, tmp_path:
     flow = Flow()
     async with target.ledger() as ledger:
         if cut.op == REPLACE:
-            await ledger.create(NAME, _chunks(payload(OLD, SIZE)))
+            await ledger.create(NAME, chunks(payload(OLD, SIZE)))
         endpoint = S3Endpoint(ledger, ledger.settings)
         try:
             for earlier in before:
@@ -159,20 +164,7 @@ async def test_db_fault_s3_multipart(cut: Cut, store: str, times: int, tmp_path:
                 await later(endpoint, flow)
         finally:
             await endpoint.close()
-    async with target.ledger(clock_offset=RESOLVE_AT) as ledger:
-        steps = await settle(ledger)
-        report = await check(ledger, settled=True)
-        assert report.ok, report.render()
-        end = await _ended(cut.op, ledger)
-        left = await describe(ledger)
-    matrix_rows.add_db_fault(DbFaultRow(
-        S3_GROUP + GROUPS[times].split(": ", 1)[1], cut.op, cut.step, cut.title,
-        f"postgresql-{store}", _told(first), retry,
-        "; ".join([*steps, end]) if steps else f"nothing to do; {end}", left))
-
-
-async def _chunks(data: bytes) -> Any:
-    yield data
+    await settled_row(target, cut, store, times, _told(first), retry, _ended, matrix_rows)
 
 
 def _told(first: Any) -> str:

@@ -122,6 +122,15 @@ async def test_s3_writer_killed(case: S3Case, backend: str, tmp_path: Path,
         served.send(SENDS[case.op])
         code = await served.died()
         told = await served.answered()
+    await killed_row(target, backend, code, told, case, case.expect, matrix_rows)
+
+
+async def killed_row(target: Target, backend: str, code: int | None, told: Answer, case: Any,
+                     expect: tuple[tuple[str, int, int], ...],
+                     matrix_rows: MatrixRows) -> None:
+    """After ``serve`` was killed at ``case.point``: the client was told no success, the
+    workers resolve what the kill left, the invariants hold, and the matrix's row records
+    it (``expect``: the outcome the case names)."""
     assert code == -signal.SIGKILL, f"serve exited {code}, not killed at {case.point}"
     assert not told.ok, f"the client was told {told} by a server killed at {case.point}"
     async with target.ledger() as ledger:
@@ -129,7 +138,7 @@ async def test_s3_writer_killed(case: S3Case, backend: str, tmp_path: Path,
     resolution = await resolve(target, settle)
     report = resolution.report
     assert report is not None and report.ok, f"{left}\n{report and report.render()}"
-    outcome = await _outcome(target, case.expect)
+    outcome = await _outcome(target, expect)
     matrix_rows.add(Row(case.group, case.title, case.point, backend,
                         f"the client: {told}; {left}",
                         "; ".join(resolution.steps) or "nothing to do", outcome))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +33,8 @@ import pytest
 from tests.conftest import BACKENDS
 from tests.crash.child import Target, payload
 from tests.crash.conftest import make_target
-from tests.crash.harness import create_ready, describe, resolve, settle
-from tests.crash.matrix_doc import S3_GROUP, MatrixRows, PauseRow, Row
+from tests.crash.harness import create_ready
+from tests.crash.matrix_doc import S3_GROUP, MatrixRows, PauseRow
 from tests.crash.pause import WAKE_AT, resolve_finally, resolve_meanwhile
 from tests.crash.s3serve import BUCKET, Answer, Served, ask, s3_client, serving
 from tests.crash.test_matrix import (
@@ -48,7 +47,7 @@ from tests.crash.test_matrix import (
     Doc,
     _outcome,
 )
-from tests.crash.test_s3_endpoint import FULL
+from tests.crash.test_s3_endpoint import FULL, killed_row
 
 NAME = "doc.bin"
 
@@ -255,14 +254,4 @@ async def test_s3_multipart_killed(case: MultipartCase, backend: str, tmp_path: 
         served.send(lambda s3: SENDS[case.step](s3, upload))
         code = await served.died()
         told = await served.answered()
-    assert code == -signal.SIGKILL, f"serve exited {code}, not killed at {case.point}"
-    assert not told.ok, f"the client was told {told} by a server killed at {case.point}"
-    async with target.ledger() as ledger:
-        left = await describe(ledger)
-    resolution = await resolve(target, settle)
-    report = resolution.report
-    assert report is not None and report.ok, f"{left}\n{report and report.render()}"
-    outcome = await _outcome(target, case.killed)
-    matrix_rows.add(Row(case.group, case.title, case.point, backend,
-                        f"the client: {told}; {left}",
-                        "; ".join(resolution.steps) or "nothing to do", outcome))
+    await killed_row(target, backend, code, told, case, case.killed, matrix_rows)
