@@ -32,17 +32,20 @@ from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from blobledger import failpoints
 from blobledger._base.names import check_content_type
 from blobledger.errors import (
     BlobAlreadyExists,
     BlobNotFound,
+    DatabaseUnavailable,
     IdempotencyInProgress,
     NameTaken,
     NotFound,
     OffsetMismatch,
     PreconditionFailed,
+    UploadGone,
 )
 from blobledger.protocol.attachments import StagedBlob, StagedUpload
 from blobledger.protocol.documents import Document
@@ -125,7 +128,7 @@ INSERTS = {"C1", "R1", "A1", "begin_upload", "begin_staged_upload"}
 #: the durable offset or completes it again; a sweeper that stopped is run again (its claimed
 #: rows wait for its lease, its fenced ones are the deletion path's)
 RESUMED = {"record_parts", "record_verified", "confirm_received", "finish_upload",
-           "fence_swept"}
+           "fence_swept", "abandon"}
 
 
 def _ordinal(n: int) -> str:
@@ -211,6 +214,12 @@ CUTS = [
     *step_cuts("direct", "confirm_received", [
         ("UPDATE uploads", r"^UPDATE uploads SET changed_at\b")], stores=("local",)),
     *step_cuts("direct", "record_verified", RECORD_VERIFIED),
+    # a tus upload's termination (DELETE): told success only once its intent went to the
+    # deletion path; a lost transaction leaves the upload open and says so
+    *step_cuts("tus-terminate", "abandon", [
+        ("UPDATE blobs", UPDATE_BLOBS),
+        ("DELETE FROM documents", r"^DELETE FROM documents\b"),
+        ("DELETE FROM uploads", r"^DELETE FROM uploads\b")]),
     *step_cuts("tus-stage", "begin_staged_upload", UPLOAD_INSERTS[1:]),
     *step_cuts("tus-stage", "finish_upload", [
         ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="tus.stage.after_tag"),
@@ -256,6 +265,9 @@ SUITE = {
     "tus-stage-begin_staged_upload-COMMIT-after-local",
     "tus-stage-finish_upload-COMMIT-after-local",
     "sweep-fence_swept-COMMIT-after-s3",
+    "tus-terminate-abandon-COMMIT-before-local",
+    "tus-terminate-abandon-COMMIT-after-local",
+    "tus-terminate-abandon-COMMIT-before-local-stays",
     "create-C4_on_a_claimed_row-COMMIT-before-local-stays",
     "tus-begin_upload-COMMIT-after-local-stays",
     "create-one-C1_one_statement-WITH_c1_document_AS-after-local-stays",
@@ -675,6 +687,49 @@ async def _same_staged(ledger: Ledger, made: StagedUpload, first: Any) -> str:
     return "staged"
 
 
+# -- a tus upload's termination -------------------------------------------------------------
+async def setup_open_upload(ledger: Ledger) -> Upload:
+    """A tus upload with its first half stored, open."""
+    client = Upload("tus")
+    resumable = Resumable(ledger, segment=SIZE // 2)
+    upload = await resumable.create(SIZE, client.meta)
+    client.id = upload.id
+    await resumable.append(upload, 0, chunks(payload(NEW, SIZE)[:SIZE // 2]))
+    return client
+
+
+async def terminate(ledger: Ledger, client: Upload) -> bool:
+    """DELETE: the upload terminated (an error: not terminated)."""
+    resumable = Resumable(ledger, segment=SIZE // 2)
+    assert client.id is not None
+    await resumable.terminate(await resumable.find(client.id))
+    return True
+
+
+async def retry_terminate(ledger: Ledger, client: Upload, first: Any, stays: bool) -> str:
+    """An answered termination left no upload; one answered an error left it open (never
+    half-terminated), and the client's DELETE again terminates it."""
+    resumable = Resumable(ledger, segment=SIZE // 2)
+    assert client.id is not None
+    how = "nothing to retry"
+    if isinstance(first, Exception):
+        # the database away: its own error (the service answers 503 for either)
+        assert isinstance(first, DatabaseUnavailable | DBAPIError), \
+            f"the termination answered {first!r}"
+        upload = await resumable.find(client.id)
+        assert upload.state == UploadState.OPEN, "told not terminated, yet it is"
+        await resumable.terminate(upload)
+        how = "the upload still open; DELETE again: terminated"
+    with pytest.raises(UploadGone):
+        await resumable.find(client.id)
+    return how
+
+
+async def end_terminated(ledger: Ledger, _client: Upload) -> str:
+    assert [d async for d in ledger.list()] == []
+    return "no document, no upload"
+
+
 # -- the sweeper ----------------------------------------------------------------------------
 async def setup_dead_writer(ledger: Ledger) -> Intent:
     """A create under the key whose writer died after C2: its document, row and key
@@ -726,17 +781,19 @@ SETUPS: dict[str, Setup] = {"create": setup_nothing, "create-one": setup_nothing
                             "replace": setup_document,
                             "delete": setup_document, "stage": setup_nothing,
                             "tus": setup_tus, "direct": setup_direct,
-                            "tus-stage": setup_staged_upload, "sweep": setup_dead_writer}
+                            "tus-stage": setup_staged_upload, "sweep": setup_dead_writer,
+                            "tus-terminate": setup_open_upload}
 RUNS: dict[str, Callable[[Ledger, Any], Awaitable[Any]]] = {
     "create": create, "create-one": create_unkeyed, "replace": replace, "delete": delete,
     "stage": stage, "tus": tus,
-    "direct": direct, "tus-stage": tus, "sweep": sweep}
+    "direct": direct, "tus-stage": tus, "sweep": sweep, "tus-terminate": terminate}
 RETRIES: dict[str, Callable[[Ledger, Any, Any, bool], Awaitable[str]]] = {
     "create": retry_create, "create-one": retry_create_unkeyed, "replace": retry_replace,
     "delete": retry_delete,
     "stage": retry_stage, "tus": retry_upload, "direct": retry_upload,
-    "tus-stage": retry_upload, "sweep": retry_sweep}
+    "tus-stage": retry_upload, "sweep": retry_sweep, "tus-terminate": retry_terminate}
 ENDS: dict[str, Callable[[Ledger, Any], Awaitable[str]]] = {
     "create": end_create, "create-one": end_create, "replace": end_replace,
     "delete": end_delete, "stage": end_stage,
-    "tus": end_create, "direct": end_create, "tus-stage": end_stage, "sweep": end_create}
+    "tus": end_create, "direct": end_create, "tus-stage": end_stage, "sweep": end_create,
+    "tus-terminate": end_terminated}

@@ -356,11 +356,7 @@ async def abort_multipart_upload(call: Call) -> Response:
         await Resumable(call.ledger).terminate(upload)
     except IntentLost:
         raise _no_such_upload() from None
-    again = await call.ledger.transitions.find_upload(upload.id)
-    if again is not None and again.state == UploadState.OPEN and not again.expired:
-        # the termination's transaction was lost with its connection (the sweeper ends the
-        # upload once it expires): not aborted yet, and it must not be said to be
-        raise S3Error("ServiceUnavailable", "the upload could not be aborted: retry")
+    # a termination lost with its connection raised DatabaseUnavailable (ServiceUnavailable)
     await failpoints.hit("multipart.after_abort")
     await drop_parts(call.ledger, upload.id)
     return Response(status_code=204, headers=call.headers())

@@ -48,6 +48,7 @@ from blobledger.errors import (
     BlobAlreadyExists,
     BlobLedgerError,
     BlobNotFound,
+    DatabaseUnavailable,
     Digests,
     IntegrityError,
     IntentLost,
@@ -344,13 +345,21 @@ class Resumable:
 
     # -- termination ----------------------------------------------------------------------
     async def terminate(self, upload: UploadRecord) -> None:
-        """Abandon the upload: its intent to the deletion path, its parts dropped."""
+        """Abandon the upload: its intent to the deletion path, its parts dropped.
+        DatabaseUnavailable when the database could not say and the upload is still open
+        (its transaction lost with the connection, COMMIT included): not terminated, and
+        never said to be; a retry terminates it (or the sweeper, once it expires)."""
         if upload.state != UploadState.OPEN:
             raise OffsetMismatch("the upload is complete: delete the document instead",
                                  upload.length)
         intent = upload.intent(content_type_of(upload.meta))
-        if await self.ledger.abandon(intent) is False:
+        abandoned = await self.ledger.abandon(intent)
+        if abandoned is False:
             raise IntentLost("the upload's intent was taken over (swept)")
+        if abandoned is None:
+            again = await self.ledger.transitions.find_upload(upload.id)
+            if again is not None and again.state == UploadState.OPEN and not again.expired:
+                raise DatabaseUnavailable("the upload could not be terminated: retry")
         await self._drop_parts(upload)
 
     async def give_up(self, upload: UploadRecord, intent: Intent) -> bool:
