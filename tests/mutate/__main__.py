@@ -78,6 +78,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":django/", ["tests/dj/test_attach.py", "tests/dj/test_pause.py", "tests/dj/test_kill.py",
                    "tests/dj/test_storage.py"]),
     (r":s3api/rows:", ["tests/s3api/test_s3rows.py"]),
+    (r"^condition:resumable:", ["tests/crash/test_db_faults.py"]),
     (r"^condition:s3api/", ["tests/s3api/test_raced_conditions.py",
                             "tests/s3api/test_writes.py", "tests/s3api/test_multipart.py",
                             "tests/s3api/test_reads.py", "tests/s3api/test_objects.py",

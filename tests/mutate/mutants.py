@@ -29,7 +29,9 @@ Kinds:
   past the deadline, an event lease past its timeout) skipped, or its margin dropped;
 - ``condition``: a condition the S3 endpoint checks in Python before it writes (an
   ``If-Match`` ETag, a create-only ``If-None-Match``, a DeleteObjects key's ``<ETag>``, an
-  ``aws-chunked`` chunk's signature): its ``if ...: raise`` refusal skipped.
+  ``aws-chunked`` chunk's signature), or an upload's termination whose outcome the
+  database could not tell (the upload re-read still open): its ``if ...: raise`` refusal
+  skipped.
 
 Which modules are searched, and with what, is :data:`REGISTRY`; every guard-shaped piece
 of code under ``src/`` must be enumerated from it or named in :data:`NOT_FENCES` with the
@@ -823,9 +825,9 @@ def _expiry(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mu
                          start, end, "True")
 
 
-#: the S3 endpoint's refusals of a write whose condition does not hold (in the text of
-#: what the ``if`` raises)
-REFUSALS = ("PreconditionFailed", "failed(", "SignatureDoesNotMatch")
+#: the S3 endpoint's refusals of a write whose condition does not hold, and an upload's
+#: termination refused while its outcome is unknown (in the text of what the ``if`` raises)
+REFUSALS = ("PreconditionFailed", "failed(", "SignatureDoesNotMatch", "DatabaseUnavailable")
 
 
 def _condition(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
@@ -900,6 +902,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # DeleteObjects key's ETag, an aws-chunked chunk's signature
     *((f"blobledger/s3api/{room}.py", ("condition",))
       for room in ("writes", "multipart", "deletes", "chunked")),
+    # a termination lost with its connection is not told success while the upload is open
+    ("blobledger/uploads/resumable.py", ("condition",)),
 ]
 
 
