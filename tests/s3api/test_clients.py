@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,9 @@ async def wait_for_intent(server: Server, name: str, wait: float = 60.0) -> str 
 
 # the clients use operations the other tests prove on each server: each client on one,
 # taken in turn
-@on("sqlite-local")
-def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix: str) -> None:
+def aws_cli(s3_server: Server, tmp_path: Path) -> Callable[..., str]:
+    """``aws s3 ARGS`` at the endpoint with the writer's key and no configuration file of
+    the machine's: its output (a failure fails the test with its stderr)."""
     env = {**os.environ, "AWS_ACCESS_KEY_ID": WRITER[0], "AWS_SECRET_ACCESS_KEY": WRITER[1],
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
@@ -191,6 +193,13 @@ def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix:
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+    return aws
+
+
+@on("sqlite-local")
+def test_the_aws_cli_copies_and_lists(s3_server: Server, tmp_path: Path, prefix: str) -> None:
+    aws = aws_cli(s3_server, tmp_path)
 
     source = tmp_path / "notes.txt"
     source.write_bytes(b"written by the AWS CLI\n" * 1000)
@@ -234,15 +243,7 @@ def test_the_endpoint_beside_bearer_tokens(azurite: Any, tmp_path: Path) -> None
 def test_the_aws_cli_syncs_and_removes(s3_server: Server, tmp_path: Path, prefix: str) -> None:
     """``aws s3 sync`` up and down (ListObjectsV2, PutObject, GetObject), a second sync
     that sends only what changed, ``sync --delete`` and ``rm --recursive``."""
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": WRITER[0], "AWS_SECRET_ACCESS_KEY": WRITER[1],
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
-
-    def aws(*args: str) -> str:
-        done = subprocess.run([str(AWS), "--endpoint-url", f"{s3_server.url}/s3", "s3", *args],
-                              env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+    aws = aws_cli(s3_server, tmp_path)
 
     local = tmp_path / "local"
     (local / "deep").mkdir(parents=True)
