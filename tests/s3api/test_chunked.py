@@ -52,6 +52,22 @@ def test_the_chunk_signatures_of_aws_worked_example() -> None:
         assert previous == expected
 
 
+def signed(request: AWSRequest) -> tuple[S3SigV4Auth, dict[str, str], str]:
+    """``request`` signed in its headers with the writer's key as botocore signs it, dated
+    now: the signer, the headers to send and the signature (a chunked body's seed)."""
+    auth = S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1")
+    request.context["timestamp"] = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    request.headers["X-Amz-Date"] = request.context["timestamp"]
+    signature = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
+                               request)
+    headers = dict(request.headers.items())
+    headers["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={WRITER[0]}/{auth.credential_scope(request)}, "
+        f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, "
+        f"Signature={signature}")
+    return auth, headers, signature
+
+
 def signed_chunks(url: str, body: bytes, chunk: int, tamper: bool = False
                   ) -> tuple[dict[str, str], bytes]:
     """The headers and the ``aws-chunked`` body of a PUT whose chunks are each signed, as
@@ -62,16 +78,7 @@ def signed_chunks(url: str, body: bytes, chunk: int, tamper: bool = False
     request = AWSRequest(method="PUT", url=url, headers={
         "Content-Encoding": "aws-chunked", "X-Amz-Decoded-Content-Length": str(len(body)),
         "X-Amz-Content-SHA256": STREAMING_SIGNED})
-    auth = S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1")
-    request.context["timestamp"] = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    request.headers["X-Amz-Date"] = request.context["timestamp"]
-    seed = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
-                          request)
-    headers = dict(request.headers.items())
-    headers["Authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={WRITER[0]}/{auth.credential_scope(request)}, "
-        f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, "
-        f"Signature={seed}")
+    auth, headers, seed = signed(request)
     out, previous = io.BytesIO(), seed
     for index, piece in enumerate(pieces):
         to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", request.context["timestamp"],
@@ -130,16 +137,7 @@ def trailer_put(url: str, body: bytes, crc: str | None = None) -> httpx.Response
         "X-Amz-Decoded-Content-Length": str(len(body)),
         "X-Amz-Content-SHA256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})
     request.context["payload_signing_enabled"] = False
-    auth = S3SigV4Auth(Credentials(*WRITER), "s3", "us-east-1")
-    request.context["timestamp"] = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    request.headers["X-Amz-Date"] = request.context["timestamp"]
-    signature = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)),
-                               request)
-    headers = dict(request.headers.items())
-    headers["Authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={WRITER[0]}/{auth.credential_scope(request)}, "
-        f"SignedHeaders={auth.signed_headers(auth.headers_to_sign(request))}, "
-        f"Signature={signature}")
+    _, headers, _ = signed(request)
     with httpx.Client() as http:  # a generator body: Transfer-Encoding: chunked, as botocore
         return http.put(url, content=iter([encoded]), headers=headers)
 
