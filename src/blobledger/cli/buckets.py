@@ -10,7 +10,7 @@ import click
 from blobledger._base.durations import parse_size
 from blobledger.cli import run_async
 from blobledger.cli._output import display_name, fields, is_terminal, print_json, table
-from blobledger.protocol.buckets import Bucket, Usage
+from blobledger.protocol.buckets import CANNED_ACLS, Bucket, Usage
 
 from ._worker import worker_ledger
 
@@ -18,6 +18,7 @@ EXAMPLES = """\b
 Examples:
   blobledger buckets create photos --content-types 'image/*' --max-object 20MiB
   blobledger buckets create tenant-a --quota-bytes 10GiB --quota-objects 100000 --hold
+  blobledger buckets create avatars --acl public-read
   blobledger buckets list
   blobledger buckets show photos --json
   blobledger buckets change photos --no-quota-bytes
@@ -35,13 +36,14 @@ def _row(bucket: Bucket, usage: Usage | None = None) -> list[str]:
 
     row = [bucket.name, limit(bucket.max_object_bytes), ",".join(bucket.content_types) or "*",
            "yes" if bucket.hold else "no", limit(bucket.quota_bytes),
-           limit(bucket.quota_objects)]
+           limit(bucket.quota_objects), bucket.acl]
     if usage is not None:
         row += [str(usage.objects), str(usage.bytes)]
     return row
 
 
-HEADERS = ["name", "max object", "content types", "held", "quota bytes", "quota objects"]
+HEADERS = ["name", "max object", "content types", "held", "quota bytes", "quota objects",
+           "acl"]
 
 
 @click.group(epilog=EXAMPLES)
@@ -59,6 +61,10 @@ def _settings_options(func: click.decorators.FC) -> click.decorators.FC:
         click.option("--quota-bytes", metavar="SIZE", help="the most bytes the bucket holds"),
         click.option("--quota-objects", type=click.IntRange(min=0),
                      help="the most documents the bucket holds"),
+        click.option("--acl", type=click.Choice(CANNED_ACLS),
+                     help="who reads (and writes) it without a credential: private (the "
+                     "default), public-read, public-read-write, authenticated-read (any S3 "
+                     "access key)"),
     ]):
         func = option(func)
     return func
@@ -71,13 +77,13 @@ def _settings_options(func: click.decorators.FC) -> click.decorators.FC:
 @click.option("--json", "as_json", is_flag=True, help="the bucket as one JSON line")
 @run_async
 async def create(name: str, max_object: str | None, content_types: str | None,
-                 quota_bytes: str | None, quota_objects: int | None, hold: bool,
-                 as_json: bool) -> int:
+                 quota_bytes: str | None, quota_objects: int | None, acl: str | None,
+                 hold: bool, as_json: bool) -> int:
     """Create a bucket."""
     async with worker_ledger() as ledger:
         bucket = await ledger.buckets.create(
             name, max_object_bytes=_size(max_object, "--max-object"),
-            content_types=content_types or (), hold=hold,
+            content_types=content_types or (), hold=hold, acl=acl or "private",
             quota_bytes=_size(quota_bytes, "--quota-bytes"), quota_objects=quota_objects)
     if as_json:
         print_json(bucket.to_json())
@@ -95,8 +101,9 @@ async def create(name: str, max_object: str | None, content_types: str | None,
 @click.option("--no-quota-objects", is_flag=True, help="lift the document quota")
 @run_async
 async def change(name: str, max_object: str | None, content_types: str | None,
-                 quota_bytes: str | None, quota_objects: int | None, hold: bool | None,
-                 no_max_object: bool, no_quota_bytes: bool, no_quota_objects: bool) -> int:
+                 quota_bytes: str | None, quota_objects: int | None, acl: str | None,
+                 hold: bool | None, no_max_object: bool, no_quota_bytes: bool,
+                 no_quota_objects: bool) -> int:
     """Change a bucket's settings (those given; writes already admitted keep theirs)."""
     changes: dict[str, object] = {}
     if max_object is not None or no_max_object:
@@ -109,6 +116,8 @@ async def change(name: str, max_object: str | None, content_types: str | None,
         changes["quota_objects"] = quota_objects
     if hold is not None:
         changes["hold"] = hold
+    if acl is not None:
+        changes["acl"] = acl
     async with worker_ledger() as ledger:
         bucket = await ledger.buckets.update(name, **changes)
     print(f"changed bucket {bucket.name}")

@@ -59,6 +59,11 @@ SCOPE: ContextVar[frozenset[str] | None] = ContextVar("blobledger_bucket_scope",
 CACHE_SECONDS = 2.0
 #: the most media type patterns one bucket allows
 MAX_CONTENT_TYPES = 64
+#: a bucket's canned ACLs, as S3 defines them: who reads (lists the bucket, reads its
+#: objects) and writes it beyond the credentials that reach it: nobody (``private``),
+#: anyone, even without a credential (``public-read``; ``public-read-write`` also writes),
+#: or any S3 access key of the service (``authenticated-read``)
+CANNED_ACLS = ("private", "public-read", "public-read-write", "authenticated-read")
 
 
 @contextmanager
@@ -110,6 +115,14 @@ def check_content_types(patterns: object) -> tuple[str, ...]:
         raise InvalidInput(f"content_types: {exc}") from None
 
 
+def check_acl(value: object) -> str:
+    """A canned ACL's name (InvalidInput if it is not one of :data:`CANNED_ACLS`)."""
+    if value not in CANNED_ACLS:
+        raise InvalidInput(f"acl must be one of {', '.join(CANNED_ACLS)}")
+    assert isinstance(value, str)
+    return value
+
+
 def _limit(name: str, value: object) -> int | None:
     if value is None:
         return None
@@ -129,12 +142,18 @@ class Bucket:
     quota_bytes: int | None
     quota_objects: int | None
     created_at: datetime
+    #: the canned ACL (:data:`CANNED_ACLS`)
+    acl: str = "private"
+    #: the S3 access key that created it (None: created by the command line, the HTTP API
+    #: or the library, or the default bucket: owned by no key)
+    owner: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Bucket:
         types = tuple(t for t in (row.content_types or "").split(",") if t)
         return cls(row.name, row.max_object_bytes, types, bool(row.hold), row.quota_bytes,
-                   row.quota_objects, as_utc(row.created_at))
+                   row.quota_objects, as_utc(row.created_at), row.acl or "private",
+                   row.owner)
 
     def allows(self, content_type: str) -> bool:
         """Whether a write of this media type may go to the bucket."""
@@ -160,6 +179,7 @@ class Bucket:
         return {"name": self.name, "max_object_bytes": self.max_object_bytes,
                 "content_types": list(self.content_types), "hold": self.hold,
                 "quota_bytes": self.quota_bytes, "quota_objects": self.quota_objects,
+                "acl": self.acl, "owner": self.owner,
                 "created_at": self.created_at.isoformat().replace("+00:00", "Z")}
 
 
@@ -217,10 +237,10 @@ class Buckets:
     async def create(
         self, name: str, *, max_object_bytes: int | None = None,
         content_types: object = (), hold: bool = False, quota_bytes: int | None = None,
-        quota_objects: int | None = None,
+        quota_objects: int | None = None, acl: str = "private", owner: str | None = None,
     ) -> Bucket:
         """A new bucket (BucketExists if the name is taken; BucketForbidden outside the
-        caller's buckets)."""
+        caller's buckets); ``owner``: the S3 access key that creates it."""
         name = check_bucket_name(name)
         if not in_scope(name):
             raise BucketForbidden(f"the credential does not reach bucket {name!r}")
@@ -228,7 +248,8 @@ class Buckets:
             name=name, max_object_bytes=_limit("max_object_bytes", max_object_bytes),
             content_types=",".join(check_content_types(content_types)) or None,
             hold=bool(hold), quota_bytes=_limit("quota_bytes", quota_bytes),
-            quota_objects=_limit("quota_objects", quota_objects), created_at=utcnow())
+            quota_objects=_limit("quota_objects", quota_objects), acl=check_acl(acl),
+            owner=owner, created_at=utcnow())
         try:
             async with self.db.transaction() as conn:
                 await conn.execute(insert(buckets_table).values(**values))
@@ -249,6 +270,8 @@ class Buckets:
                 values[key] = ",".join(check_content_types(value or ())) or None
             elif key == "hold":
                 values[key] = bool(value)
+            elif key == "acl":
+                values[key] = check_acl(value)
             else:
                 raise InvalidInput(f"{key} is not a bucket's setting")
         if values:

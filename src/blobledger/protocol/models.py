@@ -123,6 +123,12 @@ class BucketRow(Base):
     #: the bytes and the documents the bucket may hold (its pending, held and ready ones)
     quota_bytes: Mapped[int | None] = mapped_column(BigInteger)
     quota_objects: Mapped[int | None] = mapped_column(BigInteger)
+    #: the canned ACL: who reads (and writes) the bucket without a credential (``private``,
+    #: ``public-read``, ``public-read-write``, ``authenticated-read``; docs/buckets.md)
+    acl: Mapped[str] = mapped_column(String(32), nullable=False, default="private",
+                                     server_default="private")
+    #: the S3 access key that created the bucket (None: created another way, owned by none)
+    owner: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(), nullable=False)
 
 

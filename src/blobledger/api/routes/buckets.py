@@ -4,7 +4,7 @@ them), and ``/buckets/{bucket}/documents``: a bucket's documents, created and li
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -15,7 +15,7 @@ from blobledger.api.openapi import empty, json_body, problems
 from blobledger.api.openapi import headers as header_docs
 from blobledger.api.routes import ledger_of
 from blobledger.api.routes.documents import CREATE_BODY, ETAG, PAGE, create_in, page_of
-from blobledger.protocol.buckets import Bucket
+from blobledger.protocol.buckets import CANNED_ACLS, Bucket
 from blobledger.protocol.documents import Document
 
 router = APIRouter(tags=["buckets"])
@@ -24,7 +24,7 @@ BucketName = Annotated[str, Path(min_length=1, max_length=63,
                                  description="the bucket's name (3-63 of a-z, 0-9, '.', '-')")]
 BUCKET = {"type": "object",
           "required": ["name", "max_object_bytes", "content_types", "hold", "quota_bytes",
-                       "quota_objects", "created_at"],
+                       "quota_objects", "acl", "owner", "created_at"],
           "properties": {
               "name": {"type": "string"},
               "max_object_bytes": {"type": ["integer", "null"],
@@ -35,9 +35,15 @@ BUCKET = {"type": "object",
               "hold": {"type": "boolean", "description": "every creation is held"},
               "quota_bytes": {"type": ["integer", "null"]},
               "quota_objects": {"type": ["integer", "null"]},
+              "acl": {"enum": list(CANNED_ACLS), "description": "who reads (and writes) "
+                      "the bucket without a credential (docs/buckets.md)"},
+              "owner": {"type": ["string", "null"], "description": "the S3 access key that "
+                        "created it; null: none"},
               "created_at": {"type": "string"},
               "usage": {"type": "object", "properties": {
                   "objects": {"type": "integer"}, "bytes": {"type": "integer"}}}}}
+#: a bucket's canned ACL
+Acl = Literal["private", "public-read", "public-read-write", "authenticated-read"]
 BUCKETS = {"type": "object", "required": ["items"],
            "properties": {"items": {"type": "array", "items": BUCKET}}}
 
@@ -52,6 +58,7 @@ class BucketSettings(BaseModel):
     hold: bool = False
     quota_bytes: int | None = Field(default=None, ge=0)
     quota_objects: int | None = Field(default=None, ge=0)
+    acl: Acl = "private"
 
 
 class NewBucket(BucketSettings):
@@ -68,6 +75,7 @@ class BucketChange(BaseModel):
     hold: bool | None = None
     quota_bytes: int | None = Field(default=None, ge=0)
     quota_objects: int | None = Field(default=None, ge=0)
+    acl: Acl | None = None
 
 
 async def _shown(request: Request, bucket: Bucket) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """buckets: namespaces of documents, each with its own settings
 
 A ``buckets`` table (a bucket's name and its settings: the largest object, the media types
-allowed, whether creations are held, its quota in bytes and in documents) holding one row,
+allowed, whether creations are held, its quota in bytes and in documents, its canned ACL:
+who reads and writes it without a credential, and the S3 access key that owns it, if one
+created it) holding one row,
 ``default``; ``documents`` gains its ``bucket`` (every existing document is in ``default``)
 and a name becomes unique per bucket: the unique constraint on ``name`` gives way to one on
 (``bucket``, ``name``), and the listing's index on (``status``, ``name``) to one on
@@ -39,10 +41,12 @@ def upgrade() -> None:
         sa.Column("hold", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.Column("quota_bytes", sa.BigInteger),
         sa.Column("quota_objects", sa.BigInteger),
+        sa.Column("acl", sa.String(32), nullable=False, server_default="private"),
+        sa.Column("owner", sa.String(128)),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         schema=SCHEMA,
     )
-    op.bulk_insert(buckets, [{"name": DEFAULT, "hold": False,
+    op.bulk_insert(buckets, [{"name": DEFAULT, "hold": False, "acl": "private",
                               "created_at": datetime.now(UTC).replace(tzinfo=None)}])
     op.drop_index(index_name("documents", "status_name"), DOCUMENTS, schema=SCHEMA)
     with op.batch_alter_table(DOCUMENTS, schema=SCHEMA) as batch:
