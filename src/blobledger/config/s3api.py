@@ -1,6 +1,7 @@
 """The S3-compatible endpoint (docs/s3.md): where ``blobledger serve`` mounts it, the name it
-gives the default bucket, and the access keys that sign its requests (each limited to some
-buckets if its scope says so: ``_base/scopes.py``)."""
+gives the default bucket, the access keys that sign its requests (each limited to some
+buckets if its scope says so: ``_base/scopes.py``), and those that are each an account of
+their own (S3's other users: ``s3api/access.py``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,21 @@ def _keys(value: object) -> object:
 AccessKeys = Annotated[dict[str, tuple[str, frozenset[str]]], BeforeValidator(_keys)]
 
 
+def _key_ids(value: object) -> object:
+    if isinstance(value, str):
+        value = [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            if not isinstance(item, str) or not _KEY_ID.match(item):
+                raise ValueError(f"{str(item)[:4]}… is not an access key id (3-128 letters, "
+                                 "digits, '_' or '-')")
+        return frozenset(value)
+    return value
+
+
+KeyIds = Annotated[frozenset[str], BeforeValidator(_key_ids)]
+
+
 class S3ApiSettings(BaseModel):
     """The S3-compatible endpoint of ``blobledger serve``."""
 
@@ -67,6 +83,12 @@ class S3ApiSettings(BaseModel):
         "write@photos` (a secret of at least 16 characters; write implies read; `admin` creates "
         "and deletes buckets; `@bucket` limits a key to that bucket); `serve` mounts the "
         "endpoint only when some are set (docs/s3.md)", "unset: no S3 endpoint")
+    s3api_accounts: KeyIds = setting(
+        frozenset(), "access key ids of `BLOBLEDGER_S3API_KEYS` that are each an S3 account "
+        "of their own, S3's other users: such a key owns the buckets it creates and reaches "
+        "no other but those its scope names (`@bucket`), and other keys reach its buckets "
+        "only as their ACL lets anyone (docs/buckets.md)", "unset: every key is of the "
+        "service's one account, which owns every bucket")
     s3api_bucket: str = setting(
         "blobledger", "the name the S3 endpoint gives the default bucket (the documents of "
         "today's routes, docs/buckets.md)")

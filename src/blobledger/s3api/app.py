@@ -1,4 +1,5 @@
-"""The S3 endpoint's ASGI application: every request signed (SigV4, :mod:`.sigv4`), then
+"""The S3 endpoint's ASGI application: every request signed (SigV4, :mod:`.sigv4`) or
+anonymous (only what a canned ACL grants everyone, :mod:`.access`), then
 routed by its path (path-style: ``/``, ``/BUCKET``, ``/BUCKET/KEY``), its method and its
 query to an operation, or answered ``NotImplemented``.
 
@@ -22,7 +23,16 @@ from starlette.types import Receive, Scope, Send
 from blobledger._base.scopes import buckets_of
 from blobledger.config import Settings
 from blobledger.protocol.buckets import scoped
-from blobledger.s3api import buckets, copy, deletes, listing, multipart, objects, uploadlists
+from blobledger.s3api import (
+    acls,
+    buckets,
+    copy,
+    deletes,
+    listing,
+    multipart,
+    objects,
+    uploadlists,
+)
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.overrides import RESPONSE_QUERY
@@ -35,6 +45,9 @@ log = logging.getLogger("blobledger.s3api")
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
 OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId"})
+#: ListBuckets' query parameters
+LIST_BUCKETS_QUERY = frozenset({"max-buckets", "continuation-token", "prefix",
+                                "bucket-region"})
 #: ListObjects' (v1) query parameters
 LIST_V1_QUERY = frozenset({"prefix", "delimiter", "marker", "max-keys", "encoding-type"})
 #: ListObjectVersions' query parameters
@@ -104,6 +117,11 @@ class S3App:
             raise S3Error("InvalidArgument", "the query string is not valid UTF-8") from None
         raw_path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         headers = _headers(scope)
+        if method == "OPTIONS":  # a CORS preflight: no bucket here has a CORS configuration
+            if "origin" not in headers:
+                raise S3Error("BadRequest", "Insufficient information. Origin request "
+                              "header needed.")
+            raise S3Error("CORSResponse", "CORS is not enabled for this bucket.")
         seen = Seen(method, headers.get("host", ""), raw_path, query, headers)
         signed = verify(seen, self.settings.s3api_keys, time.time())
         bucket, _, key = relative.lstrip("/").partition("/")
@@ -118,13 +136,14 @@ class S3App:
             if call.bucket and handler is not buckets.create_bucket:
                 if not call.ledger_bucket:
                     raise S3Error("NoSuchBucket", "The specified bucket does not exist")
-                await call.ledger.buckets.lookup(call.ledger_bucket)  # NoSuchBucket
+                found = await call.ledger.buckets.lookup(call.ledger_bucket)  # NoSuchBucket
+                call.access = call.access_to(found)
             return await handler(call)
 
     def _route(self, call: Call, method: str) -> Handler:
         params = call.params
         if not call.bucket:
-            if method == "GET" and not params:
+            if method == "GET" and set(params) <= LIST_BUCKETS_QUERY:
                 return buckets.list_buckets
             raise S3Error("NotImplemented", "only ListBuckets is implemented on the service")
         if not call.key:
@@ -144,10 +163,20 @@ class S3App:
                 return deletes.delete_objects
             if method == "PUT" and not params:
                 return buckets.create_bucket
+            if method == "GET" and set(params) == {"acl"}:
+                return acls.get_bucket_acl
+            if method == "PUT" and set(params) == {"acl"}:
+                return acls.put_bucket_acl
             if method == "DELETE" and not params:
                 return buckets.delete_bucket
             raise S3Error("NotImplemented", f"{method} on a bucket with "
                           f"{sorted(params) or 'no parameters'} is not implemented")
+        if "acl" in params and set(params) <= {"acl", "versionId", "x-id"} and \
+                params.get("versionId", "null") == "null":
+            if method == "GET":
+                return acls.get_object_acl
+            if method == "PUT":
+                return acls.put_object_acl
         allowed = OBJECT_QUERY | (RESPONSE_QUERY if method in ("GET", "HEAD") else set())
         if set(params) - allowed:
             raise S3Error("NotImplemented", f"object sub-resources and options "

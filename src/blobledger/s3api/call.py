@@ -7,10 +7,12 @@ import hashlib
 from starlette.requests import Request
 
 from blobledger.config import Settings
+from blobledger.protocol.buckets import Bucket
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import DEFAULT_BUCKET
+from blobledger.s3api.access import Access, access
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.sigv4 import Signed
+from blobledger.s3api.sigv4 import ANONYMOUS, Signed
 
 
 def ledger_bucket(name: str, alias: str) -> str:
@@ -41,6 +43,8 @@ class Call:
                        if not name.startswith("X-Amz-")}
         self.signed = signed
         self.request_id = request_id
+        #: the caller's access to the request's bucket (None: no bucket looked up yet)
+        self.access: Access | None = None
 
     @property
     def ledger(self) -> Ledger:
@@ -58,13 +62,32 @@ class Call:
     @property
     def owner(self) -> str:
         """How the database names the key that signed the request as a document's writer
-        (``s3:`` and 16 hex digits of a digest of its id: never a bearer token's digest)."""
+        (``s3:`` and 16 hex digits of a digest of its id: never a bearer token's digest;
+        ``s3:anonymous`` for an unsigned request, which no credential is)."""
+        if self.signed.key_id == ANONYMOUS:
+            return "s3:anonymous"
         digest = hashlib.sha256(b"blobledger-s3-owner\x00" + self.signed.key_id.encode())
         return "s3:" + digest.hexdigest()[:16]
+
+    def access_to(self, bucket: Bucket) -> Access:
+        """The caller's access to ``bucket`` (:mod:`.access`)."""
+        return access(self.signed, bucket, self.settings.s3api_accounts)
 
     def headers(self, **more: str) -> dict[str, str]:
         return {"x-amz-request-id": self.request_id, "x-amz-id-2": self.request_id, **more}
 
-    def need(self, scope: str) -> None:
-        if scope not in self.signed.scopes:
-            raise S3Error("AccessDenied", f"Access Denied: the key lacks the {scope!r} scope")
+    def need(self, scope: str, *, own: bool = False) -> None:
+        """AccessDenied unless the caller may do ``scope`` on the request's bucket (by its
+        key's scopes, or by the bucket's ACL; ``own``: by its key's scopes only, on a
+        bucket it reaches as its own, :mod:`.access`)."""
+        if self.signed.key_id == ANONYMOUS and (self.access is None or own):
+            raise S3Error("AccessDenied", "Access Denied: sign the request (SigV4)")
+        if self.access is None:
+            allowed = self.signed.scopes
+        elif own and not self.access.own:
+            raise S3Error("AccessDenied", "Access Denied: the bucket belongs to another key")
+        else:
+            allowed = self.access.scopes
+        if scope not in allowed:
+            raise S3Error("AccessDenied", f"Access Denied: the key lacks the {scope!r} scope"
+                          if self.signed.key_id != ANONYMOUS else "Access Denied")

@@ -21,9 +21,10 @@ from blobledger import failpoints
 from blobledger.errors import NotFound
 from blobledger.protocol.documents import Document
 from blobledger.s3api import multipart
+from blobledger.s3api.access import canned_acl
 from blobledger.s3api.call import Call, ledger_bucket
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, find, http_since
+from blobledger.s3api.lookup import etag_of, http_since, readable
 from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
 from blobledger.s3api.rows import Part, meta_of, record_part
 from blobledger.s3api.usermeta import from_headers
@@ -34,11 +35,12 @@ SOURCE = "x-amz-copy-source"
 DIRECTIVES = ("COPY", "REPLACE")
 
 
-async def _source(call: Call) -> tuple[str, str]:
-    """The source's ledger bucket and key from ``x-amz-copy-source`` (``bucket/key``,
-    URL-encoded, with or without a leading ``/``): a bucket the key does not reach is
-    NoSuchBucket; a version other than ``versionId=null`` (the one version of an object
-    here) NotImplemented."""
+async def _source(call: Call) -> Document:
+    """The source's ready document from ``x-amz-copy-source`` (``bucket/key``, URL-encoded,
+    with or without a leading ``/``), if the caller may read it (as GetObject, by its
+    key's scopes or by the object's ACL: another key's private object is AccessDenied): a
+    bucket the key does not reach is NoSuchBucket; a version other than
+    ``versionId=null`` (the one version of an object here) NotImplemented."""
     text = call.request.headers[SOURCE].strip()
     path, _, query = text.partition("?")
     if query and query != "versionId=null":
@@ -49,8 +51,11 @@ async def _source(call: Call) -> tuple[str, str]:
     name = ledger_bucket(bucket, call.settings.s3api_bucket)
     if not name:
         raise S3Error("NoSuchBucket", "The specified bucket does not exist")
-    await call.ledger.buckets.lookup(name)  # NoSuchBucket
-    return name, key
+    found = await call.ledger.buckets.lookup(name)  # NoSuchBucket
+    try:
+        return await readable(call, key, call.access_to(found))
+    except NotFound:
+        raise S3Error("NoSuchKey", "The specified key does not exist.") from None
 
 
 def _check_source(call: Call, source: Document) -> None:
@@ -92,16 +97,13 @@ async def copy_object(call: Call) -> Response:
         raise S3Error("InvalidArgument", "x-amz-metadata-directive must be COPY or REPLACE")
     if headers.get("x-amz-tagging-directive", "COPY").upper() != "COPY":
         raise S3Error("NotImplemented", "tagging is not implemented")
-    bucket, key = await _source(call)
-    if (bucket, key) == (call.ledger_bucket, call.key) and directive == "COPY":
+    acl = canned_acl(headers)  # the copy's own (S3 copies no ACL from the source)
+    source = await _source(call)
+    if (source.bucket, source.name) == (call.ledger_bucket, call.key) and directive == "COPY":
         raise S3Error("InvalidRequest", "This copy request is illegal because it is trying "
                       "to copy an object to itself without changing the object's metadata, "
                       "storage class, website redirect location or encryption attributes.")
     ledger = call.ledger
-    try:
-        source = await find(call, key, bucket)
-    except NotFound:
-        raise S3Error("NoSuchKey", "The specified key does not exist.") from None
     _check_source(call, source)
     if directive == "COPY":
         content_type = source.content_type
@@ -116,7 +118,7 @@ async def copy_object(call: Call) -> Response:
                           "retry")
         doc = await write(call, call.key, reader, content_type=content_type, meta=meta,
                           sha256=source.sha256, if_none_match=headers.get("if-none-match"),
-                          if_match=headers.get("if-match"))
+                          if_match=headers.get("if-match"), acl=acl)
     finally:
         await reader.aclose()
     return xml_response(
@@ -154,11 +156,7 @@ async def upload_part_copy(call: Call) -> Response:
         if name.startswith(f"{SOURCE}-server-side"):
             raise S3Error("NotImplemented", f"{name} is not implemented on UploadPartCopy")
     upload = await multipart.open_upload(call)
-    bucket, key = await _source(call)
-    try:
-        source = await find(call, key, bucket)
-    except NotFound:
-        raise S3Error("NoSuchKey", "The specified key does not exist.") from None
+    source = await _source(call)
     _check_source(call, source)
     start, length = _copy_range(call.request.headers.get(f"{SOURCE}-range"), source.size or 0)
     if length > multipart.MAX_PART:

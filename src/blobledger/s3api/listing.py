@@ -17,6 +17,7 @@ from starlette.responses import Response
 from blobledger._base.names import MAX_NAME_LENGTH, check_name_prefix
 from blobledger.errors import InvalidInput
 from blobledger.protocol.documents import Document
+from blobledger.s3api.access import owner_id
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of
@@ -140,12 +141,14 @@ def _entries(call: Call, page: _Page, enc: Callable[[str], str], versions: bool 
              owner: bool = True) -> list[str]:
     """The page's objects (``<Contents>``, or ``<Version>``: its one version, ``null``),
     with their owner unless ``owner`` is false (ListObjectsV2 without ``fetch-owner``),
-    and its common prefixes. The endpoint is one account: an object's owner is the key
-    that asks, as ListBuckets shows it."""
+    and its common prefixes. An object's owner is its bucket's (the key that created it;
+    for a bucket no key owns, the key that asks; none shown to an unsigned request
+    there), as GetObjectAcl shows it."""
     tag = "Version" if versions else "Contents"
     version = "<VersionId>null</VersionId><IsLatest>true</IsLatest>" if versions else ""
-    who = escape(call.signed.key_id)
-    shown = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>"
+    assert call.access is not None
+    who = escape(owner_id(call.access.bucket, call.signed))
+    shown = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>" if who else ""
     parts = []
     for doc in page.contents:
         parts.append(f"<{tag}><Key>{enc(doc.name)}</Key>{version}<LastModified>"

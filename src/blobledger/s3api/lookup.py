@@ -1,5 +1,5 @@
-"""What every object operation looks up: the ready document a key names, and its ETag and
-date as S3 shows them."""
+"""What every object operation looks up: the ready document a key names (and whether the
+caller may read it), and its ETag and date as S3 shows them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from email.utils import format_datetime, parsedate_to_datetime
 from blobledger._base.names import check_name_prefix
 from blobledger.errors import InvalidInput, NotFound
 from blobledger.protocol.documents import Document
+from blobledger.s3api.access import Access, missing
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
+from blobledger.s3api.rows import acl_of
 
 
 def etag_of(doc: Document) -> str:
@@ -51,3 +53,24 @@ async def find(call: Call, key: str, bucket: str | None = None) -> Document:
     if not found or found[0].name != key:
         raise NotFound(f"no document {key!r}")
     return found[0]
+
+
+async def readable(call: Call, key: str, granted: Access | None = None) -> Document:
+    """The ready document named ``key`` in the bucket of ``granted`` (the request's access
+    unless given), if the caller may read it: by its key's scopes on a bucket it reaches
+    as its own, else by the object's canned ACL (the bucket's when it has none of its
+    own). A key that names nothing is ``NoSuchKey`` only to a caller who may list the
+    bucket; ``AccessDenied`` to another, as for an object it may not read."""
+    granted = granted or call.access
+    assert granted is not None  # the request's bucket is looked up before its handler
+    if granted.own:
+        if "read" not in granted.scopes:
+            raise S3Error("AccessDenied", "Access Denied: the key lacks the 'read' scope")
+        return await find(call, key, granted.bucket.name)
+    try:
+        doc = await find(call, key, granted.bucket.name)
+    except NotFound as exc:
+        raise missing(granted, exc) from None
+    if not granted.reads(await acl_of(call.ledger, doc.blob)):
+        raise S3Error("AccessDenied", "Access Denied")
+    return doc

@@ -47,6 +47,7 @@ from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import BlobKind, UploadMode, UploadState
 from blobledger.protocol.transitions.records import Intent, UploadRecord
 from blobledger.protocol.transitions.statements import PLACEHOLDER, new_token
+from blobledger.s3api.access import canned_acl
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of
@@ -60,6 +61,7 @@ from blobledger.s3api.objects import (
 )
 from blobledger.s3api.rows import (
     Part,
+    acl_of,
     drop_parts,
     forget_orphans,
     meta_of,
@@ -80,9 +82,11 @@ MAX_PART = 64 * 1024 * 1024
 MAX_PARTS = 10_000
 #: the largest CompleteMultipartUpload body read
 MAX_XML_BODY = 1024 * 1024
-#: the upload row's metadata: the key it completes, and the object's content type
+#: the upload row's metadata: the key it completes, the object's content type, and the
+#: access key that began it (ListMultipartUploads' and ListParts' Initiator and Owner)
 KEY = "s3_key"
 TYPE = "content_type"
+INITIATOR = "s3_initiator"
 
 
 def now() -> datetime:
@@ -120,6 +124,7 @@ async def create_multipart_upload(call: Call) -> Response:
     key = check_document_name(call.key)
     content_type = check_content_type(headers.get("content-type") or DEFAULT_TYPE)
     meta = from_headers(headers)
+    acl = canned_acl(headers)
     ledger = call.ledger
     await forget_orphans(ledger)
     doc_id, upload_id = new_document_id(), new_document_id()
@@ -128,7 +133,7 @@ async def create_multipart_upload(call: Call) -> Response:
                     owner=call.owner, keyed=False, bucket=call.ledger_bucket)
     await ledger.inserted(intent, ledger.transitions.begin_upload(
         intent, PLACEHOLDER + doc_id, upload_id, int(ledger.settings.max_upload_bytes), "",
-        {KEY: key, TYPE: content_type}, mode=UploadMode.S3))
+        {KEY: key, TYPE: content_type, INITIATOR: call.signed.key_id}, mode=UploadMode.S3))
     await failpoints.hit("multipart.after_insert")
     try:
         upload = await ledger.transitions.find_upload(upload_id)
@@ -138,7 +143,7 @@ async def create_multipart_upload(call: Call) -> Response:
                                                  content_type=content_type)
         if handle:
             await record_handle(ledger, upload, handle)
-        await record_meta(ledger, intent.blob_name, meta)
+        await record_meta(ledger, intent.blob_name, meta, acl)
     except BaseException:
         await asyncio.shield(ledger.abandon(intent))  # nothing stored yet
         raise
@@ -340,6 +345,7 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
     try:
         doc = await write(call, call.key, reader, content_type=intent.content_type,
                           meta=await meta_of(ledger, intent.blob_name),
+                          acl=await acl_of(ledger, intent.blob_name),
                           sha256=digests.sha256, if_match=if_match,
                           if_none_match=None if create_only(if_none_match) else if_none_match)
     finally:

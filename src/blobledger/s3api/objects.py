@@ -18,19 +18,20 @@ from starlette.responses import Response, StreamingResponse
 
 from blobledger.errors import NotFound, PreconditionFailed, UploadAborted
 from blobledger.protocol.documents import Document
+from blobledger.s3api.access import canned_acl
 from blobledger.s3api.call import Call
 from blobledger.s3api.checksums import CHECKSUMS
 from blobledger.s3api.checksums import Checksum as _Checksum
 from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, find, http_date, http_since
+from blobledger.s3api.lookup import etag_of, find, http_date, http_since, readable
 from blobledger.s3api.overrides import overrides
 from blobledger.s3api.sigv4 import is_sha256
 from blobledger.s3api.usermeta import from_headers, response_headers
 from blobledger.s3api.writes import write
 
 #: request headers asking for what this endpoint does not keep or do yet
-UNSUPPORTED = ("x-amz-acl", "x-amz-grant-", "x-amz-tagging",
+UNSUPPORTED = ("x-amz-tagging",
                "x-amz-object-lock-", "x-amz-server-side-encryption",
                "x-amz-website-redirect-location")
 DEFAULT_TYPE = "application/octet-stream"
@@ -115,6 +116,7 @@ async def put_object(call: Call) -> Response:
     for name in headers:
         if name.startswith(UNSUPPORTED):
             raise S3Error("NotImplemented", f"{name} is not implemented on PutObject")
+    acl = canned_acl(headers)
     chunked = streaming(call)
     # a body of unknown length (HTTP's chunked transfer coding) streams in as another does,
     # up to the largest object
@@ -132,7 +134,7 @@ async def put_object(call: Call) -> Response:
                           content_type=headers.get("content-type") or DEFAULT_TYPE,
                           sha256=payload if is_sha256(payload) else None,
                           md5=_md5(call), if_none_match=headers.get("if-none-match"),
-                          if_match=headers.get("if-match"))
+                          if_match=headers.get("if-match"), acl=acl)
     finally:
         await data.aclose()
     return Response(status_code=200, headers=call.headers(ETag=etag_of(doc)))
@@ -200,9 +202,8 @@ def _part_number(call: Call) -> None:
 
 
 async def get_object(call: Call) -> Response:
-    call.need("read")
     method = call.request.method
-    doc = await find(call, call.key)
+    doc = await readable(call, call.key)
     _part_number(call)
     headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
                                                  "Accept-Ranges": "bytes",

@@ -1,6 +1,6 @@
 """The endpoint's own rows (migration 0013): a multipart upload's parts (``s3_parts``) and
-the user metadata of a blob written through the endpoint (``s3_objects``, keyed by the
-blob's name: each version of a document has its own).
+the user metadata and canned ACL of a blob written through the endpoint (``s3_objects``,
+keyed by the blob's name: each version of a document has its own).
 
 A part's row is written after its bytes are staged in the store, and replaced by the part
 uploaded again under its number; the completion publishes exactly the parts it read. A
@@ -28,6 +28,7 @@ from sqlalchemy import (
     delete,
     insert,
     select,
+    update,
 )
 from sqlalchemy.exc import IntegrityError as DBIntegrityError
 
@@ -49,6 +50,7 @@ objects = Table(
     table_name("s3_objects"), _metadata,
     Column("blob_name", String(1024), primary_key=True),
     Column("meta", Text, nullable=False),
+    Column("acl", String(32)),
     Column("created_at", DateTime(), nullable=False),
 )
 
@@ -99,13 +101,43 @@ async def drop_parts(ledger: Ledger, upload_id: str) -> None:
         await conn.execute(delete(parts).where(parts.c.upload_id == upload_id))
 
 
-async def record_meta(ledger: Ledger, blob_name: str, meta: dict[str, str]) -> None:
-    """The user metadata of the blob ``blob_name`` (the intent's, before its bytes)."""
-    if not meta:
+async def record_meta(ledger: Ledger, blob_name: str, meta: dict[str, str],
+                      acl: str | None = None) -> None:
+    """The user metadata and the canned ACL (None: the bucket's applies) of the blob
+    ``blob_name`` (the intent's, before its bytes)."""
+    if not meta and acl is None:
         return
     async with ledger.db.transaction() as conn:
         await conn.execute(insert(objects).values(blob_name=blob_name, meta=json.dumps(meta),
-                                                  created_at=_now()))
+                                                  acl=acl, created_at=_now()))
+
+
+async def acl_of(ledger: Ledger, blob_name: str) -> str | None:
+    """The canned ACL written with the blob or set since (None: the bucket's applies)."""
+    async with ledger.db.transaction(readonly=True) as conn:
+        found: str | None = (await conn.execute(select(objects.c.acl).where(
+            objects.c.blob_name == blob_name))).scalar_one_or_none()
+    return found
+
+
+async def set_acl(ledger: Ledger, blob_name: str, acl: str) -> None:
+    """The blob's canned ACL changed (PutObjectAcl on the version it names), its row
+    written if it had none. A row left by a blob removed meanwhile is an orphan that
+    :func:`forget_orphans` removes."""
+    for _ in range(3):
+        async with ledger.db.transaction() as conn:
+            changed = (await conn.execute(update(objects).where(
+                objects.c.blob_name == blob_name).values(acl=acl))).rowcount
+        if changed:
+            return
+        try:
+            async with ledger.db.transaction() as conn:
+                await conn.execute(insert(objects).values(
+                    blob_name=blob_name, meta="{}", acl=acl, created_at=_now()))
+            return
+        except DBIntegrityError:  # written at the same moment: change it again
+            continue
+    raise RuntimeError(f"the ACL of {blob_name!r} kept being written by another request")
 
 
 async def meta_of(ledger: Ledger, blob_name: str) -> dict[str, str]:

@@ -7,6 +7,11 @@ request, the string to sign and the signature from it with the secret of the key
 request names; the two signatures are compared in constant time. A request whose clock is
 more than :data:`CLOCK_SKEW` away from ours is refused (``RequestTimeTooSkewed``), and so
 is a presigned URL past its ``X-Amz-Expires``.
+
+A request that carries no signature at all (no ``Authorization`` header, no ``X-Amz-*``
+nor SigV2 query) is anonymous (:data:`ANONYMOUS`): it may do only what a bucket's or an
+object's canned ACL grants everyone (:mod:`.access`). A request that carries one is never
+anonymous: a bad signature is refused, never read as no signature.
 """
 
 from __future__ import annotations
@@ -72,6 +77,19 @@ class Signed:
     chain: Chain | None = None
 
 
+#: the key id of an unsigned request (no key has an empty id)
+ANONYMOUS = ""
+
+
+def anonymous(headers: Mapping[str, str]) -> Signed:
+    """An unsigned request: no key, no scope; its body's declared SHA-256 (or the unsigned
+    trailer form of ``aws-chunked``) still checked, as a signed one's."""
+    payload = headers.get("x-amz-content-sha256", UNSIGNED_PAYLOAD)
+    if not (is_sha256(payload) or payload == STREAMING_UNSIGNED_TRAILER):
+        payload = UNSIGNED_PAYLOAD
+    return Signed(ANONYMOUS, frozenset(), payload)
+
+
 def is_sha256(payload: str) -> bool:
     """Whether a declared payload is a SHA-256 of the body (in hex) the body must match."""
     return bool(_HEX64.match(payload))
@@ -98,7 +116,7 @@ def verify(seen: Seen, keys: AccessKeys, now: float) -> Signed:
                       "SigV4 (boto3: Config(signature_version='s3v4'))")
     authorization = seen.headers.get("authorization")
     if authorization is None:
-        raise S3Error("AccessDenied", "Access Denied: requests must be signed (SigV4)")
+        return anonymous(seen.headers)
     return _header_signed(seen, authorization, keys, now)
 
 

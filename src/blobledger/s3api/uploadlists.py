@@ -16,7 +16,7 @@ from blobledger.protocol.models import UploadMode, UploadState
 from blobledger.protocol.transitions.statements import NOW, documents, uploads
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.multipart import KEY, open_upload
+from blobledger.s3api.multipart import INITIATOR, KEY, open_upload
 from blobledger.s3api.rows import drop_parts, parts_of
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 from blobledger.uploads.resumable import Resumable
@@ -31,8 +31,10 @@ def _most(call: Call, name: str) -> int:
     return min(int(text), MAX_ITEMS)
 
 
-def _owner(call: Call) -> str:
-    key_id = escape(call.signed.key_id)
+def _owner(call: Call, meta: dict[str, str]) -> str:
+    """The upload's Initiator and Owner: the key that began it (one begun before the key
+    was recorded: the key that asks)."""
+    key_id = escape(meta.get(INITIATOR) or call.signed.key_id)
     return (f"<Initiator><ID>{key_id}</ID><DisplayName>{key_id}</DisplayName></Initiator>"
             f"<Owner><ID>{key_id}</ID><DisplayName>{key_id}</DisplayName></Owner>")
 
@@ -78,14 +80,15 @@ async def list_multipart_uploads(call: Call) -> Response:
     async with ledger.db.transaction(readonly=True) as conn:
         rows = (await conn.execute(_of_bucket(call).where(uploads.c.expires_at > NOW),
                                    ledger.transitions.times())).all()
-    found = sorted((json.loads(row.meta).get(KEY, ""), row.created_at, row.id)
-                   for row in rows)
+    metas = {row.id: json.loads(row.meta) for row in rows}
+    found = sorted((metas[row.id].get(KEY, ""), row.created_at, row.id) for row in rows)
     found = [item for item in found if item[0].startswith(prefix) and (
         item[0] > key_marker or (item[0] == key_marker and id_marker
                                  and item[2] > id_marker))]
     shown, truncated = found[:most], len(found) > most
     items = "".join(
-        f"<Upload><Key>{escape(key)}</Key><UploadId>{upload_id}</UploadId>{_owner(call)}"
+        f"<Upload><Key>{escape(key)}</Key><UploadId>{upload_id}</UploadId>"
+        f"{_owner(call, metas[upload_id])}"
         f"<StorageClass>STANDARD</StorageClass><Initiated>{iso(created.replace(tzinfo=UTC))}</Initiated>"
         "</Upload>" for key, created, upload_id in shown)
     following = ""
@@ -118,7 +121,8 @@ async def list_parts(call: Call) -> Response:
     following = shown[-1].number if shown else marker
     return xml_response(
         f'<ListPartsResult xmlns="{NAMESPACE}"><Bucket>{escape(call.bucket)}</Bucket>'
-        f"<Key>{escape(call.key)}</Key><UploadId>{upload.id}</UploadId>{_owner(call)}"
+        f"<Key>{escape(call.key)}</Key><UploadId>{upload.id}</UploadId>"
+        f"{_owner(call, upload.meta)}"
         f"<StorageClass>STANDARD</StorageClass><PartNumberMarker>{marker}"
         f"</PartNumberMarker><NextPartNumberMarker>{following}</NextPartNumberMarker>"
         f"<MaxParts>{most}</MaxParts><IsTruncated>{str(truncated).lower()}</IsTruncated>"

@@ -56,15 +56,17 @@ def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return meta
 
 
-def recorder(call: Call, meta: dict[str, str]) -> Callable[[Intent], Awaitable[None]] | None:
-    """The ledger's ``on_intent``: the metadata recorded under the intent's blob, after its
-    row exists and before its bytes are sent (None: nothing to record)."""
-    if not meta:
+def recorder(call: Call, meta: dict[str, str], acl: str | None = None
+             ) -> Callable[[Intent], Awaitable[None]] | None:
+    """The ledger's ``on_intent``: the metadata and the canned ACL (None: the bucket's
+    applies) recorded under the intent's blob, after its row exists and before its bytes
+    are sent (None: nothing to record)."""
+    if not meta and acl is None:
         return None
     ledger = call.ledger
 
     async def record(intent: Intent) -> None:
-        await record_meta(ledger, intent.blob_name, meta)
+        await record_meta(ledger, intent.blob_name, meta, acl)
 
     return record
 

@@ -63,12 +63,13 @@ async def target(call: Call, key: str, if_none_match: str | None,
 
 async def write(call: Call, key: str, data: AsyncIterable[bytes], *, content_type: str,
                 meta: dict[str, str], sha256: str | None = None, md5: str | None = None,
-                if_none_match: str | None = None, if_match: str | None = None) -> Document:
-    """The create or replace of ``key``'s document with ``data`` and ``meta`` (recorded with
-    its blob before the document is visible)."""
+                if_none_match: str | None = None, if_match: str | None = None,
+                acl: str | None = None) -> Document:
+    """The create or replace of ``key``'s document with ``data``, ``meta`` and its canned
+    ``acl`` (recorded with its blob before the document is visible)."""
     existing = await target(call, key, if_none_match, if_match)
     ledger = call.ledger
-    on_intent = recorder(call, meta)
+    on_intent = recorder(call, meta, acl)
     try:
         if existing is None:
             return await ledger.create(key, data, content_type=content_type, sha256=sha256,

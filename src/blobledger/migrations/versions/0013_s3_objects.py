@@ -5,8 +5,9 @@ in ``uploads``, mode ``s3``): its number as the client gave it, the store's id o
 part, its size and MD5 (the part's ETag). A part uploaded again replaces its row.
 
 ``s3_objects``: one row per blob written through the S3 endpoint with user metadata
-(``x-amz-meta-*``, JSON): keyed by the blob's name, so each version of a document has its
-own, written after the intent's row (C1/R1) and before the document becomes visible.
+(``x-amz-meta-*``, JSON) or a canned ACL of its own (``x-amz-acl``; none: the bucket's
+applies): keyed by the blob's name, so each version of a document has its own, written
+after the intent's row (C1/R1) and before the document becomes visible.
 
 A row whose upload or blob is gone is removed by the endpoint itself (see
 ``blobledger.s3api.rows.forget_orphans``).
@@ -44,6 +45,7 @@ def upgrade() -> None:
         S3_OBJECTS,
         sa.Column("blob_name", sa.String(1024), primary_key=True),
         sa.Column("meta", sa.Text, nullable=False),
+        sa.Column("acl", sa.String(32)),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         schema=SCHEMA,
     )
