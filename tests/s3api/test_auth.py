@@ -102,6 +102,12 @@ def test_an_expired_presigned_url_is_refused(s3_server: Server, s3: Any, prefix:
     refused = httpx.put(negative, content=b"new")
     assert refused.status_code == 403, refused.text
     assert "<Code>AccessDenied</Code>" in refused.text and "expired" in refused.text
+    # presigned to expire as it was made (X-Amz-Expires=0): expired as well
+    instant = client(s3_server).generate_presigned_url(
+        "get_object", ExpiresIn=0, Params={"Bucket": BUCKET, "Key": prefix + "old"})
+    refused = httpx.get(instant)
+    assert refused.status_code == 403, refused.text
+    assert "<Code>AccessDenied</Code>" in refused.text and "expired" in refused.text
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "old")["Body"].read() == b"old"
 
 

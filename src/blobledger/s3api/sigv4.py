@@ -229,8 +229,10 @@ def _presigned(seen: Seen, query: Mapping[str, str], keys: AccessKeys, now: floa
     stamp = query["X-Amz-Date"]
     when = _stamp(stamp)
     expires_text = query["X-Amz-Expires"]
-    if expires_text.startswith("-") and expires_text[1:].isdigit():
-        # a URL presigned to expire before it was made: expired, as S3 answers it
+    if (expires_text.startswith("-") and expires_text[1:].isdigit()) or \
+            (expires_text.isdigit() and int(expires_text) == 0):
+        # a URL presigned to expire before it was made, or as it was: expired, as S3
+        # answers it
         raise S3Error("AccessDenied", "Request has expired")
     if not expires_text.isdigit() or not 0 < int(expires_text) <= MAX_EXPIRES:
         raise S3Error("AuthorizationQueryParametersError",
