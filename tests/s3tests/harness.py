@@ -44,7 +44,8 @@ from tests.support.services import (
 PINNED = "8f0ae7b404a3a2fcf7038bf1e6bf29544fe9b6a3"
 UPSTREAM = "https://github.com/ceph/s3-tests.git"
 TARGETS = ("sqlite-local", "postgresql-azure", "postgresql-moto", "moto")
-#: the three users s3-tests signs as (main, alt, tenant), each a write key of the endpoint
+#: the three users s3-tests signs as (main, alt, tenant), each a key of the endpoint and an
+#: account of its own (``BLOBLEDGER_S3API_ACCOUNTS``): s3-tests' other users
 USERS = {"main": ("S3TESTSMAIN", "main-secret-0123456789abcdefghij"),
          "alt": ("S3TESTSALT", "alt-secret-0123456789abcdefghijk"),
          "tenant": ("S3TESTSTENANT", "tenant-secret-0123456789abcdefgh")}
@@ -104,7 +105,9 @@ def _serve(env: dict[str, str], folder: Path) -> Iterator[int]:
     # every user of s3-tests creates and deletes buckets of its own: write and admin
     keys = ",".join(f"{key_id}:{secret}:write+admin" for key_id, secret in USERS.values())
     full = {k: v for k, v in os.environ.items() if not k.startswith("BLOBLEDGER_")}
-    full.update(BLOBLEDGER_S3API_KEYS=keys, BLOBLEDGER_S3API_HOST=HOST, **env)
+    accounts = ",".join(key_id for key_id, _ in USERS.values())
+    full.update(BLOBLEDGER_S3API_KEYS=keys, BLOBLEDGER_S3API_ACCOUNTS=accounts,
+                BLOBLEDGER_S3API_HOST=HOST, **env)
     log = folder / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(blobledger_command("serve", "--port", str(port)),
