@@ -131,3 +131,29 @@ async def test_a_refused_write_leaves_nothing(ledger: Ledger) -> None:
                                   headers={"Content-Type": "application/pdf"}),
                 413, "bucket-quota-exceeded")
     await assert_nothing_visible(ledger)
+
+
+@pytest.mark.parametrize("backend", ONE_BACKEND, indirect=True)
+async def test_a_buckets_acl_is_one_of_its_settings(ledger: Ledger) -> None:
+    """The canned ACL in the bucket's JSON: set at creation, changed by PATCH (admin), one
+    of S3's four; the HTTP routes themselves still take bearer tokens only."""
+    gated = _tokens(ledger)
+    async with client_for(gated, gated.settings) as client:
+        made = await client.post("/buckets", json={"name": "avatars", "acl": "public-read"},
+                                 headers=ADMIN)
+        assert made.status_code == 201, made.text
+        assert (made.json()["acl"], made.json()["owner"]) == ("public-read", None)
+        problem(await client.post("/buckets", json={"name": "other", "acl": "public"},
+                                  headers=ADMIN), 400, "invalid-input")
+        problem(await client.patch("/buckets/avatars", json={"acl": "private"},
+                                   headers=WRITER), 403, "forbidden")
+        changed = await client.patch("/buckets/avatars", json={"acl": "public-read-write"},
+                                     headers=ADMIN)
+        assert changed.json()["acl"] == "public-read-write"
+        problem(await client.patch("/buckets/avatars", json={"acl": None}, headers=ADMIN),
+                400, "invalid-input")
+        assert (await client.get("/buckets/avatars", headers=ADMIN)).json()["acl"] == \
+            "public-read-write"
+        # a public bucket is S3's matter: the HTTP API's listing still wants a token
+        problem(await client.get("/buckets/avatars/documents"), 401)
+    assert (await ledger.buckets.get("avatars")).acl == "public-read-write"

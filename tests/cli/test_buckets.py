@@ -49,6 +49,17 @@ def test_buckets_from_the_command_line(tmp_path: Path) -> None:
     changed = json.loads(run(["buckets", "show", "photos", "--json"], tmp_path,
                              env).stdout)
     assert (changed["max_object_bytes"], changed["quota_objects"]) == (None, 5)
+    assert changed["acl"] == "private"  # the default: nothing without a credential
+    assert run(["buckets", "change", "photos", "--acl", "public-read"], tmp_path,
+               env).returncode == 0
+    shown = run(["buckets", "show", "photos"], tmp_path, env).stdout
+    assert "acl:            public-read" in shown.splitlines()
+    wrong = run(["buckets", "create", "open", "--acl", "public"], tmp_path, env)
+    assert wrong.returncode == EXIT_USAGE and "public-read" in wrong.stderr
+    made = run(["buckets", "create", "open", "--acl", "public-read-write", "--json"],
+               tmp_path, env)
+    assert json.loads(made.stdout)["acl"] == "public-read-write"
+    assert run(["buckets", "delete", "open"], tmp_path, env).returncode == 0
     made = run(["buckets", "create", "empty"], tmp_path, env)
     assert made.returncode == 0, made.stderr
     gone = run(["buckets", "delete", "empty"], tmp_path, env)
