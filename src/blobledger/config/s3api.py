@@ -86,9 +86,9 @@ class S3ApiSettings(BaseModel):
     s3api_accounts: KeyIds = setting(
         frozenset(), "access key ids of `BLOBLEDGER_S3API_KEYS` that are each an S3 account "
         "of their own, S3's other users: such a key owns the buckets it creates and reaches "
-        "no other but those its scope names (`@bucket`), and other keys reach its buckets "
-        "only as their ACL lets anyone (docs/buckets.md)", "unset: every key is of the "
-        "service's one account, which owns every bucket")
+        "another bucket only as its scope names it (`@bucket`) or its ACL allows, and other "
+        "keys reach its buckets only as their ACL allows (docs/buckets.md)", "unset: every "
+        "key is of the service's one account, which owns every bucket")
     s3api_bucket: str = setting(
         "blobledger", "the name the S3 endpoint gives the default bucket (the documents of "
         "today's routes, docs/buckets.md)")
