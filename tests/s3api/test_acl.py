@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -155,6 +156,10 @@ def test_a_bad_signature_is_refused_not_taken_for_none(s3_server: Server) -> Non
     assert refused(forged.list_objects_v2, Bucket="open-box") == (403, "SignatureDoesNotMatch")
     unknown = client(s3_server, ("AKIDNOBODY", "nobody-secret-0123456789"))
     assert refused(unknown.list_objects_v2, Bucket="open-box") == (403, "InvalidAccessKeyId")
+    # a CORS preflight: no bucket has a CORS configuration, signed or not
+    url = admin.generate_presigned_url("list_objects_v2", Params={"Bucket": "open-box"})
+    assert httpx.options(url).status_code == 400
+    assert httpx.options(url, headers={"Origin": "https://app.example"}).status_code == 403
     admin.delete_bucket(Bucket="open-box")
 
 
@@ -214,6 +219,7 @@ def test_recreate_and_list_buckets_by_pages(s3_server: Server) -> None:
                                 ContinuationToken=first["ContinuationToken"])
     assert [b["Name"] for b in second["Buckets"]] == ["page-b"]
     assert "ContinuationToken" not in second
+    assert refused(admin.list_buckets, MaxBuckets=10001) == (400, "InvalidArgument")
     names = [b["Name"] for b in admin.list_buckets()["Buckets"]]
     assert names == sorted(names) and {"blobledger", "page-a", "page-b"} <= set(names)
     admin.delete_bucket(Bucket="page-a")
