@@ -49,6 +49,10 @@ MUTANTS = {
                                      "set_tags-without-if_tags)",
     "a4-by-name": "A4 (an application's flush attaching a staged blob) by the blob's name "
                   "alone, neither pending nor the stager's (a sweeper fenced it meanwhile)",
+    "s3-completion-lost-unanswered": "S3: CompleteMultipartUpload without its answer to a "
+                                     "lost intent (a twin completion's C4 first: the "
+                                     "endpoint then answered RequestTimeout, 'nothing was "
+                                     "stored', not the document the twin made)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -138,6 +142,14 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
         reconcilers=0, ops=3, crash=0.0005, fault=0.0,
         focus={"staged.before_commit": (5.0, 61.0), "store.stat": (0.0, 5.0)}),
+    # the S3 endpoint's writers: conditional PutObject and DeleteObject on two keys, and
+    # multipart uploads completed twice at once (an abort racing them one time in four),
+    # beside a writer and the workers; one completion paused before its commit or its check
+    "s3-endpoint": dict(
+        retag="inline", writers=1, s3_putters=2, s3_multipart=2, sweepers=1, retaggers=1,
+        reconcilers=0, ops=4, crash=0.0005, fault=0.01,
+        focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
+               "multipart.after_verify": (0.0, 5.0)}),
     # delivery workers paused past their lease between send and mark
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
@@ -360,6 +372,29 @@ def a4_by_name() -> dict[str, Any]:
         t._mine[0], *real.whereclause.clauses[3:]).values(dict(real._values or {})).returning(
         *real._returning)
     return {f"{room.__name__}._attach": real}
+
+
+def s3_completion_lost_unanswered() -> dict[str, Any]:
+    """The S3 completion's lost intent unanswered (the endpoint before it answered
+    NoSuchUpload, or what a twin completion made): ``complete_multipart_upload``'s source
+    with its ``except (IntentLost, BlobNotFound)`` dropped (the ``try`` body kept), so the
+    twin's ``IntentLost`` reaches the client as the app maps it. Returns what to restore."""
+    from blobledger.s3api import multipart
+
+    real = multipart.complete_multipart_upload
+
+    class Drop(ast.NodeTransformer):
+        def visit_Try(self, node: ast.Try) -> Any:
+            if any("IntentLost" in ast.unparse(h.type) for h in node.handlers if h.type):
+                dropped.append(node)
+                return node.body
+            return self.generic_visit(node)
+
+    dropped: list[ast.Try] = []
+    multipart.complete_multipart_upload = _rewritten(
+        real, multipart, Drop(), "complete_multipart_upload")
+    assert len(dropped) == 1, "the handler this mutant drops is not where it was"
+    return {f"{multipart.__name__}.complete_multipart_upload": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -71,6 +71,7 @@ from tests.sim.checks import check_change_events, forget
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
+from tests.sim.s3writers import s3_multipart, s3_putter
 from tests.sim.scenarios import (
     a4_by_name,
     abandon_without_attempt,
@@ -82,6 +83,7 @@ from tests.sim.scenarios import (
     restore,
     roll_forward_without_event,
     s3_checksums_own_write,
+    s3_completion_lost_unanswered,
     unconditional_sweep_store,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
@@ -151,6 +153,8 @@ class Config:
     #: virtual seconds an attacher waits between its staging and its transaction (one chosen)
     attach_after: tuple[float, ...] = (0.0,)
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
+    s3_putters: int = 0  # the S3 endpoint's PutObject (conditional) and DeleteObject
+    s3_multipart: int = 0  # its multipart uploads, completed twice at once (an abort beside)
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -247,6 +251,11 @@ class _Run:
         self.attaching: dict[int, set[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
+        #: the S3 endpoint's keys: the documents acknowledged under each, deletes of each
+        #: in flight, and each document's ETag as last acknowledged (tests.sim.s3writers)
+        self.s3_keys: dict[str, list[Doc]] = {}
+        self.s3_deleting: dict[str, int] = {}
+        self.s3_etags: dict[str, str] = {}
 
     def note(self, line: str) -> None:
         self.result.trace.append(f"{self.loop.time():10.3f} {line}")
@@ -552,6 +561,8 @@ class _Run:
             actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
+            actors += [s3_putter(self, n) for n in range(c.s3_putters)]
+            actors += [s3_multipart(self, n) for n in range(c.s3_multipart)]
             if c.attachers:
                 await create_tables(self.ledger())
             actors += [attacher(self, n) for n in range(c.attachers)]
@@ -585,6 +596,7 @@ class _Run:
                    "abandon-without-attempt": abandon_without_attempt,
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
+                   "s3-completion-lost-unanswered": s3_completion_lost_unanswered,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "a4-by-name": a4_by_name,

@@ -29,7 +29,8 @@ FOUND = [("local-retag-delete", "local-no-flock", 28),
          ("rolled-forward", "roll-forward-without-event", 1),
          ("local-tus-refusals", "local-publish-discards-parts", 0),
          ("reconcile-paused-retag", "reconcile-retag-unconditional", 5),
-         ("sqlalchemy-attachments", "a4-by-name", 14)]
+         ("sqlalchemy-attachments", "a4-by-name", 14),
+         ("s3-endpoint", "s3-completion-lost-unanswered", 1)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
 
