@@ -53,6 +53,9 @@ MUTANTS = {
                                      "lost intent (a twin completion's C4 first: the "
                                      "endpoint then answered RequestTimeout, 'nothing was "
                                      "stored', not the document the twin made)",
+    "held-release-undecided": "a held document released by an acceptance once no processor "
+                              "rejected it, not once every processor accepted it (another "
+                              "processor's work still pending)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -150,6 +153,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         reconcilers=0, ops=4, crash=0.0005, fault=0.01,
         focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
                "multipart.after_verify": (0.0, 5.0)}),
+    # held creations (two processors, one in two rejecting some bytes) and two processing
+    # workers paused after their claim or their run, up to past the processing lease
+    # (120 s): another worker claims the work again and decides, the paused one's verdict
+    # then loses; a held creation is never visible before every processor accepted it
+    "held-processing": dict(
+        writers=1, held=2, processing=2, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        crash=0.0005, fault=0.01,
+        focus={"processing.after_claim": (0.0, 130.0), "processing.after_run": (0.0, 130.0),
+               "processor.scan": (0.0, 5.0)}),
     # delivery workers paused past their lease between send and mark
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
@@ -395,6 +407,22 @@ def s3_completion_lost_unanswered() -> dict[str, Any]:
         real, multipart, Drop(), "complete_multipart_upload")
     assert len(dropped) == 1, "the handler this mutant drops is not where it was"
     return {f"{multipart.__name__}.complete_multipart_upload": real}
+
+
+def held_release_undecided() -> dict[str, Any]:
+    """The release's count of undecided work (``held._undecided``) counting rejections only:
+    the first acceptance releases a document another processor has not decided. Returns
+    what to restore."""
+    from sqlalchemy import bindparam, func, select
+
+    from blobledger.protocol import held
+    from blobledger.protocol.transitions.statements import processing
+
+    saved = {f"{held.__name__}._undecided": held._undecided}
+    held._undecided = select(func.count()).select_from(processing).where(
+        processing.c.document_id == bindparam("w_doc"),
+        processing.c.version == bindparam("w_version"), processing.c.state == held.REJECTED)
+    return saved
 
 
 def restore(saved: dict[str, Any]) -> None:

@@ -67,8 +67,9 @@ from tests.sim.actors import (
     tus_writer,
 )
 from tests.sim.attachments import attacher, create_tables, read_back_attachments
-from tests.sim.checks import check_change_events, forget
+from tests.sim.checks import check_change_events, forget, snapshot
 from tests.sim.db import EPOCH, release, sim_clock, template
+from tests.sim.held import HELD_SETTINGS, check_held, held_writer, processing_worker, settle_held
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
 from tests.sim.s3writers import s3_multipart, s3_putter
@@ -77,6 +78,7 @@ from tests.sim.scenarios import (
     abandon_without_attempt,
     c4_without_attempt,
     direct_without_reread,
+    held_release_undecided,
     marks_without_token,
     r4_without_intent,
     reconcile_retag_unconditional,
@@ -155,11 +157,14 @@ class Config:
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
     s3_putters: int = 0  # the S3 endpoint's PutObject (conditional) and DeleteObject
     s3_multipart: int = 0  # its multipart uploads, completed twice at once (an abort beside)
+    held: int = 0  # writers of held creations (processors configured: tests.sim.held)
+    processing: int = 0  # processing workers
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        return Settings(**dict(SETTINGS, retag=self.retag, **self.overrides))
+        held = HELD_SETTINGS if self.held else {}
+        return Settings(**dict(SETTINGS, retag=self.retag, **held, **self.overrides))
 
 
 @dataclass
@@ -256,6 +261,10 @@ class _Run:
         self.s3_keys: dict[str, list[Doc]] = {}
         self.s3_deleting: dict[str, int] = {}
         self.s3_etags: dict[str, str] = {}
+        #: held creations acknowledged (sha256, whether a processor rejects them), and the
+        #: checksums of bytes a processor rejects (never ready: tests.sim.held)
+        self.held: dict[str, tuple[str, bool]] = {}
+        self.rejecting: set[str] = set()
 
     def note(self, line: str) -> None:
         self.result.trace.append(f"{self.loop.time():10.3f} {line}")
@@ -268,6 +277,8 @@ class _Run:
             claimed(self)
         if task is None or task is self.checker or operation is None:
             return
+        if self.config.held:  # a held creation never visible: checked at every step
+            check_held(self, snapshot(self.snapshots)[0])
         self.result.operations += 1
         # pauses at protocol steps and store calls (a pause inside a transaction holds
         # SQLite's write lock past every other actor's busy timeout: rarer)
@@ -347,6 +358,8 @@ class _Run:
         self.tags_forward()
         if self.config.event_checks:
             check_change_events(self, self.snapshots)
+        if self.config.held:
+            check_held(self, snapshot(self.snapshots)[0])
         if task.cancelled():
             return "crash", None
         exc = task.exception()
@@ -490,6 +503,8 @@ class _Run:
             if self.config.attachers:
                 await read_back_attachments(self, ledger)
             check_change_events(self, self.snapshots)
+            if self.config.held:
+                check_held(self, snapshot(self.snapshots)[0])
             self.tags_forward()
         finally:
             self.loop.exclusive = None
@@ -536,6 +551,8 @@ class _Run:
         # before the reconciler repairs it: what the actors left (a ready document's blob
         # re-created pending is otherwise retagged by reconcile --fix, not seen)
         await self.verify(ledger, settled=False)
+        if self.config.held:
+            await settle_held(self, ledger)
         await reconcile(ledger, fix=True, older_than=ledger.settings.upload_deadline)
         if self.config.deliverers:
             self.receiver_fails = 0.0
@@ -563,6 +580,8 @@ class _Run:
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
             actors += [s3_putter(self, n) for n in range(c.s3_putters)]
             actors += [s3_multipart(self, n) for n in range(c.s3_multipart)]
+            actors += [held_writer(self, n) for n in range(c.held)]
+            actors += [processing_worker(self, n, rounds) for n in range(c.processing)]
             if c.attachers:
                 await create_tables(self.ledger())
             actors += [attacher(self, n) for n in range(c.attachers)]
@@ -597,6 +616,7 @@ class _Run:
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
                    "s3-completion-lost-unanswered": s3_completion_lost_unanswered,
+                   "held-release-undecided": held_release_undecided,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "a4-by-name": a4_by_name,
