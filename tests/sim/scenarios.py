@@ -56,6 +56,10 @@ MUTANTS = {
     "held-release-undecided": "a held document released by an acceptance once no processor "
                               "rejected it, not once every processor accepted it (another "
                               "processor's work still pending)",
+    "terminate-without-recheck": "a termination whose transaction was lost with its "
+                                 "connection told success without reading the upload "
+                                 "again (Resumable.terminate: tus DELETE and S3 "
+                                 "AbortMultipartUpload, while the upload is still open)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -162,6 +166,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         crash=0.0005, fault=0.01,
         focus={"processing.after_claim": (0.0, 130.0), "processing.after_run": (0.0, 130.0),
                "processor.scan": (0.0, 5.0)}),
+    # tus uploads completed twice at once with their termination (the client's DELETE)
+    # racing them one time in two, the database's connection lost under one call in
+    # thirty (a termination's COMMIT among them); buckets made, then creates into each
+    # racing its deletion
+    "terminate-and-buckets": dict(
+        retag="inline", writers=1, tus=2, terminate=0.5, bucketeers=2, sweepers=1,
+        retaggers=1, reconcilers=0, ops=4, crash=0.0005, fault=0.01, drop=0.03,
+        focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
+               "create.after_insert": (0.0, 3.0)}),
     # delivery workers paused past their lease between send and mark
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
@@ -423,6 +436,28 @@ def held_release_undecided() -> dict[str, Any]:
         processing.c.document_id == bindparam("w_doc"),
         processing.c.version == bindparam("w_version"), processing.c.state == held.REJECTED)
     return saved
+
+
+def terminate_without_recheck() -> dict[str, Any]:
+    """``Resumable.terminate`` without its second read of the upload when the abandon's
+    answer was lost with the connection (``abandoned is None``): the real method's source
+    with that ``if`` removed. Returns what to restore."""
+    from blobledger.uploads import resumable
+
+    real = resumable.Resumable.terminate
+
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            if ast.unparse(node.test) == "abandoned is None":
+                dropped.append(node)
+                return None
+            return self.generic_visit(node)
+
+    dropped: list[ast.If] = []
+    resumable.Resumable.terminate = _rewritten(  # type: ignore[method-assign]
+        real, resumable, Drop(), "terminate")
+    assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
+    return {f"{resumable.__name__}.Resumable.terminate": real}
 
 
 def restore(saved: dict[str, Any]) -> None:

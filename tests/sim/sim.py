@@ -67,6 +67,7 @@ from tests.sim.actors import (
     tus_writer,
 )
 from tests.sim.attachments import attacher, create_tables, read_back_attachments
+from tests.sim.buckets import bucket_racer
 from tests.sim.checks import check_change_events, forget, snapshot
 from tests.sim.db import EPOCH, release, sim_clock, template
 from tests.sim.held import HELD_SETTINGS, check_held, held_writer, processing_worker, settle_held
@@ -86,6 +87,7 @@ from tests.sim.scenarios import (
     roll_forward_without_event,
     s3_checksums_own_write,
     s3_completion_lost_unanswered,
+    terminate_without_recheck,
     unconditional_sweep_store,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
@@ -136,6 +138,7 @@ class Config:
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
     tus: int = 0  # writers of tus uploads, each completed twice at once
+    terminate: float = 0.0  # per tus upload: a termination (DELETE) racing its completions
     deliverers: int = 0  # event delivery workers
     receiver_fails: float = 0.0  # per event sent: the receiver answers an error
     skew: float = 5.0  # each actor's clock off by up to this many seconds either way
@@ -159,6 +162,7 @@ class Config:
     s3_multipart: int = 0  # its multipart uploads, completed twice at once (an abort beside)
     held: int = 0  # writers of held creations (processors configured: tests.sim.held)
     processing: int = 0  # processing workers
+    bucketeers: int = 0  # a bucket made, creates into it racing its deletion
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -581,6 +585,7 @@ class _Run:
             actors += [s3_putter(self, n) for n in range(c.s3_putters)]
             actors += [s3_multipart(self, n) for n in range(c.s3_multipart)]
             actors += [held_writer(self, n) for n in range(c.held)]
+            actors += [bucket_racer(self, n) for n in range(c.bucketeers)]
             actors += [processing_worker(self, n, rounds) for n in range(c.processing)]
             if c.attachers:
                 await create_tables(self.ledger())
@@ -617,6 +622,7 @@ class _Run:
                    "s3-checksums-own-write": s3_checksums_own_write,
                    "s3-completion-lost-unanswered": s3_completion_lost_unanswered,
                    "held-release-undecided": held_release_undecided,
+                   "terminate-without-recheck": terminate_without_recheck,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "a4-by-name": a4_by_name,
