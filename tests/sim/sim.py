@@ -672,6 +672,10 @@ class _Run:
             self.snapshots.close()
             asyncio.set_event_loop(None)
             gc.enable()
+            # what a run cut short left suspended (an operation paused when a violation
+            # ended it) is finalized here, not by a collection that falls inside later code
+            # (CPython 3.11's AST conversion fails when a finalizer runs inside it)
+            gc.collect()
         self.result.steps = self.loop.steps
         self.result.preempted = self.loop.preempted
         return self.result
