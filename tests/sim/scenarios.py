@@ -60,6 +60,9 @@ MUTANTS = {
                                  "connection told success without reading the upload "
                                  "again (Resumable.terminate: tus DELETE and S3 "
                                  "AbortMultipartUpload, while the upload is still open)",
+    "variant-attach-unfenced": "V4 attaches a variant's row by its name alone, not while it "
+                               "is pending and its maker's (a maker paused past its lease, "
+                               "its claim fenced and taken over, attaches anyway)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -175,6 +178,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         retaggers=1, reconcilers=0, ops=4, crash=0.0005, fault=0.01, drop=0.03,
         focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
                "create.after_insert": (0.0, 3.0)}),
+    # variants: each image's variant made by two processes at once, a replace or a delete
+    # beside them now and then; a maker paused after its claim or its retag past the
+    # variant lease (60 s), so the other takes its claim over and its V4 must lose
+    "variants": dict(
+        writers=1, variant_makers=2, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        crash=0.0005, fault=0.01, overrides={"delete_grace": 5.0},
+        focus={"variant.after_claim": (0.0, 90.0), "variant.after_tag": (0.0, 90.0)}),
     # delivery workers paused past their lease between send and mark
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
@@ -458,6 +468,22 @@ def terminate_without_recheck() -> dict[str, Any]:
         real, resumable, Drop(), "terminate")
     assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
     return {f"{resumable.__name__}.Resumable.terminate": real}
+
+
+def variant_attach_unfenced() -> dict[str, Any]:
+    """V4's compare-and-set (``variant_steps._attach``) by the row's name and kind alone,
+    without its ``pending`` and maker's-token terms. Returns what to restore."""
+    from sqlalchemy import update
+
+    from blobledger.protocol import variant_steps as v
+    from blobledger.protocol.models import BlobKind
+    from blobledger.protocol.variant_owner import blobs
+
+    saved = {f"{v.__name__}._attach": v._attach}
+    v._attach = update(blobs).where(
+        v._mine[0], blobs.c.kind == BlobKind.ATTACHMENT.value).values(
+        dict(v._attach._values or {}))
+    return saved
 
 
 def restore(saved: dict[str, Any]) -> None:

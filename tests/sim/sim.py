@@ -89,8 +89,10 @@ from tests.sim.scenarios import (
     s3_completion_lost_unanswered,
     terminate_without_recheck,
     unconditional_sweep_store,
+    variant_attach_unfenced,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
+from tests.sim.variants import VARIANT_SETTINGS, rendering, variant_maker
 
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
                             "delete_grace": 30.0, "retag": "deferred",
@@ -163,12 +165,14 @@ class Config:
     held: int = 0  # writers of held creations (processors configured: tests.sim.held)
     processing: int = 0  # processing workers
     bucketeers: int = 0  # a bucket made, creates into it racing its deletion
+    variant_makers: int = 0  # images, each one's variant made by two processes at once
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        held = HELD_SETTINGS if self.held else {}
-        return Settings(**dict(SETTINGS, retag=self.retag, **held, **self.overrides))
+        more = dict(HELD_SETTINGS if self.held else {},
+                    **(VARIANT_SETTINGS if self.variant_makers else {}))
+        return Settings(**dict(SETTINGS, retag=self.retag, **more, **self.overrides))
 
 
 @dataclass
@@ -586,6 +590,7 @@ class _Run:
             actors += [s3_multipart(self, n) for n in range(c.s3_multipart)]
             actors += [held_writer(self, n) for n in range(c.held)]
             actors += [bucket_racer(self, n) for n in range(c.bucketeers)]
+            actors += [variant_maker(self, n) for n in range(c.variant_makers)]
             actors += [processing_worker(self, n, rounds) for n in range(c.processing)]
             if c.attachers:
                 await create_tables(self.ledger())
@@ -623,6 +628,7 @@ class _Run:
                    "s3-completion-lost-unanswered": s3_completion_lost_unanswered,
                    "held-release-undecided": held_release_undecided,
                    "terminate-without-recheck": terminate_without_recheck,
+                   "variant-attach-unfenced": variant_attach_unfenced,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "a4-by-name": a4_by_name,
@@ -646,7 +652,7 @@ class _Run:
             _FROZEN.append(True)
         gc.disable()
         try:
-            with sim_clock(self.point, self.drop):
+            with sim_clock(self.point, self.drop), rendering(self.config.variant_makers > 0):
                 self.loop.run_until_complete(self.main())
         except Violation as exc:
             self.result.violation = str(exc)
