@@ -42,7 +42,6 @@ from blobledger.protocol.models import UploadState
 from blobledger.s3api import multipart, objects
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import from_ledger
-from blobledger.s3api.lookup import etag_of
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD, Signed
 from blobledger.s3api.writes import write
 
@@ -144,7 +143,6 @@ async def _create(run: _Run, ledger: Ledger, n: int, i: int, key: str) -> None:
     doc = run.docs.setdefault(value.id, Doc(value.id, value.version, sha))
     doc.maybe_deleted = run.s3_deleting.get(key, 0) > 0  # a delete of the key in flight
     run.s3_keys[key].append(doc)
-    run.s3_etags[value.id] = etag_of(value)
 
 
 async def _replace(run: _Run, ledger: Ledger, n: int, key: str, doc: Doc) -> None:
@@ -152,7 +150,7 @@ async def _replace(run: _Run, ledger: Ledger, n: int, key: str, doc: Doc) -> Non
 
     data = f"s{n} replace {run.rng.getrandbits(32)}".encode()
     sha = hashlib.sha256(data).hexdigest()
-    etag, version = run.s3_etags[doc.id], doc.version
+    etag, version = f'"{doc.sha256[:32]}"', doc.version  # the ETag: etag_of's
     run.note(f"s{n} put {key} If-Match:{etag[1:9]} (v{version}) sha={sha[:8]}")
     doc.busy += 1
     doc.maybe.add(sha)
@@ -171,7 +169,6 @@ async def _replace(run: _Run, ledger: Ledger, n: int, key: str, doc: Doc) -> Non
                         f"answered {value.id} v{value.version}: not the version it matched")
     if value.version > doc.version:
         doc.version, doc.sha256 = value.version, sha
-    run.s3_etags[doc.id] = etag_of(value)
 
 
 async def _delete(run: _Run, ledger: Ledger, n: int, key: str) -> None:

@@ -264,11 +264,10 @@ class _Run:
         self.attaching: dict[int, set[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
-        #: the S3 endpoint's keys: the documents acknowledged under each, deletes of each
-        #: in flight, and each document's ETag as last acknowledged (tests.sim.s3writers)
+        #: the S3 endpoint's keys: the documents acknowledged under each, and the deletes
+        #: of each in flight (tests.sim.s3writers)
         self.s3_keys: dict[str, list[Doc]] = {}
         self.s3_deleting: dict[str, int] = {}
-        self.s3_etags: dict[str, str] = {}
         #: held creations acknowledged (sha256, whether a processor rejects them), and the
         #: checksums of bytes a processor rejects (never ready: tests.sim.held)
         self.held: dict[str, tuple[str, bool]] = {}
