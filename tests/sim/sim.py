@@ -47,6 +47,7 @@ from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database, connection_lost
 from blobledger.errors import BlobLedgerError, NotFound, StoreUnavailable
+from blobledger.protocol import buckets as buckets_module
 from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
@@ -635,7 +636,9 @@ class _Run:
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
         secrets.token_hex = token_hex
-        setattr(ledger_module, "utcnow", lambda: EPOCH + timedelta(seconds=self.loop.time()))  # noqa: B010
+        virtual_now = lambda: EPOCH + timedelta(seconds=self.loop.time())  # noqa: E731
+        setattr(ledger_module, "utcnow", virtual_now)  # noqa: B010
+        setattr(buckets_module, "utcnow", virtual_now)  # noqa: B010  (a bucket's stamp)
         failpoints.set_hook(self.point)
         unclaim = recording_claims(self)
         logging.disable(logging.CRITICAL)
@@ -670,6 +673,7 @@ class _Run:
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010
+            setattr(buckets_module, "utcnow", saved[2])  # noqa: B010
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
