@@ -69,7 +69,8 @@ async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: st
         return go
 
     beside: list[Awaitable[tuple[str, Any]]] = []
-    if run.rng.random() < run.config.terminate:  # the client's DELETE racing its completion
+    # the client's DELETE racing its completion (no draw without: the schedules stay)
+    if run.config.terminate and run.rng.random() < run.config.terminate:
         async def terminate() -> None:
             await there.terminate(await there.find(upload_id))
         beside.append(run.op(f"t{n}.terminate", terminate))
