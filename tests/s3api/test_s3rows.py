@@ -4,9 +4,10 @@ the rows of uploads and blobs that are gone are forgotten."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import select
 
 from blobledger import Ledger
 from blobledger.s3api.rows import (
@@ -14,6 +15,7 @@ from blobledger.s3api.rows import (
     drop_parts,
     forget_orphans,
     meta_of,
+    objects,
     parts_of,
     record_meta,
     record_part,
@@ -55,3 +57,18 @@ async def test_the_rows_of_what_is_gone_go_and_only_those(ledger: Ledger) -> Non
     await drop_parts(ledger, other)
     assert await parts_of(ledger, other) == []
     assert len(await parts_of(ledger, live)) == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite-local"])
+async def test_the_rows_are_stamped_with_the_ledgers_clock(ledger: Ledger) -> None:
+    """A process ten days ahead (its clock offset) stamps its metadata rows ten days ahead,
+    as its own reports are: the endpoint's rows follow the ledger's clock, not the host's."""
+    ledger.clock_offset = timedelta(days=10).total_seconds()
+    before = ledger.clock()
+    doc = await ledger.create("stamped.txt", b"x", on_intent=lambda intent: record_meta(
+        ledger, intent.blob_name, {"colour": "green"}))
+    after = ledger.clock()
+    async with ledger.db.transaction(readonly=True) as conn:
+        stamp = (await conn.execute(select(objects.c.created_at).where(
+            objects.c.blob_name == doc.blob))).scalar_one()
+    assert before <= stamp <= after

@@ -20,6 +20,7 @@ from blobledger.errors import BlobNotFound, IntegrityError, IntentLost, StoreUna
 from blobledger.protocol import events
 from blobledger.protocol.events import Event
 from blobledger.protocol.ledger import Ledger
+from blobledger.protocol.models import UploadState
 from blobledger.uploads.direct import DirectUploads
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.delivery import Delivery
@@ -67,12 +68,37 @@ async def _upload(run: _Run, n: int, here: Resumable, there: Resumable, name: st
             return await side.complete(await side.find(upload_id))
         return go
 
+    beside: list[Awaitable[tuple[str, Any]]] = []
+    # the client's DELETE racing its completion (no draw without: the schedules stay)
+    if run.config.terminate and run.rng.random() < run.config.terminate:
+        async def terminate() -> None:
+            await there.terminate(await there.find(upload_id))
+        beside.append(run.op(f"t{n}.terminate", terminate))
     answers = await _completed_twice(run, f"t{n}", upload_id, sha, complete(here),
-                                     complete(there))
+                                     complete(there), beside)
+    if beside:
+        await _terminated(run, here.ledger, upload_id, answers)
+        answers = answers[:2]
     if (run.config.store == "local" and not run.config.sweepers and not run.config.reconcilers
             and all(o != "ok" for o, _ in answers)
             and any(isinstance(v, StoreUnavailable) for o, v in answers if o == "error")):
         await _completed_again(run, n, upload_id, sha, complete(here))
+
+
+async def _terminated(run: _Run, ledger: Ledger, upload_id: str,
+                      answers: list[tuple[str, Any]]) -> None:
+    """A termination answered success leaves the upload not open (a termination lost with
+    its connection is never told success while the upload still runs). Beside a completion
+    that made the document it may be answered success too: tus answers a DELETE of a
+    finished upload 204, and deletes nothing (the read-back checks the document stays)."""
+    from tests.sim.sim import Violation
+
+    if answers[2][0] != "ok":
+        return
+    again = await ledger.transitions.find_upload(upload_id)
+    if again is not None and again.state == UploadState.OPEN and not again.expired:
+        raise Violation(f"upload {upload_id}: its termination answered success, the upload "
+                        "is still open")
 
 
 async def _completed_again(run: _Run, n: int, upload_id: str, sha: str,
@@ -97,20 +123,23 @@ async def _completed_again(run: _Run, n: int, upload_id: str, sha: str,
 
 async def _completed_twice(run: _Run, label: str, upload_id: str, sha: str,
                            here: Callable[[], Awaitable[Any]],
-                           there: Callable[[], Awaitable[Any]]) -> list[tuple[str, Any]]:
-    """An upload's completion sent to two processes at once: the answers that are
-    documents name one document with the bytes sent, and neither tells the honest client
-    its bytes are not what it declared."""
+                           there: Callable[[], Awaitable[Any]],
+                           beside: list[Awaitable[tuple[str, Any]]] | None = None,
+                           ) -> list[tuple[str, Any]]:
+    """An upload's completion sent to two processes at once (and ``beside`` them, other
+    operations of the upload: their answers follow): the answers that are documents name
+    one document with the bytes sent, and neither tells the honest client its bytes are not
+    what it declared."""
     from tests.sim.sim import Doc, Violation, _short
 
     answers = await asyncio.gather(run.op(f"{label}.complete", here),
-                                   run.op(f"{label}.complete'", there))
+                                   run.op(f"{label}.complete'", there), *(beside or []))
     run.note(f"{label} {upload_id} completions: "
              + ", ".join(f"{o} {_short(v)}" for o, v in answers))
-    docs = {v.id for o, v in answers if o == "ok"}
+    docs = {v.id for o, v in answers[:2] if o == "ok"}
     if len(docs) > 1:
         raise Violation(f"two completions of upload {upload_id} made {sorted(docs)}")
-    for o, v in answers:
+    for o, v in answers[:2]:
         if o == "error" and isinstance(v, IntegrityError):
             raise Violation(f"a completion of upload {upload_id}, whose bytes are the ones "
                             f"declared, was answered {v!r}")

@@ -35,8 +35,8 @@ from blobledger.protocol.models import DocumentRow, DocumentStatus, EventType
 if TYPE_CHECKING:
     from tests.sim.sim import _Run
 
-READY, REPLACED, DELETED = (EventType.READY.value, EventType.REPLACED.value,
-                            EventType.DELETED.value)
+READY, REPLACED, DELETED, REJECTED = (EventType.READY.value, EventType.REPLACED.value,
+                                      EventType.DELETED.value, EventType.REJECTED.value)
 _d, _e = DocumentRow.__table__.c, events.events.c
 _DOCUMENTS = select(_d.id, _d.status, _d.version, _d.sha256, _d.blob_name)
 _EVENTS = select(_e.id, _e.type, _e.document_id, _e.version, _e.sha256, _e.blob_name).where(
@@ -107,7 +107,13 @@ def check_change_events(run: _Run, conn: sqlite3.Connection) -> None:
 
 
 def _shape(evs: list[Any], row: Any) -> str | None:
-    """What is wrong with one document's events (in ``id`` order) beside its row, if any."""
+    """What is wrong with one document's events (in ``id`` order) beside its row, if any.
+    A held creation a processor rejected was never ready: its one event is
+    ``document.rejected`` v1, its row gone."""
+    if evs[0].type == REJECTED:
+        if len(evs) > 1 or evs[0].version != 1:
+            return "a rejected document with other events"
+        return None if row is None else "rejected while its row is still there"
     for k, ev in enumerate(evs):
         last = k == len(evs) - 1
         if ev.type == DELETED:

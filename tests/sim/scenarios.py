@@ -49,6 +49,20 @@ MUTANTS = {
                                      "set_tags-without-if_tags)",
     "a4-by-name": "A4 (an application's flush attaching a staged blob) by the blob's name "
                   "alone, neither pending nor the stager's (a sweeper fenced it meanwhile)",
+    "s3-completion-lost-unanswered": "S3: CompleteMultipartUpload without its answer to a "
+                                     "lost intent (a twin completion's C4 first: the "
+                                     "endpoint then answered RequestTimeout, 'nothing was "
+                                     "stored', not the document the twin made)",
+    "held-release-undecided": "a held document released by an acceptance once no processor "
+                              "rejected it, not once every processor accepted it (another "
+                              "processor's work still pending)",
+    "terminate-without-recheck": "a termination whose transaction was lost with its "
+                                 "connection told success without reading the upload "
+                                 "again (Resumable.terminate: tus DELETE and S3 "
+                                 "AbortMultipartUpload, while the upload is still open)",
+    "variant-attach-unfenced": "V4 attaches a variant's row by its name alone, not while it "
+                               "is pending and its maker's (a maker paused past its lease, "
+                               "its claim fenced and taken over, attaches anyway)",
     "events-mark-without-token": "the delivery marks without the claim token (_mine's "
                                  "events.attempt term: where:events:_dead:events.attempt, "
                                  "_delivered's, _failed's)",
@@ -138,6 +152,39 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         store="azure", retag="inline", writers=1, tus=2, sweepers=1, retaggers=1,
         reconcilers=0, ops=3, crash=0.0005, fault=0.0,
         focus={"staged.before_commit": (5.0, 61.0), "store.stat": (0.0, 5.0)}),
+    # the S3 endpoint's writers: conditional PutObject and DeleteObject on two keys, and
+    # multipart uploads completed twice at once (an abort racing them one time in four),
+    # beside a writer and the workers; one completion paused before its commit or its check
+    "s3-endpoint": dict(
+        retag="inline", writers=1, s3_putters=2, s3_multipart=2, sweepers=1, retaggers=1,
+        reconcilers=0, ops=4, crash=0.0005, fault=0.01,
+        focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
+               "multipart.after_verify": (0.0, 5.0)}),
+    # held creations (two processors, one in two rejecting some bytes) and two processing
+    # workers paused after their claim or their run, up to past the processing lease
+    # (120 s): another worker claims the work again and decides, the paused one's verdict
+    # then loses; a held creation is never visible before every processor accepted it
+    "held-processing": dict(
+        writers=1, held=2, processing=2, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        crash=0.0005, fault=0.01,
+        focus={"processing.after_claim": (0.0, 130.0), "processing.after_run": (0.0, 130.0),
+               "processor.scan": (0.0, 5.0)}),
+    # tus uploads completed twice at once with their termination (the client's DELETE)
+    # racing them one time in two, the database's connection lost under one call in
+    # thirty (a termination's COMMIT among them); buckets made, then creates into each
+    # racing its deletion
+    "terminate-and-buckets": dict(
+        retag="inline", writers=1, tus=2, terminate=0.5, bucketeers=2, sweepers=1,
+        retaggers=1, reconcilers=0, ops=4, crash=0.0005, fault=0.01, drop=0.03,
+        focus={"staged.before_commit": (0.0, 5.0), "store.stat": (0.0, 5.0),
+               "create.after_insert": (0.0, 3.0)}),
+    # variants: each image's variant made by two processes at once, a replace or a delete
+    # beside them now and then; a maker paused after its claim or its retag past the
+    # variant lease (60 s), so the other takes its claim over and its V4 must lose
+    "variants": dict(
+        writers=1, variant_makers=2, sweepers=1, retaggers=1, reconcilers=0, ops=4,
+        crash=0.0005, fault=0.01, overrides={"delete_grace": 5.0},
+        focus={"variant.after_claim": (0.0, 90.0), "variant.after_tag": (0.0, 90.0)}),
     # delivery workers paused past their lease between send and mark
     "delivery-lease": dict(
         writers=2, sweepers=0, retaggers=1, reconcilers=0, deliverers=2, ops=4,
@@ -360,6 +407,83 @@ def a4_by_name() -> dict[str, Any]:
         t._mine[0], *real.whereclause.clauses[3:]).values(dict(real._values or {})).returning(
         *real._returning)
     return {f"{room.__name__}._attach": real}
+
+
+def s3_completion_lost_unanswered() -> dict[str, Any]:
+    """The S3 completion's lost intent unanswered (the endpoint before it answered
+    NoSuchUpload, or what a twin completion made): ``complete_multipart_upload``'s source
+    with its ``except (IntentLost, BlobNotFound)`` dropped (the ``try`` body kept), so the
+    twin's ``IntentLost`` reaches the client as the app maps it. Returns what to restore."""
+    from blobledger.s3api import multipart
+
+    real = multipart.complete_multipart_upload
+
+    class Drop(ast.NodeTransformer):
+        def visit_Try(self, node: ast.Try) -> Any:
+            if any("IntentLost" in ast.unparse(h.type) for h in node.handlers if h.type):
+                dropped.append(node)
+                return node.body
+            return self.generic_visit(node)
+
+    dropped: list[ast.Try] = []
+    multipart.complete_multipart_upload = _rewritten(
+        real, multipart, Drop(), "complete_multipart_upload")
+    assert len(dropped) == 1, "the handler this mutant drops is not where it was"
+    return {f"{multipart.__name__}.complete_multipart_upload": real}
+
+
+def held_release_undecided() -> dict[str, Any]:
+    """The release's count of undecided work (``held._undecided``) counting rejections only:
+    the first acceptance releases a document another processor has not decided. Returns
+    what to restore."""
+    from sqlalchemy import bindparam, func, select
+
+    from blobledger.protocol import held
+    from blobledger.protocol.transitions.statements import processing
+
+    saved = {f"{held.__name__}._undecided": held._undecided}
+    held._undecided = select(func.count()).select_from(processing).where(
+        processing.c.document_id == bindparam("w_doc"),
+        processing.c.version == bindparam("w_version"), processing.c.state == held.REJECTED)
+    return saved
+
+
+def terminate_without_recheck() -> dict[str, Any]:
+    """``Resumable.terminate`` without its second read of the upload when the abandon's
+    answer was lost with the connection (``abandoned is None``): the real method's source
+    with that ``if`` removed. Returns what to restore."""
+    from blobledger.uploads import resumable
+
+    real = resumable.Resumable.terminate
+
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            if ast.unparse(node.test) == "abandoned is None":
+                dropped.append(node)
+                return None
+            return self.generic_visit(node)
+
+    dropped: list[ast.If] = []
+    resumable.Resumable.terminate = _rewritten(  # type: ignore[method-assign]
+        real, resumable, Drop(), "terminate")
+    assert len(dropped) == 1, "the re-read this mutant removes is not where it was"
+    return {f"{resumable.__name__}.Resumable.terminate": real}
+
+
+def variant_attach_unfenced() -> dict[str, Any]:
+    """V4's compare-and-set (``variant_steps._attach``) by the row's name and kind alone,
+    without its ``pending`` and maker's-token terms. Returns what to restore."""
+    from sqlalchemy import update
+
+    from blobledger.protocol import variant_steps as v
+    from blobledger.protocol.models import BlobKind
+    from blobledger.protocol.variant_owner import blobs
+
+    saved = {f"{v.__name__}._attach": v._attach}
+    v._attach = update(blobs).where(
+        v._mine[0], blobs.c.kind == BlobKind.ATTACHMENT.value).values(
+        dict(v._attach._values or {}))
+    return saved
 
 
 def restore(saved: dict[str, Any]) -> None:

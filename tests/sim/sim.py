@@ -47,6 +47,7 @@ from blobledger import failpoints
 from blobledger.config import Settings
 from blobledger.db import Database, connection_lost
 from blobledger.errors import BlobLedgerError, NotFound, StoreUnavailable
+from blobledger.protocol import buckets as buckets_module
 from blobledger.protocol import ledger as ledger_module
 from blobledger.protocol import models
 from blobledger.protocol.ledger import Ledger
@@ -67,24 +68,32 @@ from tests.sim.actors import (
     tus_writer,
 )
 from tests.sim.attachments import attacher, create_tables, read_back_attachments
-from tests.sim.checks import check_change_events, forget
+from tests.sim.buckets import bucket_racer
+from tests.sim.checks import check_change_events, forget, snapshot
 from tests.sim.db import EPOCH, release, sim_clock, template
+from tests.sim.held import HELD_SETTINGS, check_held, held_writer, processing_worker, settle_held
 from tests.sim.loop import SimLoop, await_point
 from tests.sim.s3 import S3Service, s3_memory_store
+from tests.sim.s3writers import s3_multipart, s3_putter
 from tests.sim.scenarios import (
     a4_by_name,
     abandon_without_attempt,
     c4_without_attempt,
     direct_without_reread,
+    held_release_undecided,
     marks_without_token,
     r4_without_intent,
     reconcile_retag_unconditional,
     restore,
     roll_forward_without_event,
     s3_checksums_own_write,
+    s3_completion_lost_unanswered,
+    terminate_without_recheck,
     unconditional_sweep_store,
+    variant_attach_unfenced,
 )
 from tests.sim.store import AzureMemoryStore, MemoryStore
+from tests.sim.variants import VARIANT_SETTINGS, rendering, variant_maker
 
 SETTINGS: dict[str, Any] = {"upload_deadline": 60.0, "sweep_after": 180.0,
                             "delete_grace": 30.0, "retag": "deferred",
@@ -132,6 +141,7 @@ class Config:
     store: str = "local"  # the simulated store's semantics: "local", "azure" or "s3"
     retag: str = "deferred"  # "inline" or "deferred" (BLOBLEDGER_RETAG)
     tus: int = 0  # writers of tus uploads, each completed twice at once
+    terminate: float = 0.0  # per tus upload: a termination (DELETE) racing its completions
     deliverers: int = 0  # event delivery workers
     receiver_fails: float = 0.0  # per event sent: the receiver answers an error
     skew: float = 5.0  # each actor's clock off by up to this many seconds either way
@@ -151,11 +161,19 @@ class Config:
     #: virtual seconds an attacher waits between its staging and its transaction (one chosen)
     attach_after: tuple[float, ...] = (0.0,)
     retry_after: float = 125.0  # how long a racer's client waits before it sends again
+    s3_putters: int = 0  # the S3 endpoint's PutObject (conditional) and DeleteObject
+    s3_multipart: int = 0  # its multipart uploads, completed twice at once (an abort beside)
+    held: int = 0  # writers of held creations (processors configured: tests.sim.held)
+    processing: int = 0  # processing workers
+    bucketeers: int = 0  # a bucket made, creates into it racing its deletion
+    variant_makers: int = 0  # images, each one's variant made by two processes at once
     #: settings of the ledger other than ``SETTINGS`` (e.g. ``event_max_attempts``)
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        return Settings(**dict(SETTINGS, retag=self.retag, **self.overrides))
+        more = dict(HELD_SETTINGS if self.held else {},
+                    **(VARIANT_SETTINGS if self.variant_makers else {}))
+        return Settings(**dict(SETTINGS, retag=self.retag, **more, **self.overrides))
 
 
 @dataclass
@@ -247,6 +265,14 @@ class _Run:
         self.attaching: dict[int, set[tuple[str, str]]] = {}
         #: what the events' receiver was sent: (subject, event seq, event id)
         self.received: list[tuple[str, int, str]] = []
+        #: the S3 endpoint's keys: the documents acknowledged under each, and the deletes
+        #: of each in flight (tests.sim.s3writers)
+        self.s3_keys: dict[str, list[Doc]] = {}
+        self.s3_deleting: dict[str, int] = {}
+        #: held creations acknowledged (sha256, whether a processor rejects them), and the
+        #: checksums of bytes a processor rejects (never ready: tests.sim.held)
+        self.held: dict[str, tuple[str, bool]] = {}
+        self.rejecting: set[str] = set()
 
     def note(self, line: str) -> None:
         self.result.trace.append(f"{self.loop.time():10.3f} {line}")
@@ -259,6 +285,8 @@ class _Run:
             claimed(self)
         if task is None or task is self.checker or operation is None:
             return
+        if self.config.held:  # a held creation never visible: checked at every step
+            check_held(self, snapshot(self.snapshots)[0])
         self.result.operations += 1
         # pauses at protocol steps and store calls (a pause inside a transaction holds
         # SQLite's write lock past every other actor's busy timeout: rarer)
@@ -338,6 +366,8 @@ class _Run:
         self.tags_forward()
         if self.config.event_checks:
             check_change_events(self, self.snapshots)
+        if self.config.held:
+            check_held(self, snapshot(self.snapshots)[0])
         if task.cancelled():
             return "crash", None
         exc = task.exception()
@@ -481,6 +511,8 @@ class _Run:
             if self.config.attachers:
                 await read_back_attachments(self, ledger)
             check_change_events(self, self.snapshots)
+            if self.config.held:
+                check_held(self, snapshot(self.snapshots)[0])
             self.tags_forward()
         finally:
             self.loop.exclusive = None
@@ -527,6 +559,8 @@ class _Run:
         # before the reconciler repairs it: what the actors left (a ready document's blob
         # re-created pending is otherwise retagged by reconcile --fix, not seen)
         await self.verify(ledger, settled=False)
+        if self.config.held:
+            await settle_held(self, ledger)
         await reconcile(ledger, fix=True, older_than=ledger.settings.upload_deadline)
         if self.config.deliverers:
             self.receiver_fails = 0.0
@@ -552,6 +586,12 @@ class _Run:
             actors += [racing_writer(self, n) for n in range(c.racers)]
             actors += [direct_writer(self, n) for n in range(c.direct)]
             actors += [deliverer(self, n, rounds) for n in range(c.deliverers)]
+            actors += [s3_putter(self, n) for n in range(c.s3_putters)]
+            actors += [s3_multipart(self, n) for n in range(c.s3_multipart)]
+            actors += [held_writer(self, n) for n in range(c.held)]
+            actors += [bucket_racer(self, n) for n in range(c.bucketeers)]
+            actors += [variant_maker(self, n) for n in range(c.variant_makers)]
+            actors += [processing_worker(self, n, rounds) for n in range(c.processing)]
             if c.attachers:
                 await create_tables(self.ledger())
             actors += [attacher(self, n) for n in range(c.attachers)]
@@ -585,6 +625,10 @@ class _Run:
                    "abandon-without-attempt": abandon_without_attempt,
                    "failed-mark-without-token": lambda: marks_without_token(("_failed",)),
                    "s3-checksums-own-write": s3_checksums_own_write,
+                   "s3-completion-lost-unanswered": s3_completion_lost_unanswered,
+                   "held-release-undecided": held_release_undecided,
+                   "terminate-without-recheck": terminate_without_recheck,
+                   "variant-attach-unfenced": variant_attach_unfenced,
                    "roll-forward-without-event": roll_forward_without_event,
                    "reconcile-retag-unconditional": reconcile_retag_unconditional,
                    "a4-by-name": a4_by_name,
@@ -592,7 +636,9 @@ class _Run:
                        self.config.mutant or "", dict)()
         uuid.uuid4 = uuid4
         secrets.token_hex = token_hex
-        setattr(ledger_module, "utcnow", lambda: EPOCH + timedelta(seconds=self.loop.time()))  # noqa: B010
+        virtual_now = lambda: EPOCH + timedelta(seconds=self.loop.time())  # noqa: E731
+        setattr(ledger_module, "utcnow", virtual_now)  # noqa: B010
+        setattr(buckets_module, "utcnow", virtual_now)  # noqa: B010  (a bucket's stamp)
         failpoints.set_hook(self.point)
         unclaim = recording_claims(self)
         logging.disable(logging.CRITICAL)
@@ -608,7 +654,7 @@ class _Run:
             _FROZEN.append(True)
         gc.disable()
         try:
-            with sim_clock(self.point, self.drop):
+            with sim_clock(self.point, self.drop), rendering(self.config.variant_makers > 0):
                 self.loop.run_until_complete(self.main())
         except Violation as exc:
             self.result.violation = str(exc)
@@ -627,6 +673,7 @@ class _Run:
             logging.disable(logging.NOTSET)
             uuid.uuid4, secrets.token_hex = saved[0], saved[1]
             setattr(ledger_module, "utcnow", saved[2])  # noqa: B010
+            setattr(buckets_module, "utcnow", saved[2])  # noqa: B010
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
@@ -634,6 +681,10 @@ class _Run:
             self.snapshots.close()
             asyncio.set_event_loop(None)
             gc.enable()
+            # what a run cut short left suspended (an operation paused when a violation
+            # ended it) is finalized here, not by a collection that falls inside later code
+            # (CPython 3.11's AST conversion fails when a finalizer runs inside it)
+            gc.collect()
         self.result.steps = self.loop.steps
         self.result.preempted = self.loop.preempted
         return self.result

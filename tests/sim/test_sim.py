@@ -29,7 +29,11 @@ FOUND = [("local-retag-delete", "local-no-flock", 28),
          ("rolled-forward", "roll-forward-without-event", 1),
          ("local-tus-refusals", "local-publish-discards-parts", 0),
          ("reconcile-paused-retag", "reconcile-retag-unconditional", 5),
-         ("sqlalchemy-attachments", "a4-by-name", 14)]
+         ("sqlalchemy-attachments", "a4-by-name", 14),
+         ("s3-endpoint", "s3-completion-lost-unanswered", 1),
+         ("held-processing", "held-release-undecided", 0),
+         ("terminate-and-buckets", "terminate-without-recheck", 7),
+         ("variants", "variant-attach-unfenced", 21)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
 

@@ -178,7 +178,7 @@ async def upload_part_copy(call: Call) -> Response:
     md5 = hashlib.md5(body, usedforsecurity=False).hexdigest()
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await failpoints.hit("multipart.after_stage")
-    await record_part(ledger, upload.id, Part(number, part, len(body), md5, multipart.now()))
+    await record_part(ledger, upload.id, Part(number, part, len(body), md5, ledger.clock()))
     return xml_response(
         f'<CopyPartResult xmlns="{NAMESPACE}"><LastModified>{iso(source.updated_at)}'
         f'</LastModified><ETag>"{md5}"</ETag></CopyPartResult>', call)

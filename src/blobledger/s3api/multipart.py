@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from defusedxml import ElementTree
@@ -87,10 +86,6 @@ MAX_XML_BODY = 1024 * 1024
 KEY = "s3_key"
 TYPE = "content_type"
 INITIATOR = "s3_initiator"
-
-
-def now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _no_such_upload() -> S3Error:
@@ -196,7 +191,7 @@ async def upload_part(call: Call) -> Response:
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await failpoints.hit("multipart.after_stage")
     await record_part(ledger, upload.id, Part(number, part, len(body), md5.hexdigest(),
-                                              now()))
+                                              ledger.clock()))
     return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"'))
 
 

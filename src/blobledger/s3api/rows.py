@@ -7,14 +7,15 @@ uploaded again under its number; the completion publishes exactly the parts it r
 metadata row is written once the intent's row exists (C1/R1) and before the document is
 visible, so a reader never sees a document without the metadata it was written with. Rows
 whose upload or blob is gone (completed, aborted, swept, deleted after the grace) are
-removed by :func:`forget_orphans`.
+removed by :func:`forget_orphans`. Rows are stamped with the ledger's clock
+(:meth:`Ledger.clock`), as the ledger's own reports are.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import (
     BigInteger,
@@ -67,10 +68,6 @@ class Part:
     created_at: datetime
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 async def record_part(ledger: Ledger, upload_id: str, part: Part) -> None:
     """The part's row, replacing the row of an earlier upload of its number (the last one
     recorded wins, as in S3)."""
@@ -109,7 +106,7 @@ async def record_meta(ledger: Ledger, blob_name: str, meta: dict[str, str],
         return
     async with ledger.db.transaction() as conn:
         await conn.execute(insert(objects).values(blob_name=blob_name, meta=json.dumps(meta),
-                                                  acl=acl, created_at=_now()))
+                                                  acl=acl, created_at=ledger.clock()))
 
 
 async def acl_of(ledger: Ledger, blob_name: str) -> str | None:
@@ -133,7 +130,7 @@ async def set_acl(ledger: Ledger, blob_name: str, acl: str) -> None:
         try:
             async with ledger.db.transaction() as conn:
                 await conn.execute(insert(objects).values(
-                    blob_name=blob_name, meta="{}", acl=acl, created_at=_now()))
+                    blob_name=blob_name, meta="{}", acl=acl, created_at=ledger.clock()))
             return
         except DBIntegrityError:  # written at the same moment: change it again
             continue
