@@ -22,7 +22,16 @@ from starlette.types import Receive, Scope, Send
 from blobledger._base.scopes import buckets_of
 from blobledger.config import Settings
 from blobledger.protocol.buckets import scoped
-from blobledger.s3api import buckets, copy, deletes, listing, multipart, objects, uploadlists
+from blobledger.s3api import (
+    attributes,
+    buckets,
+    copy,
+    deletes,
+    listing,
+    multipart,
+    objects,
+    uploadlists,
+)
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, error_response, from_ledger
 from blobledger.s3api.overrides import RESPONSE_QUERY
@@ -34,7 +43,8 @@ log = logging.getLogger("blobledger.s3api")
 #: query parameters an object operation of this endpoint may carry (the presigned URL's
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
-OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId"})
+OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId",
+                          "attributes"})
 #: ListObjects' (v1) query parameters
 LIST_V1_QUERY = frozenset({"prefix", "delimiter", "marker", "max-keys", "encoding-type"})
 #: ListObjectVersions' query parameters
@@ -166,6 +176,8 @@ class S3App:
             return MULTIPART[(method, named)]
         if method == "PUT" and copy.is_copy(call):
             return copy.copy_object
+        if method == "GET" and "attributes" in params:
+            return attributes.get_object_attributes
         if method in ("GET", "HEAD"):
             return objects.get_object
         if method == "PUT":

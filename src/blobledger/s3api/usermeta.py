@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from blobledger.protocol.transitions.records import Intent
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.rows import meta_of, record_meta
+from blobledger.s3api.rows import Shape, meta_of, record_meta
 
 PREFIX = "x-amz-meta-"
 #: the headers of a write S3 keeps with the object and answers on GET and HEAD
@@ -56,15 +56,17 @@ def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return meta
 
 
-def recorder(call: Call, meta: dict[str, str]) -> Callable[[Intent], Awaitable[None]] | None:
-    """The ledger's ``on_intent``: the metadata recorded under the intent's blob, after its
-    row exists and before its bytes are sent (None: nothing to record)."""
-    if not meta:
+def recorder(call: Call, meta: dict[str, str], shape: Shape | None = None
+             ) -> Callable[[Intent], Awaitable[None]] | None:
+    """The ledger's ``on_intent``: the metadata (and a multipart object's shape) recorded
+    under the intent's blob, after its row exists and before its bytes are sent (None:
+    nothing to record)."""
+    if not meta and shape is None:
         return None
     ledger = call.ledger
 
     async def record(intent: Intent) -> None:
-        await record_meta(ledger, intent.blob_name, meta)
+        await record_meta(ledger, intent.blob_name, meta, shape)
 
     return record
 
