@@ -140,11 +140,12 @@ def test_a_multipart_upload_with_a_composite_checksum(s3: Any, prefix: str) -> N
 
     parts = [{"PartNumber": 1, "ETag": one["ETag"], "ChecksumSHA256": sums[0]},
              {"PartNumber": 2, "ETag": two["ETag"], "ChecksumSHA256": sums[1]}]
-    for refused in [dict(ChecksumSHA256="bad", MultipartUpload={"Parts": parts}),
-                    dict(MultipartUpload={"Parts": [parts[0], {"PartNumber": 2,
-                                                               "ETag": two["ETag"]}]}),
-                    dict(MultipartUpload={"Parts": [parts[0], {**parts[1],
-                                                               "ChecksumSHA256": sums[0]}]})]:
+    # the object's checksum wrong, a part's missing, a part's another's
+    refusals: list[dict[str, Any]] = [
+        dict(ChecksumSHA256="bad", MultipartUpload={"Parts": parts}),
+        dict(MultipartUpload={"Parts": [parts[0], {"PartNumber": 2, "ETag": two["ETag"]}]}),
+        dict(MultipartUpload={"Parts": [parts[0], {**parts[1], "ChecksumSHA256": sums[0]}]})]
+    for refused in refusals:
         with pytest.raises(ClientError) as bad:
             s3.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload, **refused)
         assert error(bad) == (400, "BadDigest")
