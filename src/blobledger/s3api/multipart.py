@@ -244,7 +244,11 @@ def _listed(body: bytes) -> tuple[list[tuple[int, str]], dict[int, str | None]]:
 
 
 def _chosen(listed: list[tuple[int, str]], recorded: list[Part]) -> list[Part]:
-    """The recorded parts the completion names, checked as S3 checks them."""
+    """The recorded parts the completion names, checked as S3 checks them. A number named
+    again right after itself is the part uploaded again since: its last entry names it
+    (as ceph's gateway takes it; the earlier ETag is of a part replaced)."""
+    listed = [entry for index, entry in enumerate(listed)
+              if index + 1 == len(listed) or listed[index + 1][0] != entry[0]]
     by_number = {part.number: part for part in recorded}
     chosen = []
     for index, (number, tag) in enumerate(listed):
