@@ -73,13 +73,14 @@ def object_checksum_headers(shape: Shape | None) -> dict[str, str]:
 def answered_checksum(call: Call, shape: Shape | None,
                       part: tuple[int, int] | None) -> dict[str, str]:
     """The object's checksum (or, with ``partNumber``, the part's) when the request asks
-    for it (``x-amz-checksum-mode: ENABLED``) and the object has one."""
+    for it (``x-amz-checksum-mode: ENABLED``) and the object has one; a ranged read has
+    none, as in S3 (the object's checksum is not its range's)."""
     if call.request.headers.get("x-amz-checksum-mode", "").upper() != "ENABLED":
         return {}
     if shape is None or shape.algorithm is None:
         return {}
     if part is None:
-        return object_checksum_headers(shape)
+        return {} if "range" in call.request.headers else object_checksum_headers(shape)
     number = int(call.params["partNumber"])
     checksum = shape.parts[number - 1][1]
     if checksum is None:
