@@ -75,6 +75,8 @@ MULTIPART_CUTS = [
     *step_cuts(COMPLETE, "C4 (the upload done)", [
         ("UPDATE blobs", UPDATE_BLOBS), ("UPDATE documents", r"^UPDATE documents\b"),
         ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="multipart.after_tag"),
+    *step_cuts(REPLACE, "the object's shape after R1", [
+        ("INSERT INTO s3_objects", r"^INSERT INTO s3_objects\b")], arm_at="replace.after_insert"),
     *step_cuts(REPLACE, "R4", [
         ("UPDATE blobs", UPDATE_BLOBS), ("UPDATE documents", r"^UPDATE documents\b")],
         arm_at="replace.after_tag"),
