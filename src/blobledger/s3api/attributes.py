@@ -13,6 +13,7 @@ from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_date
 from blobledger.s3api.rows import Shape, shape_of
+from blobledger.s3api.shapes import checksum_elements
 from blobledger.s3api.xmlbody import NAMESPACE, xml_response
 
 KNOWN = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
@@ -59,11 +60,8 @@ async def get_object_attributes(call: Call) -> Response:
     body = []
     if "ETag" in asked:
         body.append(f"<ETag>{escape(etag_of(doc, shape).strip(chr(34)))}</ETag>")
-    if "Checksum" in asked and shape is not None and shape.checksum is not None:
-        member = f"Checksum{shape.algorithm}"
-        body.append(f"<Checksum><{member}>{escape(shape.checksum)}</{member}>"
-                    f"<ChecksumType>{escape(shape.type or 'COMPOSITE')}</ChecksumType>"
-                    "</Checksum>")
+    if "Checksum" in asked and checksum_elements(shape):
+        body.append(f"<Checksum>{checksum_elements(shape)}</Checksum>")
     if "ObjectParts" in asked and shape is not None:
         body.append(_parts(call, shape))
     if "StorageClass" in asked:

@@ -75,6 +75,7 @@ from blobledger.s3api.shapes import (
     ALGORITHM,
     algorithm_headers,
     checked_object_checksum,
+    checksum_elements,
     shape_for,
     upload_algorithm,
 )
@@ -324,16 +325,11 @@ async def _finished(call: Call, upload: UploadRecord, doc: Document,
 
 
 def _completed(call: Call, doc: Document, shape: Shape | None) -> Response:
-    checksum = ""
-    if shape is not None and shape.algorithm is not None and shape.checksum is not None:
-        member = f"Checksum{shape.algorithm}"
-        checksum = (f"<{member}>{escape(shape.checksum)}</{member}>"
-                    f"<ChecksumType>{escape(shape.type or 'COMPOSITE')}</ChecksumType>")
     return xml_response(
         f'<CompleteMultipartUploadResult xmlns="{NAMESPACE}">'
         f"<Location>{escape(str(call.request.url.remove_query_params(['uploadId'])))}"
         f"</Location><Bucket>{escape(call.bucket)}</Bucket><Key>{escape(call.key)}</Key>"
-        f"<ETag>{escape(etag_of(doc, shape))}</ETag>{checksum}"
+        f"<ETag>{escape(etag_of(doc, shape))}</ETag>{checksum_elements(shape)}"
         "</CompleteMultipartUploadResult>", call)
 
 

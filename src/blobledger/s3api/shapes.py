@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from xml.sax.saxutils import escape
 
 from blobledger.s3api.call import Call
 from blobledger.s3api.composite import Algorithm
@@ -61,6 +62,15 @@ def checked_object_checksum(call: Call, shape: Shape) -> None:
     if sent is not None and sent.strip() != shape.checksum:
         raise S3Error("BadDigest", f"the {shape.algorithm} you specified did not match the "
                       "object's checksum")
+
+
+def checksum_elements(shape: Shape | None) -> str:
+    """The object's checksum as S3's XML answers carry it (empty: it has none)."""
+    if shape is None or shape.algorithm is None or shape.checksum is None:
+        return ""
+    member = f"Checksum{shape.algorithm}"
+    return (f"<{member}>{escape(shape.checksum)}</{member}>"
+            f"<ChecksumType>{escape(shape.type or 'COMPOSITE')}</ChecksumType>")
 
 
 def object_checksum_headers(shape: Shape | None) -> dict[str, str]:
