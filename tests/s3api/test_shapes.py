@@ -208,3 +208,24 @@ def test_a_full_object_crc32_and_the_algorithms_not_here(s3: Any, prefix: str) -
         s3.create_multipart_upload(Bucket=BUCKET, Key=key, ChecksumAlgorithm="SHA256",
                                    ChecksumType="FULL_OBJECT")
     assert error(wrong_type) == (400, "InvalidRequest")
+
+
+@on("sqlite-local")  # UploadPartCopy's own steps run on each store in test_multipart.py
+def test_a_copied_part_has_its_checksum(s3: Any, prefix: str) -> None:
+    source, key = prefix + "source.bin", prefix + "copied.bin"
+    data = os.urandom(5 * MIB + 10)
+    s3.put_object(Bucket=BUCKET, Key=source, Body=data)
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key,
+                                        ChecksumAlgorithm="SHA256")["UploadId"]
+    copied = s3.upload_part_copy(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1,
+                                 CopySource={"Bucket": BUCKET, "Key": source})
+    result = copied["CopyPartResult"]
+    assert result["ChecksumSHA256"] == b64(hashlib.sha256(data).digest())
+    two = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2, Body=b"end",
+                         ChecksumAlgorithm="SHA256")
+    done = s3.complete_multipart_upload(
+        Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": result["ETag"], "ChecksumSHA256": result["ChecksumSHA256"]},
+            {"PartNumber": 2, "ETag": two["ETag"], "ChecksumSHA256": two["ChecksumSHA256"]}]})
+    assert done["ETag"] == md5_etag(data, b"end")
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data + b"end"
