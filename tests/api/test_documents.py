@@ -17,8 +17,8 @@ from blobledger.protocol.models import DocumentRow
 from tests.api.conftest import assert_nothing_visible, leftovers, problem
 from tests.conftest import EACH_DATABASE, ONE_BACKEND
 
-DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "blob",
-            "created_at", "updated_at", "bucket"}
+DOC_KEYS = {"id", "name", "status", "version", "size", "content_type", "sha256", "md5",
+            "blob", "created_at", "updated_at", "bucket"}
 
 
 def form(name: str | None, data: bytes, *, filename: str = "upload.bin",
@@ -46,6 +46,7 @@ async def test_create_show_list_download(client: httpx.AsyncClient, ledger: Ledg
     assert (doc["name"], doc["status"], doc["version"], doc["size"], doc["content_type"]) == (
         "reports/q1.pdf", "ready", 1, len(data), "application/pdf")
     assert doc["sha256"] == hashlib.sha256(data).hexdigest()
+    assert doc["md5"] == hashlib.md5(data).hexdigest()
     assert created.headers["location"] == f"/documents/{doc['id']}"
     assert created.headers["etag"] == '"1"'
 

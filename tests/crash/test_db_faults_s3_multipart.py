@@ -1,6 +1,7 @@
 """Database faults under the S3 endpoint's multipart upload: the connection to PostgreSQL cut
 at one statement of CreateMultipartUpload's C1 (the upload's rows), UploadPart's record of
-its part, CompleteMultipartUpload's recorded SHA-256, confirm and C4 (the upload done), or
+its part, CompleteMultipartUpload's record of the object's shape (its multipart ETag and
+parts, before it is visible), recorded SHA-256, confirm and C4 (the upload done), or
 AbortMultipartUpload's termination (:mod:`tests.support.pgproxy`, as ``test_db_faults.py``),
 each request sent through the service's own app (``tests.explore.s3writers``: signed, in
 process, so the cut is armed at the step's failpoint).
@@ -64,6 +65,9 @@ MULTIPART_CUTS = [
     *step_cuts(PART, "the part recorded", [
         ("DELETE FROM s3_parts", r"^DELETE FROM s3_parts\b"),
         ("INSERT INTO s3_parts", r"^INSERT INTO s3_parts\b")], arm_at="multipart.after_stage"),
+    *step_cuts(COMPLETE, "the object's shape", [
+        ("UPDATE s3_objects", r"^UPDATE s3_objects\b"),
+        ("INSERT INTO s3_objects", r"^INSERT INTO s3_objects\b")]),
     *step_cuts(COMPLETE, "record_verified", [
         ("UPDATE uploads", r"^UPDATE uploads SET sha256\b")]),
     *step_cuts(COMPLETE, "confirm", [("UPDATE blobs", UPDATE_BLOBS)],
@@ -71,6 +75,8 @@ MULTIPART_CUTS = [
     *step_cuts(COMPLETE, "C4 (the upload done)", [
         ("UPDATE blobs", UPDATE_BLOBS), ("UPDATE documents", r"^UPDATE documents\b"),
         ("UPDATE uploads", r"^UPDATE uploads SET state\b")], arm_at="multipart.after_tag"),
+    *step_cuts(REPLACE, "the object's shape after R1", [
+        ("INSERT INTO s3_objects", r"^INSERT INTO s3_objects\b")], arm_at="replace.after_insert"),
     *step_cuts(REPLACE, "R4", [
         ("UPDATE blobs", UPDATE_BLOBS), ("UPDATE documents", r"^UPDATE documents\b")],
         arm_at="replace.after_tag"),

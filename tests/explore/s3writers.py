@@ -106,6 +106,7 @@ class S3Endpoint:
         """CompleteMultipartUpload of ``parts`` (number, ETag); the document it answered
         for, read back by its name and its ETag compared, as :meth:`put`'s."""
         from blobledger.s3api.lookup import etag_of
+        from blobledger.s3api.rows import shape_of
 
         body = ("<CompleteMultipartUpload>" + "".join(
             f"<Part><PartNumber>{n}</PartNumber><ETag>{tag}</ETag></Part>"
@@ -115,9 +116,11 @@ class S3Endpoint:
                                     query=f"uploadId={upload_id}")
         etag = response.text.split("<ETag>", 1)[1].split("</ETag>", 1)[0].replace("&quot;", '"')
         doc = await visible(self.ledger, key)
-        if doc is None or etag != etag_of(doc):
+        # the multipart ETag is the object's shape's, recorded before it became visible
+        shown = None if doc is None else etag_of(doc, await shape_of(self.ledger, doc.blob))
+        if doc is None or etag != shown:
             raise AssertionError(f"CompleteMultipartUpload of {key!r} answered ETag {etag}, "
-                                 f"the key shows {doc and etag_of(doc)}")
+                                 f"the key shows {shown}")
         return doc  # type: ignore[no-any-return]
 
     async def abort(self, key: str, upload_id: str) -> None:

@@ -4,6 +4,7 @@ their first response, and the upgraded ledger works."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,8 @@ from blobledger.db import Database
 from blobledger.errors import QuotaExceeded
 from blobledger.protocol.migrate import upgrade
 from blobledger.protocol.transitions import UploadOwner
+from blobledger.s3api.lookup import etag_of
+from blobledger.s3api.rows import Shape, meta_of, parts_of, record_shape, shape_of
 from blobledger.stores.local import LocalStore
 from blobledger.uploads.resumable import Resumable
 from blobledger.workers.sweeper import Sweeper
@@ -362,6 +365,55 @@ async def test_upgrade_puts_every_document_in_the_default_bucket(kind: str,
             assert moved.bucket == "archive"
             assert [d.id for d in await ledger.page(bucket="archive")] == [moved.id]
             assert b"".join([c async for c in ledger.read("d1")]) == b"0006 bytes"
+    finally:
+        if kind == "postgresql":
+            await drop_database(url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_upgrade_keeps_s3_rows_and_gives_etags_of_md5(kind: str, tmp_path: Path) -> None:
+    """0014 (a multipart object's shape, a part's checksum) on a previous release's database
+    (0013): its object keeps its metadata and is of one part, its ETag the MD5 its document
+    records (the first 128 bits of the SHA-256 for a version recorded without one); its
+    upload's part keeps its row, without a checksum; a shape is then recorded and read."""
+    url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
+           else await create_database())
+    try:
+        store = LocalStore(tmp_path / "blobs")
+        await store.prepare()
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            await conn.run_sync(upgrade, "0013")
+        await db.dispose()
+        blob = await seed_previous_release_rows(url, store)
+        db = Database(url)
+        async with db.engine.begin() as conn:
+            params = dict(now=NOW, blob="documents/no-md5.txt", sha="ab" * 32)
+            await conn.execute(text(
+                "INSERT INTO documents (id, name, status, blob_name, version, size, "
+                "content_type, sha256, md5, created_at, updated_at) VALUES ('d2', 'no-md5.txt',"
+                " 'ready', :blob, 1, 3, 'text/plain', :sha, NULL, :now, :now)"), params)
+            await conn.execute(text(
+                "INSERT INTO s3_objects (blob_name, meta, created_at) VALUES "
+                "(:blob, '{\"colour\": \"blue\"}', :now)"), dict(blob=blob, now=NOW))
+            await conn.execute(text(
+                "INSERT INTO s3_parts (upload_id, number, part, size, md5, created_at) VALUES "
+                "('u1', 1, 'p1', 5, :md5, :now)"), dict(md5="cd" * 16, now=NOW))
+        await db.dispose()
+        async with Ledger(Database(url), store) as ledger:
+            old, bare = await ledger.get("d1"), await ledger.get("d2")
+            assert old.md5 == hashlib.md5(b"0006 bytes").hexdigest()
+            assert await meta_of(ledger, blob) == {"colour": "blue"}
+            assert await shape_of(ledger, blob) is None
+            assert etag_of(old, None) == f'"{old.md5}"'
+            assert (bare.md5, etag_of(bare, None)) == (None, '"' + "ab" * 16 + '"')
+            assert [(p.number, p.md5, p.checksum) for p in await parts_of(ledger, "u1")] == [
+                (1, "cd" * 16, None)]
+            shape = Shape("ef" * 16 + "-2", ((5, "AAAAAA=="), (3, "AAAAAQ==")), "CRC32",
+                          "FULL_OBJECT", "AAAAAg==")
+            await record_shape(ledger, blob, shape)
+            assert await shape_of(ledger, blob) == shape
+            assert await meta_of(ledger, blob) == {"colour": "blue"}
     finally:
         if kind == "postgresql":
             await drop_database(url)

@@ -978,6 +978,11 @@ NOT_FENCES: dict[str, str] = {
         "decide)",
     "blobledger/s3api/multipart.py:_replace:condition": "a completion's If-Match handed to the "
         "S3 endpoint's write, as PutObject's (R4's compare-and-set on the version decides)",
+    "blobledger/s3api/rows.py:record_shape": "the upsert of a multipart object's shape on "
+        "its pending blob's row (an UPDATE when CreateMultipartUpload wrote the row for its "
+        "metadata, an INSERT otherwise; a twin completion's INSERT at the same moment is "
+        "retried as the UPDATE): it decides no transition of the protocol (the object "
+        "becomes visible at C4, after it)",
     "blobledger/s3api/uploadlists.py:list_multipart_uploads": "ListMultipartUploads: the "
         "open, unexpired uploads shown to a client, deciding nothing (a part or a completion "
         "finds its upload by id and checks it itself)",

@@ -323,9 +323,9 @@ def test_rclone_lists_reads_and_deletes(s3_server: Server, s3: Any, tmp_path: Pa
     remote = f"ledger:{BUCKET}/{prefix}rc"
     assert sorted(rclone("lsf", "-R", remote).split()) == ["dir/", "dir/two.txt", "one.txt"]
     assert rclone("cat", f"{remote}/one.txt") == "one.txt" * 10
-    # rclone takes a single PUT's ETag for the object's MD5; this endpoint's is a digest of
-    # its SHA-256 (docs/s3.md, "ETag"): its check is turned off, the bytes compared here
-    rclone("copy", "--ignore-checksum", remote, str(tmp_path / "down"))
+    # rclone takes a single PUT's ETag for the object's MD5 and checks the bytes it copies
+    # down against it (docs/s3.md, "ETag")
+    rclone("copy", remote, str(tmp_path / "down"))
     assert (tmp_path / "down/dir/two.txt").read_bytes() == b"dir/two.txt" * 10
     rclone("delete", remote)
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}rc/")

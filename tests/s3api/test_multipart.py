@@ -142,10 +142,13 @@ def test_a_completion_is_checked_as_s3_checks_it(s3: Any, prefix: str) -> None:
     with pytest.raises(ClientError) as unknown:
         s3.upload_part(Bucket=BUCKET, Key=key, UploadId="0" * 32, PartNumber=1, Body=b"x")
     assert error(unknown) == (404, "NoSuchUpload")
-    # the refusals changed nothing: the upload completes with its last part alone
+    # the refusals changed nothing: the upload completes with its last part alone; a
+    # number named again right after itself is named by its last entry (the part uploaded
+    # again since the first entry's ETag)
+    again = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=2, Body=b"c")
     s3.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload,
-                                 MultipartUpload=parts_list((2, two)))
-    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"b"
+                                 MultipartUpload=parts_list((2, two), (2, again)))
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"c"
 
 
 # the condition is the database's (parts and completion on each store: the tests around)

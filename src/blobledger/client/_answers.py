@@ -68,6 +68,8 @@ class DocumentAnswer(_Strict):
     version: int
     size: int | None = None
     sha256: str | None = None
+    #: the MD5 of its bytes (absent from an older service)
+    md5: str | None = None
     content_type: str | None = None
     status: str | None = None
     created_at: str | None = None

@@ -26,6 +26,7 @@ class DocumentRecord(Protocol):
     size: int | None
     content_type: str
     sha256: str | None
+    md5: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -46,6 +47,10 @@ class Document:
     updated_at: datetime
     #: the bucket the document lives in (its name is unique within it)
     bucket: str = DEFAULT_BUCKET
+    #: the MD5 of its bytes (hex), computed by the service at upload beside the SHA-256;
+    #: None for a version the service did not hash itself (the sweeper's roll-forward of a
+    #: store that kept no MD5)
+    md5: str | None = None
 
     @classmethod
     def from_row(cls, row: DocumentRecord) -> Document:
@@ -61,6 +66,7 @@ class Document:
             created_at=as_utc(row.created_at),
             updated_at=as_utc(row.updated_at),
             bucket=getattr(row, "bucket", None) or DEFAULT_BUCKET,
+            md5=row.md5,
         )
 
     @classmethod

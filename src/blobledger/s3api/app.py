@@ -25,6 +25,7 @@ from blobledger.config import Settings
 from blobledger.protocol.buckets import scoped
 from blobledger.s3api import (
     acls,
+    attributes,
     buckets,
     copy,
     deletes,
@@ -44,7 +45,8 @@ log = logging.getLogger("blobledger.s3api")
 #: query parameters an object operation of this endpoint may carry (the presigned URL's
 #: own, and ``x-id``, which botocore adds to name the operation); any other is a
 #: sub-resource or an option not implemented yet
-OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId"})
+OBJECT_QUERY = frozenset({"x-id", "uploads", "uploadId", "partNumber", "versionId",
+                          "attributes"})
 #: ListBuckets' query parameters
 LIST_BUCKETS_QUERY = frozenset({"max-buckets", "continuation-token", "prefix",
                                 "bucket-region"})
@@ -195,6 +197,8 @@ class S3App:
             return MULTIPART[(method, named)]
         if method == "PUT" and copy.is_copy(call):
             return copy.copy_object
+        if method == "GET" and "attributes" in params:
+            return attributes.get_object_attributes
         if method in ("GET", "HEAD"):
             return objects.get_object
         if method == "PUT":

@@ -24,9 +24,10 @@ from blobledger.s3api import multipart
 from blobledger.s3api.access import canned_acl
 from blobledger.s3api.call import Call, ledger_bucket
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, http_since, readable
+from blobledger.s3api.lookup import current_etag, etag_of, http_since, readable
 from blobledger.s3api.objects import DEFAULT_TYPE, UNSUPPORTED
 from blobledger.s3api.rows import Part, meta_of, record_part
+from blobledger.s3api.shapes import upload_algorithm
 from blobledger.s3api.usermeta import from_headers
 from blobledger.s3api.writes import tags, write
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
@@ -58,12 +59,12 @@ async def _source(call: Call) -> Document:
         raise S3Error("NoSuchKey", "The specified key does not exist.") from None
 
 
-def _check_source(call: Call, source: Document) -> None:
+async def _check_source(call: Call, source: Document) -> None:
     """The ``x-amz-copy-source-if-*`` conditions, as S3 weighs them: a matching If-Match
     overrides a failing If-Unmodified-Since, a failing If-None-Match wins over a passing
     If-Modified-Since."""
     headers = call.request.headers
-    tag = etag_of(source)
+    tag = await current_etag(call, source)
     modified = source.updated_at.replace(microsecond=0)
     if_match = headers.get(f"{SOURCE}-if-match")
     if_none_match = headers.get(f"{SOURCE}-if-none-match")
@@ -104,7 +105,7 @@ async def copy_object(call: Call) -> Response:
                       "to copy an object to itself without changing the object's metadata, "
                       "storage class, website redirect location or encryption attributes.")
     ledger = call.ledger
-    _check_source(call, source)
+    await _check_source(call, source)
     if directive == "COPY":
         content_type = source.content_type
         meta = await meta_of(ledger, source.blob)
@@ -157,7 +158,7 @@ async def upload_part_copy(call: Call) -> Response:
             raise S3Error("NotImplemented", f"{name} is not implemented on UploadPartCopy")
     upload = await multipart.open_upload(call)
     source = await _source(call)
-    _check_source(call, source)
+    await _check_source(call, source)
     start, length = _copy_range(call.request.headers.get(f"{SOURCE}-range"), source.size or 0)
     if length > multipart.MAX_PART:
         raise S3Error("EntityTooLarge", f"a part holds at most {multipart.MAX_PART} bytes here")
@@ -176,9 +177,14 @@ async def upload_part_copy(call: Call) -> Response:
     if len(body) != length:
         raise S3Error("OperationAborted", "the source changed while it was read: retry")
     md5 = hashlib.md5(body, usedforsecurity=False).hexdigest()
+    algorithm = upload_algorithm(upload.meta)
+    checksum = None if algorithm is None else algorithm.digest(bytes(body))
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await failpoints.hit("multipart.after_stage")
-    await record_part(ledger, upload.id, Part(number, part, len(body), md5, ledger.clock()))
+    await record_part(ledger, upload.id, Part(number, part, len(body), md5, ledger.clock(),
+                                              checksum))
+    answered = "" if algorithm is None or checksum is None else \
+        f"<{algorithm.member}>{checksum}</{algorithm.member}>"
     return xml_response(
         f'<CopyPartResult xmlns="{NAMESPACE}"><LastModified>{iso(source.updated_at)}'
-        f'</LastModified><ETag>"{md5}"</ETag></CopyPartResult>', call)
+        f'</LastModified><ETag>"{md5}"</ETag>{answered}</CopyPartResult>', call)

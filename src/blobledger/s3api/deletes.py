@@ -20,7 +20,7 @@ from starlette.responses import Response
 from blobledger.errors import DatabaseUnavailable, NotFound, PreconditionFailed, StoreUnavailable
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error, from_ledger
-from blobledger.s3api.lookup import etag_of, find
+from blobledger.s3api.lookup import current_etag, find
 from blobledger.s3api.objects import _checksums, _md5, read_body
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
 from blobledger.s3api.xmlbody import NAMESPACE, xml_response
@@ -99,7 +99,8 @@ async def _delete(call: Call, wanted: Wanted) -> None:
             if wanted.etag is not None:
                 raise
             return
-        if wanted.etag is not None and wanted.etag.strip() not in ("*", etag_of(doc)):
+        if wanted.etag is not None and wanted.etag.strip() not in (
+                "*", await current_etag(call, doc)):
             raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
                           "specified did not hold")
         try:

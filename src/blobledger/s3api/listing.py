@@ -21,6 +21,7 @@ from blobledger.s3api.access import owner_id
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of
+from blobledger.s3api.rows import Shape, shapes_of
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 
 #: the most keys one listing answers (S3's own)
@@ -86,6 +87,8 @@ class _Page:
     last_entry: str | None = None
     #: the common prefix whose keys are all answered (the next page skips them)
     skip: str | None = None
+    #: the shapes of the multipart objects among ``contents``, by blob (their ETags)
+    shapes: dict[str, Shape] = field(default_factory=dict)
 
 
 async def _walk(call: Call, prefix: str, delimiter: str, after: str | None,
@@ -116,6 +119,7 @@ async def _walk(call: Call, prefix: str, delimiter: str, after: str | None,
             page.contents.append(doc)
             page.last_entry = doc.name
         page.last = doc.name
+    page.shapes = await shapes_of(call.ledger, [doc.blob for doc in page.contents])
     return page
 
 
@@ -151,8 +155,9 @@ def _entries(call: Call, page: _Page, enc: Callable[[str], str], versions: bool 
     shown = f"<Owner><ID>{who}</ID><DisplayName>{who}</DisplayName></Owner>" if who else ""
     parts = []
     for doc in page.contents:
+        etag = escape(etag_of(doc, page.shapes.get(doc.blob)))
         parts.append(f"<{tag}><Key>{enc(doc.name)}</Key>{version}<LastModified>"
-                     f"{iso(doc.updated_at)}</LastModified><ETag>{escape(etag_of(doc))}"
+                     f"{iso(doc.updated_at)}</LastModified><ETag>{etag}"
                      f"</ETag><Size>{doc.size or 0}</Size>"
                      f"{shown if owner else ''}<StorageClass>STANDARD"
                      f"</StorageClass></{tag}>")

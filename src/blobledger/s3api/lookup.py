@@ -13,15 +13,25 @@ from blobledger.protocol.documents import Document
 from blobledger.s3api.access import Access, missing
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.rows import acl_of
+from blobledger.s3api.rows import Shape, acl_of, shape_of
 
 
-def etag_of(doc: Document) -> str:
-    """The object's ETag: the first 128 bits of its SHA-256, quoted (S3's is an MD5 for a
-    single PUT; clients compare it only with itself). A document without a recorded
-    SHA-256 gets one of its id and version."""
+def etag_of(doc: Document, shape: Shape | None = None) -> str:
+    """The object's ETag, quoted, as S3's: a multipart object's (``shape``) the MD5 of its
+    parts' MD5s and their number, another's the MD5 of its bytes. A version without a
+    recorded MD5 (the sweeper's roll-forward of a store that kept none) has the first 128
+    bits of its SHA-256, or of one of its id and version."""
+    if shape is not None:
+        return f'"{shape.etag}"'
+    if doc.md5:
+        return f'"{doc.md5}"'
     digest = doc.sha256 or hashlib.sha256(f"{doc.id}:{doc.version}".encode()).hexdigest()
     return f'"{digest[:32]}"'
+
+
+async def current_etag(call: Call, doc: Document) -> str:
+    """The ETag of ``doc`` as S3 shows it (its shape read when it has one)."""
+    return etag_of(doc, await shape_of(call.ledger, doc.blob))
 
 
 def http_date(when: datetime) -> str:

@@ -48,6 +48,7 @@ from blobledger.protocol.transitions.records import Intent, UploadRecord
 from blobledger.protocol.transitions.statements import PLACEHOLDER, new_token
 from blobledger.s3api.access import canned_acl
 from blobledger.s3api.call import Call
+from blobledger.s3api.composite import requested
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of
 from blobledger.s3api.objects import (
@@ -60,6 +61,7 @@ from blobledger.s3api.objects import (
 )
 from blobledger.s3api.rows import (
     Part,
+    Shape,
     acl_of,
     drop_parts,
     forget_orphans,
@@ -67,7 +69,18 @@ from blobledger.s3api.rows import (
     parts_of,
     record_meta,
     record_part,
+    record_shape,
+    shape_of,
 )
+from blobledger.s3api.shapes import (
+    ALGORITHM,
+    algorithm_headers,
+    checked_object_checksum,
+    checksum_elements,
+    shape_for,
+    upload_algorithm,
+)
+from blobledger.s3api.shapes import TYPE as CHECKSUM_TYPE
 from blobledger.s3api.sigv4 import UNSIGNED_PAYLOAD
 from blobledger.s3api.usermeta import from_headers
 from blobledger.s3api.writes import create_only, failed, target, write
@@ -120,6 +133,11 @@ async def create_multipart_upload(call: Call) -> Response:
     content_type = check_content_type(headers.get("content-type") or DEFAULT_TYPE)
     meta = from_headers(headers)
     acl = canned_acl(headers)
+    algorithm = requested(headers.get("x-amz-checksum-algorithm"),
+                          headers.get("x-amz-checksum-type"))
+    recorded = {KEY: key, TYPE: content_type}
+    if algorithm is not None:
+        recorded.update({ALGORITHM: algorithm.name, CHECKSUM_TYPE: algorithm.type})
     ledger = call.ledger
     await forget_orphans(ledger)
     doc_id, upload_id = new_document_id(), new_document_id()
@@ -128,7 +146,7 @@ async def create_multipart_upload(call: Call) -> Response:
                     owner=call.owner, keyed=False, bucket=call.ledger_bucket)
     await ledger.inserted(intent, ledger.transitions.begin_upload(
         intent, PLACEHOLDER + doc_id, upload_id, int(ledger.settings.max_upload_bytes), "",
-        {KEY: key, TYPE: content_type, INITIATOR: call.signed.key_id}, mode=UploadMode.S3))
+        recorded | {INITIATOR: call.signed.key_id}, mode=UploadMode.S3))
     await failpoints.hit("multipart.after_insert")
     try:
         upload = await ledger.transitions.find_upload(upload_id)
@@ -145,7 +163,8 @@ async def create_multipart_upload(call: Call) -> Response:
     return xml_response(
         f'<InitiateMultipartUploadResult xmlns="{NAMESPACE}">'
         f"<Bucket>{escape(call.bucket)}</Bucket><Key>{escape(key)}</Key>"
-        f"<UploadId>{upload_id}</UploadId></InitiateMultipartUploadResult>", call)
+        f"<UploadId>{upload_id}</UploadId></InitiateMultipartUploadResult>", call,
+        **algorithm_headers(algorithm))
 
 
 def part_number(call: Call) -> int:
@@ -188,22 +207,27 @@ async def upload_part(call: Call) -> Response:
     if declared_md5 is not None and declared_md5 != md5.hexdigest():
         raise S3Error("BadDigest", "the Content-MD5 you specified did not match what we "
                       "received")
+    algorithm = upload_algorithm(upload.meta)
+    checksum = None if algorithm is None else algorithm.digest(bytes(body))
     part = await ledger.store.stage(upload.blob_name, upload.handle, number, bytes(body))
     await failpoints.hit("multipart.after_stage")
     await record_part(ledger, upload.id, Part(number, part, len(body), md5.hexdigest(),
-                                              ledger.clock()))
-    return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"'))
+                                              ledger.clock(), checksum))
+    answered = {} if algorithm is None or checksum is None else {algorithm.header: checksum}
+    return Response(status_code=200, headers=call.headers(ETag=f'"{md5.hexdigest()}"',
+                                                          **answered))
 
 
-def _listed(body: bytes) -> list[tuple[int, str]]:
-    """The parts a CompleteMultipartUpload names: (number, ETag without quotes)."""
+def _listed(body: bytes) -> tuple[list[tuple[int, str]], dict[int, str | None]]:
+    """The parts a CompleteMultipartUpload names: (number, ETag without quotes), and the
+    checksum each names (``Checksum<ALGORITHM>``; None: none), by number."""
     try:
         root = ElementTree.fromstring(body)
     except Exception:  # defusedxml's refusals and expat's parse errors alike
         raise S3Error("MalformedXML", "the XML you provided was not well-formed") from None
     if not root.tag.endswith("CompleteMultipartUpload"):
         raise S3Error("MalformedXML", "expected a CompleteMultipartUpload")
-    listed = []
+    listed, checksums = [], {}
     for element in root:
         if not element.tag.endswith("Part"):
             continue
@@ -213,13 +237,19 @@ def _listed(body: bytes) -> list[tuple[int, str]]:
         if not number.isdigit() or tag is None:
             raise S3Error("MalformedXML", "each Part needs a PartNumber and an ETag")
         listed.append((int(number), tag.replace("&quot;", "").strip('"')))
+        checksums[int(number)] = next((value for name, value in fields.items()
+                                       if name.startswith("Checksum")), None)
     if not listed:
         raise S3Error("MalformedXML", "the upload names no part")
-    return listed
+    return listed, checksums
 
 
 def _chosen(listed: list[tuple[int, str]], recorded: list[Part]) -> list[Part]:
-    """The recorded parts the completion names, checked as S3 checks them."""
+    """The recorded parts the completion names, checked as S3 checks them. A number named
+    again right after itself is the part uploaded again since: its last entry names it
+    (as ceph's gateway takes it; the earlier ETag is of a part replaced)."""
+    listed = [entry for index, entry in enumerate(listed)
+              if index + 1 == len(listed) or listed[index + 1][0] != entry[0]]
     by_number = {part.number: part for part in recorded}
     chosen = []
     for index, (number, tag) in enumerate(listed):
@@ -245,8 +275,12 @@ async def complete_multipart_upload(call: Call) -> Response:
     ledger = call.ledger
     body = b"".join([chunk async for chunk in read_body(call, MAX_XML_BODY)])
     if upload.state != UploadState.OPEN:  # a completion again: what the first one made
-        return _completed(call, await ledger.get(upload.document_id))
-    chosen = _chosen(_listed(body), await parts_of(ledger, upload.id))
+        made = await ledger.get(upload.document_id)
+        return _completed(call, made, await shape_of(ledger, made.blob))
+    listed, named = _listed(body)
+    chosen = _chosen(listed, await parts_of(ledger, upload.id))
+    shape = shape_for(chosen, upload_algorithm(upload.meta), named)
+    checked_object_checksum(call, shape)
     size = sum(part.size for part in chosen)
     if size > ledger.settings.max_upload_bytes:
         raise S3Error("EntityTooLarge", f"the object of {size} bytes exceeds the largest "
@@ -260,13 +294,15 @@ async def complete_multipart_upload(call: Call) -> Response:
         if digests.size != size:
             raise S3Error("InvalidPart", "a part changed while the upload was completed: "
                           "retry")
+        await record_shape(ledger, intent.blob_name, shape)  # before the object is visible
         if not await ledger.transitions.record_verified(upload, digests.sha256):
             raise IntentLost("the upload's intent was taken (expired and swept)")
         await failpoints.hit("multipart.after_verify")
         if existing is None:
             doc = await _create(call, upload, intent, digests, if_none_match)
         if doc is None:  # the key names a ready document: the published bytes replace it
-            doc = await _replace(call, upload, intent, digests, if_none_match, if_match)
+            doc = await _replace(call, upload, intent, digests, shape, if_none_match,
+                                 if_match)
     except (IntentLost, BlobNotFound) as exc:
         # a twin completion finished it first, or the sweeper took it (and deleted the
         # published bytes while this completion was reading them)
@@ -277,17 +313,24 @@ async def complete_multipart_upload(call: Call) -> Response:
         if again is None or again.state != UploadState.DONE:
             raise _no_such_upload() from exc
         doc = await ledger.get(again.document_id)
+        return await _finished(call, upload, doc, await shape_of(ledger, doc.blob))
+    return await _finished(call, upload, doc, shape)
+
+
+async def _finished(call: Call, upload: UploadRecord, doc: Document,
+                    shape: Shape | None) -> Response:
     await failpoints.hit("multipart.after_commit")
-    await drop_parts(ledger, upload.id)
-    return _completed(call, doc)
+    await drop_parts(call.ledger, upload.id)
+    return _completed(call, doc, shape)
 
 
-def _completed(call: Call, doc: Document) -> Response:
+def _completed(call: Call, doc: Document, shape: Shape | None) -> Response:
     return xml_response(
         f'<CompleteMultipartUploadResult xmlns="{NAMESPACE}">'
         f"<Location>{escape(str(call.request.url.remove_query_params(['uploadId'])))}"
         f"</Location><Bucket>{escape(call.bucket)}</Bucket><Key>{escape(call.key)}</Key>"
-        f"<ETag>{escape(etag_of(doc))}</ETag></CompleteMultipartUploadResult>", call)
+        f"<ETag>{escape(etag_of(doc, shape))}</ETag>{checksum_elements(shape)}"
+        "</CompleteMultipartUploadResult>", call)
 
 
 async def _publish(call: Call, upload: UploadRecord, intent: Intent,
@@ -332,7 +375,8 @@ async def _create(call: Call, upload: UploadRecord, intent: Intent, digests: Dig
 
 
 async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Digests,
-                   if_none_match: str | None, if_match: str | None) -> Document:
+                   shape: Shape, if_none_match: str | None, if_match: str | None
+                   ) -> Document:
     """The published bytes written as a replace of the key's document (R1-R4), then the
     upload's own intent to the deletion path."""
     ledger = call.ledger
@@ -341,7 +385,7 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
         doc = await write(call, call.key, reader, content_type=intent.content_type,
                           meta=await meta_of(ledger, intent.blob_name),
                           acl=await acl_of(ledger, intent.blob_name),
-                          sha256=digests.sha256, if_match=if_match,
+                          sha256=digests.sha256, if_match=if_match, shape=shape,
                           if_none_match=None if create_only(if_none_match) else if_none_match)
     finally:
         await reader.aclose()

@@ -26,6 +26,8 @@ from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_date, http_since, readable
 from blobledger.s3api.overrides import overrides
+from blobledger.s3api.rows import Shape, shape_of
+from blobledger.s3api.shapes import answered_checksum
 from blobledger.s3api.sigv4 import is_sha256
 from blobledger.s3api.usermeta import from_headers, response_headers
 from blobledger.s3api.writes import write
@@ -144,11 +146,10 @@ def _etags(text: str) -> list[str]:
     return [item.strip().removeprefix("W/") for item in text.split(",") if item.strip()]
 
 
-def _preconditions(call: Call, doc: Document) -> int | None:
+def _preconditions(call: Call, doc: Document, tag: str) -> int | None:
     """412 or 304 when a conditional header says so (S3's order: If-Match, then
     If-None-Match, the dates only where the tags are absent); None: answer."""
     headers = call.request.headers
-    tag = etag_of(doc)
     modified = doc.updated_at.replace(microsecond=0)
     if_match = headers.get("if-match")
     if if_match is not None:
@@ -187,37 +188,46 @@ def _range(text: str | None, size: int) -> tuple[int, int] | None:
     return start, end - start + 1
 
 
-def _part_number(call: Call) -> None:
-    """GetObject's and HeadObject's ``partNumber``: every object here is one part (a
-    multipart upload's parts are not kept once it completes), so part 1 is the whole
-    object and another ``InvalidPart``, as S3 answers for an object of one part."""
+def _part_number(call: Call, shape: Shape | None, size: int) -> tuple[int, int] | None:
+    """GetObject's and HeadObject's ``partNumber``: the (start, length) of that part of a
+    multipart object (``shape``); an object of one part is its part 1. A part past the
+    object's is ``InvalidPart``, as S3 answers. None: no ``partNumber``."""
     text = call.params.get("partNumber")
     if text is None:
-        return
+        return None
     if not text.isdigit() or not 1 <= int(text) <= 10000:
         raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
                       "10000, inclusive")
-    if int(text) != 1:
+    number = int(text)
+    sizes = [size] if shape is None else [part for part, _ in shape.parts]
+    if number > len(sizes):
         raise S3Error("InvalidPart", "The requested partnumber is not satisfiable")
+    return sum(sizes[:number - 1]), sizes[number - 1]
 
 
 async def get_object(call: Call) -> Response:
     method = call.request.method
     doc = await readable(call, call.key)
-    _part_number(call)
-    headers = call.headers(ETag=etag_of(doc), **{"Last-Modified": http_date(doc.updated_at),
-                                                 "Accept-Ranges": "bytes",
-                                                 "Content-Type": doc.content_type})
+    shape = await shape_of(call.ledger, doc.blob)
+    size = doc.size or 0
+    part = _part_number(call, shape, size)
+    tag = etag_of(doc, shape)
+    headers = call.headers(ETag=tag, **{"Last-Modified": http_date(doc.updated_at),
+                                        "Accept-Ranges": "bytes",
+                                        "Content-Type": doc.content_type})
     headers.update(await response_headers(call, doc.blob))
     headers.update(overrides(call))  # response-*: the request's own headers of the answer
-    status = _preconditions(call, doc)
+    if part is not None and shape is not None:
+        headers["x-amz-mp-parts-count"] = str(len(shape.parts))
+    headers.update(answered_checksum(call, shape, part))
+    status = _preconditions(call, doc, tag)
     if status == 412:
         raise S3Error("PreconditionFailed", "At least one of the pre-conditions you "
                       "specified did not hold")
     if status == 304:
         return Response(status_code=304, headers=headers)
-    size = doc.size or 0
-    wanted = _range(call.request.headers.get("range"), size)
+    wanted = part if part is not None and shape is not None else \
+        _range(call.request.headers.get("range"), size)
     start, length = wanted or (0, size)
     headers["Content-Length"] = str(length)
     if wanted is not None:

@@ -18,6 +18,7 @@ from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.multipart import INITIATOR, KEY, open_upload
 from blobledger.s3api.rows import drop_parts, parts_of
+from blobledger.s3api.shapes import upload_algorithm
 from blobledger.s3api.xmlbody import NAMESPACE, iso, xml_response
 from blobledger.uploads.resumable import Resumable
 
@@ -114,10 +115,16 @@ async def list_parts(call: Call) -> Response:
     recorded = [part for part in await parts_of(call.ledger, upload.id)
                 if part.number > marker]
     shown, truncated = recorded[:most], len(recorded) > most
+    algorithm = upload_algorithm(upload.meta)
+    member = "" if algorithm is None else algorithm.member
     items = "".join(
         f"<Part><PartNumber>{part.number}</PartNumber><LastModified>{iso(part.created_at.replace(tzinfo=UTC))}"
-        f'</LastModified><ETag>"{part.md5}"</ETag><Size>{part.size}</Size></Part>'
-        for part in shown)
+        f'</LastModified><ETag>"{part.md5}"</ETag><Size>{part.size}</Size>'
+        + (f"<{member}>{part.checksum}</{member}>" if member and part.checksum else "")
+        + "</Part>" for part in shown)
+    checksum = "" if algorithm is None else (
+        f"<ChecksumAlgorithm>{algorithm.name}</ChecksumAlgorithm>"
+        f"<ChecksumType>{algorithm.type}</ChecksumType>")
     following = shown[-1].number if shown else marker
     return xml_response(
         f'<ListPartsResult xmlns="{NAMESPACE}"><Bucket>{escape(call.bucket)}</Bucket>'
@@ -126,4 +133,4 @@ async def list_parts(call: Call) -> Response:
         f"<StorageClass>STANDARD</StorageClass><PartNumberMarker>{marker}"
         f"</PartNumberMarker><NextPartNumberMarker>{following}</NextPartNumberMarker>"
         f"<MaxParts>{most}</MaxParts><IsTruncated>{str(truncated).lower()}</IsTruncated>"
-        f"{items}</ListPartsResult>", call)
+        f"{checksum}{items}</ListPartsResult>", call)

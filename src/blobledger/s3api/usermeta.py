@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from blobledger.protocol.transitions.records import Intent
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.rows import meta_of, record_meta
+from blobledger.s3api.rows import Shape, meta_of, record_meta
 
 PREFIX = "x-amz-meta-"
 #: the headers of a write S3 keeps with the object and answers on GET and HEAD
@@ -56,17 +56,17 @@ def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return meta
 
 
-def recorder(call: Call, meta: dict[str, str], acl: str | None = None
-             ) -> Callable[[Intent], Awaitable[None]] | None:
-    """The ledger's ``on_intent``: the metadata and the canned ACL (None: the bucket's
-    applies) recorded under the intent's blob, after its row exists and before its bytes
-    are sent (None: nothing to record)."""
-    if not meta and acl is None:
+def recorder(call: Call, meta: dict[str, str], acl: str | None = None,
+             shape: Shape | None = None) -> Callable[[Intent], Awaitable[None]] | None:
+    """The ledger's ``on_intent``: the metadata, the canned ACL (None: the bucket's
+    applies) and a multipart object's shape recorded under the intent's blob, after its row
+    exists and before its bytes are sent (None: nothing to record)."""
+    if not meta and acl is None and shape is None:
         return None
     ledger = call.ledger
 
     async def record(intent: Intent) -> None:
-        await record_meta(ledger, intent.blob_name, meta, acl)
+        await record_meta(ledger, intent.blob_name, meta, acl, shape)
 
     return record
 

@@ -14,7 +14,8 @@ from blobledger.errors import NameTaken, NotFound, PreconditionFailed
 from blobledger.protocol.documents import Document
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.lookup import etag_of, find
+from blobledger.s3api.lookup import current_etag, find
+from blobledger.s3api.rows import Shape
 from blobledger.s3api.usermeta import recorder
 
 
@@ -49,14 +50,14 @@ async def target(call: Call, key: str, if_none_match: str | None,
     if create_only(if_none_match):
         return None
     existing = await find_ready(call, key)
-    if if_none_match is not None and existing is not None and \
-            etag_of(existing) in tags(if_none_match):
+    tag = None if existing is None else await current_etag(call, existing)
+    if if_none_match is not None and tag is not None and tag in tags(if_none_match):
         raise failed("If-None-Match", "the object's ETag matches")
     if if_match is not None:
         if existing is None:
             raise S3Error("NoSuchKey", "The specified key does not exist.")
         wanted = tags(if_match)
-        if "*" not in wanted and etag_of(existing) not in wanted:
+        if "*" not in wanted and tag not in wanted:
             raise failed("If-Match", "the object's ETag differs")
     return existing
 
@@ -64,12 +65,13 @@ async def target(call: Call, key: str, if_none_match: str | None,
 async def write(call: Call, key: str, data: AsyncIterable[bytes], *, content_type: str,
                 meta: dict[str, str], sha256: str | None = None, md5: str | None = None,
                 if_none_match: str | None = None, if_match: str | None = None,
-                acl: str | None = None) -> Document:
+                acl: str | None = None, shape: Shape | None = None) -> Document:
     """The create or replace of ``key``'s document with ``data``, ``meta`` and its canned
-    ``acl`` (recorded with its blob before the document is visible)."""
+    ``acl`` (recorded with its blob before the document is visible, with the ``shape`` of a
+    multipart object)."""
     existing = await target(call, key, if_none_match, if_match)
     ledger = call.ledger
-    on_intent = recorder(call, meta, acl)
+    on_intent = recorder(call, meta, acl, shape)
     try:
         if existing is None:
             return await ledger.create(key, data, content_type=content_type, sha256=sha256,

@@ -12,9 +12,9 @@ from blobledger.s3api.errors import XML_TYPE
 NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
-def xml_response(body: str, call: Call) -> Response:
+def xml_response(body: str, call: Call, **more: str) -> Response:
     return Response('<?xml version="1.0" encoding="UTF-8"?>\n' + body, 200,
-                    headers=call.headers(), media_type=XML_TYPE)
+                    headers=call.headers(**more), media_type=XML_TYPE)
 
 
 def iso(when: datetime) -> str:

@@ -85,7 +85,8 @@ class Reads(Steps):
         made = as_utc(row.created_at)
         return Document(id=doc_id, name=name or row.filename or doc_id, status="ready",
                         version=version, size=row.size, content_type=row.content_type,
-                        sha256=row.sha256, blob=row.name, created_at=made, updated_at=made)
+                        sha256=row.sha256, blob=row.name, created_at=made, updated_at=made,
+                        md5=row.md5)
 
     async def read(
         self, doc_id: str, start: int = 0, length: int | None = None
