@@ -30,7 +30,7 @@ from tests.crash.harness import RESOLVE_AT, read_all, settle
 from tests.crash.test_single_statements import deferred_target, events_of
 from tests.ledger.test_fencing import outcome, started
 from tests.support.holds import Holds
-from tests.support.pgproxy import PgProxy
+from tests.support.pgproxy import PgProxy, When
 
 N = 12  # creations at once
 
@@ -156,19 +156,22 @@ async def test_a_lost_intent_fails_only_its_own_creation_in_a_batch(
         assert report.ok, report.render()
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("step", ["c1_document", "c4_blob"])
 async def test_a_connection_lost_under_a_batch_leaves_each_creation_once(
-        tmp_path: Path, request: pytest.FixtureRequest, proxy: PgProxy, step: str) -> None:
-    """The connection cut as a batch's statements are sent (the first alone, the second
-    occurrence a batch's first run): nothing of the batch applied, and every run's own
-    recovery (C1 looks for its rows and runs once more; C4 runs once more) ends its creation
-    once."""
+        tmp_path: Path, request: pytest.FixtureRequest, proxy: PgProxy, step: str,
+        when: When) -> None:
+    """The connection cut at a batch's first run (the step's second statement: the first
+    ran alone), before it is sent (nothing of the batch applied) or after the whole batch
+    was answered (all of it applied, the writers never hear): every run's own recovery (C1
+    looks for its rows and runs once more; C4 runs once more and recognises its own first
+    run) ends its creation once."""
     target = await through(proxy, tmp_path, request)
     async with target.ledger() as ledger:
         await ledger.create("warm.txt", b"warm")
         group = ledger.transitions._c1s if step == "c1_document" else ledger.transitions._c4s
         batches = recorded(group, "d_id")
-        proxy.arm(rf"^\s*WITH {step}\b", "before", nth=2)
+        proxy.arm(rf"^\s*WITH {step}\b", when, nth=2)
         names = [f"cut-{n}.txt" for n in range(N)]
         docs = await asyncio.gather(*(ledger.create(name, b"bytes %d" % n)
                                       for n, name in enumerate(names)),
