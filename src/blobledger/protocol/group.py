@@ -53,17 +53,21 @@ class Group(Generic[P, R]):
         self._queue: list[tuple[P, asyncio.Future[R | _Alone]]] = []
         self._busy = False
         self._drainer: asyncio.Task[None] | None = None  # held: a task only weakly referenced
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, params: P, alone: Callable[[], Awaitable[R]]) -> R:
         """The step's result for ``params``: run ``alone`` at once if nothing of this step
         is in flight, else in the next batch."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a ledger used from another event loop: a fresh start
+            self._loop, self._queue, self._busy = loop, [], False
         if not self._busy:
             self._busy = True
             try:
                 return await self._alone(alone)
             finally:
                 self._next()
-        waiting: asyncio.Future[R | _Alone] = asyncio.get_running_loop().create_future()
+        waiting: asyncio.Future[R | _Alone] = loop.create_future()
         self._queue.append((params, waiting))
         result = await waiting
         if isinstance(result, _Alone):
