@@ -136,7 +136,7 @@ async def test_a_lost_intent_fails_only_its_own_creation_in_a_batch(
         names = [f"beside-{n}.txt" for n in range(N)]
         for _ in names:
             holds.at(point)
-        writers = [started(lambda n=n, name=name: ledger.create(name, b"bytes %d" % n))
+        writers = [asyncio.create_task(ledger.create(name, b"bytes %d" % n))
                    for n, name in enumerate(names)]
         await holds.wait(point, N + 1)
         c4s = recorded(ledger.transitions._c4s, "e_payload")
