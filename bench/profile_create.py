@@ -228,6 +228,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     await run(args.n, args.concurrency)
                     cpu[name].append((time.process_time() - started) / args.n * 1000)
                     wall[name].append((time.perf_counter() - clock) / args.n * 1000)
+            grouped = _grouped(r.ledger)
             if args.profile:
                 profiler = cProfile.Profile(time.process_time)  # CPU, not the load
                 profiler.enable()
@@ -257,6 +258,7 @@ async def main_async(args: argparse.Namespace) -> int:
         if pg:
             await drop_database(database)
     medians = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"group commit at c{args.concurrency}, statements per round trip: {grouped}")
     print(f"{args.backend}: {args.size} KiB creates, deferred retag, writer's path; CPU at "
           f"c{args.concurrency}"
           f" ({args.n} per trial, median of {args.repeats}); counts one at a time "
@@ -273,6 +275,19 @@ async def main_async(args: argparse.Namespace) -> int:
           f"(trials: ledger {', '.join(f'{v:.2f}' for v in cpu['ledger'])}; naive "
           f"{', '.join(f'{v:.2f}' for v in cpu['naive'])})")
     return 0
+
+
+def _grouped(ledger: Ledger) -> str:
+    """C1's and C4's runs per round trip over the whole run (group commit,
+    ``protocol/group.py``; "none" where the tree has no group commit)."""
+    found = []
+    for step in ("c1", "c4"):
+        sizes: dict[int, int] = getattr(getattr(ledger.transitions, f"_{step}s", None),
+                                        "sizes", {})
+        trips = sum(sizes.values())
+        runs = sum(size * count for size, count in sizes.items())
+        found.append(f"{step.upper()} {runs / trips:.2f}" if trips else f"{step.upper()} none")
+    return ", ".join(found)
 
 
 @asynccontextmanager

@@ -11,9 +11,10 @@ and a read-only one (``readonly=True``: execution option :data:`READ_ONLY`) with
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from sqlalchemy import event, text
@@ -27,6 +28,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.pool import PoolResetState
+from sqlalchemy.sql import ClauseElement
 
 from blobledger.errors import AccessRefused, ConfigError, DatabaseMissing, DatabaseUnavailable
 
@@ -250,6 +252,32 @@ class Database:
         async with self._autocommit.connect() as conn:
             yield conn
 
+    async def fetch_each(self, statement: ClauseElement,
+                         params: Sequence[dict[str, Any]]) -> list[SimpleNamespace]:
+        """``statement`` run once per parameter set in one round trip (PostgreSQL): asyncpg's
+        pipelined ``fetchmany``, one implicit transaction, so every run applies or none does.
+        The rows of all runs in one list (each row must tell its run apart), with attribute
+        access. Errors as a statement's: a :class:`DBAPIError`, ``connection_invalidated`` if
+        the connection went away under it (it may or may not have applied)."""
+        async with self.statement() as conn:
+            sql, args = _positional(statement, conn.dialect, params)
+            fairy = await conn.get_raw_connection()
+            adapted: Any = fairy.dbapi_connection
+            try:
+                async with adapted._execute_mutex:
+                    try:
+                        records = await adapted._connection.fetchmany(sql, args)
+                    except Exception as exc:
+                        adapted._handle_exception(exc)  # raises the adapter's own error
+            except Exception as exc:
+                lost = conn.dialect.is_disconnect(exc, adapted, None)  # type: ignore[arg-type]
+                if lost:  # as SQLAlchemy does on a disconnect under a statement
+                    conn.sync_engine.pool._invalidate(fairy, exc, _checkin=False)
+                    await conn.invalidate(exc)
+                raise DBAPIError.instance(sql, None, exc, conn.dialect.loaded_dbapi.Error,
+                                          connection_invalidated=lost) from exc
+        return [SimpleNamespace(**dict(record.items())) for record in records]
+
     async def ping(self) -> None:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a
         ConfigError already, when the engine is made); DatabaseMissing or AccessRefused (both
@@ -303,6 +331,29 @@ async def _begin_now(conn: AsyncConnection) -> bool:
         await conn.invalidate(exc)
         raise DBAPIError.instance("BEGIN", None, exc, dialect.loaded_dbapi.Error) from exc
     return True
+
+
+def _positional(statement: ClauseElement, dialect: Any, params: Sequence[dict[str, Any]]
+                ) -> tuple[str, list[list[Any]]]:
+    """The statement's text for ``dialect`` (compiled once per statement) and each
+    parameter set as the driver's positional arguments, through the types' bind processors."""
+    compiled = _COMPILED.get((id(statement), dialect.name))
+    if compiled is None or compiled[0] is not statement:
+        compiled = (statement, statement.compile(dialect=dialect))
+        _COMPILED[(id(statement), dialect.name)] = compiled
+    done: Any = compiled[1]
+    order = done.positiontup or []
+    processors = done._bind_processors
+    args = []
+    for one in params:
+        values = done.construct_params(one)
+        args.append([processors[key](values[key]) if key in processors else values[key]
+                     for key in order])
+    return done.string, args
+
+
+#: :func:`_positional`'s compilations: (id of the statement, dialect) -> (it, compiled)
+_COMPILED: dict[tuple[int, str], tuple[ClauseElement, Any]] = {}
 
 
 def connection_lost(exc: BaseException) -> bool:

@@ -62,6 +62,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
     (r":reconciler:", [*GUARDS, "tests/sweeper/test_reconciler.py",
                        "tests/workers/test_reconcile_retag.py"]),
     (r":single:", [*RETAG, "tests/crash/test_single_statements.py", *GUARDS]),
+    (r"^group:", ["tests/crash/test_group_commit.py"]),
     (r":buckets:", ["tests/ledger/test_buckets.py"]),
     (r":events:", ["tests/events/test_marks.py", "tests/events/test_events.py"]),
     (r":grace:", ["tests/attachments/test_grace.py", "tests/dj/test_grace.py"]),

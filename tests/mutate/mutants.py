@@ -31,7 +31,10 @@ Kinds:
   ``If-Match`` ETag, a create-only ``If-None-Match``, a DeleteObjects key's ``<ETag>``, an
   ``aws-chunked`` chunk's signature), or an upload's termination whose outcome the
   database could not tell (the upload re-read still open): its ``if ...: raise`` refusal
-  skipped.
+  skipped;
+- ``group``: group commit's per-run decisions (a lost connection under a batch taken for a
+  refused one, a run's answer to go alone taken for its result, a batch's run given another
+  run's row).
 
 Which modules are searched, and with what, is :data:`REGISTRY`; every guard-shaped piece
 of code under ``src/`` must be enumerated from it or named in :data:`NOT_FENCES` with the
@@ -58,7 +61,7 @@ RETAGGER = "blobledger/workers/retagger.py"
 AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
 STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
-         "integration", "setting", "condition")
+         "integration", "setting", "condition", "group")
 
 #: the database clock's bound times in ``transitions`` (a comparison with one is a lease or age)
 CLOCK = {"NOW", "LEASE", "CUTOFF", "EXPIRES", "LATER"}
@@ -856,13 +859,39 @@ def _age(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutan
     return _compares(source, contexts, ids, clock=False)
 
 
+def _group(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
+    """Group commit's per-run decisions (``protocol/group.py`` and the batches of
+    ``transitions``): a lost connection under a batch taken for a refused batch (each run
+    sent again alone, as if nothing had applied); a run told to go alone that takes the
+    answer as its result; a batch's run without a row of its own given another run's row
+    (the compare-and-set it lost taken for won)."""
+    short = _short(source.path)
+    for node in ast.walk(source.tree):
+        context = contexts.get(id(node), "?")
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Call) and \
+                source.text(node.test.func) in ("connection_lost", "isinstance"):
+            start, end = source.span(node.test)
+            text = source.text(node.test)
+            yield Mutant(ids(f"group:{short}:{context}:never"), "group", source.path,
+                         node.lineno, context, f"`if {_flat(text)}` never taken", start, end,
+                         f"(({text}) and False)")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" and context.endswith("_many"):
+            start, end = source.span(node)
+            text = source.text(node)
+            rows = source.text(node.func.value)
+            yield Mutant(ids(f"group:{short}:{context}:another-row"), "group", source.path,
+                         node.lineno, context, f"`{_flat(text)}` or another run's row",
+                         start, end, f"({text} or next(iter({rows}.values()), None))")
+
+
 Detector = Callable[[_Source, dict[int, str], _Ids], Iterable[Mutant]]
 DETECTORS: dict[str, Detector] = {
     "where": _where, "rowcount": _rowcount, "clock": _clock, "age": _age, "store": _store,
     "recheck": _recheck, "retag": _retag, "rowcount-more": _rowcount_more,
     "store-more": _store_more, "recheck-more": _recheck_more, "tag": _tag,
     "retag-answers": _retag_answers, "integration": _integration, "setting": _setting,
-    "expiry": _expiry, "condition": _condition}
+    "expiry": _expiry, "condition": _condition, "group": _group}
 SQL = ("where", "rowcount", "rowcount-more", "clock")
 #: every module with a fence, and what finds its guards (in this order: a mutant's id counts
 #: the guards of its kind, module and function before it, so new ones go after the old)
@@ -904,6 +933,9 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
       for room in ("writes", "multipart", "deletes", "chunked")),
     # a termination lost with its connection is not told success while the upload is open
     ("blobledger/uploads/resumable.py", ("condition",)),
+    # group commit: each run of a batch keeps its own outcome
+    ("blobledger/protocol/group.py", ("group",)),
+    ("blobledger/protocol/transitions/documents.py", ("group",)),
 ]
 
 

@@ -5,6 +5,8 @@ path (its intent to the deletion path)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Row, delete, select, update
@@ -14,6 +16,7 @@ from blobledger.config import held_by_settings
 from blobledger.errors import Digests, NameTaken
 from blobledger.protocol import events, single
 from blobledger.protocol.documents import Document
+from blobledger.protocol.group import Group
 from blobledger.protocol.models import BlobKind, DocumentStatus, EventType, KeyState, WorkState
 from blobledger.protocol.transitions.base import Steps
 from blobledger.protocol.transitions.records import Intent, KeyRecord, ReplaceOutcome
@@ -95,9 +98,8 @@ class DocumentSteps(Steps):
                     attempt=intent.attempt)
         try:
             if self.c1_in_one(key):
-                async with self.db.statement() as conn:
-                    await conn.execute(_c1_one, dict(single.c1_params(document, blob),
-                                                     **times))
+                one = dict(single.c1_params(document, blob), **times)
+                await self._c1s.run(one, lambda: self._c1_alone(one))
                 return
             async with self.db.transaction() as conn:
                 if key is not None:
@@ -217,10 +219,39 @@ class DocumentSteps(Steps):
             EventType.READY, intent.document_id, intent.name, 1, digests.size,
             intent.content_type, digests.sha256, intent.blob_name, digests.md5,
             bucket=intent.bucket)
-        async with self.db.statement() as conn:
-            row = (await conn.execute(_c4_one, dict(
-                params, **single.c4_event_params(event)))).one_or_none()
+        one = dict(params, **single.c4_event_params(event))
+        row = await self._c4s.run(one, lambda: self._c4_alone(one))
         return None if row is None else Document.from_row(row)
+
+    # -- C1 and C4 in one statement each, grouped (protocol/group.py) ---------------------
+    @cached_property
+    def _c1s(self) -> Group[dict[str, Any], None]:
+        """Concurrent one-statement C1s: the ones queued behind a C1 in flight sent
+        together, one round trip and one commit (all their rows or none)."""
+        return Group(self._c1_many)
+
+    @cached_property
+    def _c4s(self) -> Group[dict[str, Any], Any]:
+        """Concurrent one-statement C4s, likewise: each run's own compare-and-set decides
+        its own row (returned, or none if it lost)."""
+        return Group(self._c4_many)
+
+    async def _c1_alone(self, one: dict[str, Any]) -> None:
+        async with self.db.statement() as conn:
+            await conn.execute(_c1_one, one)
+
+    async def _c1_many(self, runs: Sequence[dict[str, Any]]) -> list[None]:
+        async with self.db.statement() as conn:  # the driver's pipelined executemany
+            await conn.execute(_c1_one, list(runs))
+        return [None] * len(runs)
+
+    async def _c4_alone(self, one: dict[str, Any]) -> Any:
+        async with self.db.statement() as conn:
+            return (await conn.execute(_c4_one, one)).one_or_none()
+
+    async def _c4_many(self, runs: Sequence[dict[str, Any]]) -> list[Any]:
+        rows = {row.id: row for row in await self.db.fetch_each(_c4_one, runs)}
+        return [rows.get(one["d_id"]) for one in runs]  # a run's row: its own document's
 
     async def settled_create(self, intent: Intent) -> Document | None:
         """After a lost C4: the document if the sweeper rolled this creation forward (ready,
