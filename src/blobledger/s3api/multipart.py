@@ -40,6 +40,7 @@ from blobledger.errors import (
     IntentLost,
     NameTaken,
     StoreError,
+    StoreUnavailable,
 )
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import PENDING_TAG as PENDING
@@ -336,7 +337,13 @@ def _completed(call: Call, doc: Document, shape: Shape | None) -> Response:
 async def _publish(call: Call, upload: UploadRecord, intent: Intent,
                    chosen: list[Part]) -> Digests:
     """The chosen parts published create-only under the intent's blob, still ``pending``
-    (a completion tried again after a crash finds them published, and hashes them)."""
+    (a completion tried again after a crash finds them published, and hashes them).
+
+    A publication refused or failed is judged by the upload's row, not by the store's
+    answer: an upload swept (or finished) meanwhile is ``BlobNotFound`` whatever the store
+    said of a staged upload it no longer has (S3 answers ``NoSuchUpload``, moto a 500, the
+    local disk a missing part); an upload still open is a part gone (``InvalidPart``) or,
+    if the store did not answer, ``StoreUnavailable`` (the completion may be sent again)."""
     store = call.ledger.store
     try:
         await store.stat(intent.blob_name)
@@ -347,10 +354,12 @@ async def _publish(call: Call, upload: UploadRecord, intent: Intent,
                 tags=PENDING, content_type=intent.content_type)
         except BlobAlreadyExists:
             pass  # a concurrent completion of the same upload published it
-        except (BlobNotFound, StoreError) as exc:
+        except (StoreError, StoreUnavailable) as exc:
             again = await call.ledger.transitions.find_upload(upload.id)
             if again is None or again.state != UploadState.OPEN or again.expired:
                 raise BlobNotFound(intent.blob_name) from exc  # swept meanwhile
+            if isinstance(exc, StoreUnavailable):
+                raise
             raise S3Error("InvalidPart", f"a part is no longer stored ({exc}): upload it "
                           "again") from None
     return await store.digest_stored(intent.blob_name)
