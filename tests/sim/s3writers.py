@@ -127,7 +127,7 @@ async def _create(run: _Run, ledger: Ledger, n: int, i: int, key: str) -> None:
     from tests.sim.sim import Doc, Violation, _short
 
     data = f"s{n} put{i} {run.rng.getrandbits(32)}".encode()
-    sha = hashlib.sha256(data).hexdigest()
+    sha = _sent(run, data)
     run.note(f"s{n} put {key} If-None-Match:* sha={sha[:8]}")
     outcome, value = await run.op(f"s{n}.put", answered(lambda: write(
         call(ledger, key), key, _body(data), content_type="text/plain",
@@ -149,8 +149,8 @@ async def _replace(run: _Run, ledger: Ledger, n: int, key: str, doc: Doc) -> Non
     from tests.sim.sim import Violation, _short
 
     data = f"s{n} replace {run.rng.getrandbits(32)}".encode()
-    sha = hashlib.sha256(data).hexdigest()
-    etag, version = f'"{doc.sha256[:32]}"', doc.version  # the ETag: etag_of's
+    sha = _sent(run, data)
+    etag, version = f'"{run.s3_md5[doc.sha256]}"', doc.version  # a single PUT's: its MD5
     run.note(f"s{n} put {key} If-Match:{etag[1:9]} (v{version}) sha={sha[:8]}")
     doc.busy += 1
     doc.maybe.add(sha)
@@ -260,8 +260,17 @@ async def _multipart(run: _Run, n: int, here: Ledger, there: Ledger, key: str,
     if etags:
         run.result.acknowledged += 1
         run.docs.setdefault(doc_id, Doc(doc_id, 1, sha))
-        if etags != {f'"{sha[:32]}"'}:
+        # S3's multipart ETag: the MD5 of the parts' MD5s, and their number
+        whole = hashlib.md5(bytes.fromhex(md5), usedforsecurity=False).hexdigest()
+        if etags != {f'"{whole}-1"'}:
             raise Violation(f"upload {upload_id} answered {etags}, sent {sha}")
+
+
+def _sent(run: _Run, data: bytes) -> str:
+    """The SHA-256 of bytes a writer sends, their MD5 noted for the ETag they will have."""
+    sha = hashlib.sha256(data).hexdigest()
+    run.s3_md5[sha] = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    return sha
 
 
 def _etag(response: Any) -> str:

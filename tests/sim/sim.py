@@ -269,6 +269,8 @@ class _Run:
         #: of each in flight (tests.sim.s3writers)
         self.s3_keys: dict[str, list[Doc]] = {}
         self.s3_deleting: dict[str, int] = {}
+        #: the MD5 (a single PUT's ETag) of the bytes of each SHA-256 an S3 writer sent
+        self.s3_md5: dict[str, str] = {}
         #: held creations acknowledged (sha256, whether a processor rejects them), and the
         #: checksums of bytes a processor rejects (never ready: tests.sim.held)
         self.held: dict[str, tuple[str, bool]] = {}
@@ -439,6 +441,7 @@ class _Run:
     async def replace(self, ledger: Ledger, n: int, doc: Doc) -> None:
         data = f"w{n} replace {self.rng.getrandbits(32)}".encode()
         sha = hashlib.sha256(data).hexdigest()
+        self.s3_md5[sha] = hashlib.md5(data, usedforsecurity=False).hexdigest()  # its ETag
         self.note(f"w{n} replace {doc.id[:8]} v{doc.version} sha={sha[:8]}")
         doc.busy += 1
         doc.maybe.add(sha)
