@@ -86,6 +86,25 @@ async def test_the_single_put_limit_setting_chooses_one_put_or_a_multipart_uploa
         assert type(refused.value).__name__ == "BlobAlreadyExists"
 
 
+async def test_a_body_given_whole_is_sent_as_given_not_copied(moto: MotoS3) -> None:
+    """A single put of a body the stream yields in one piece sends that very object: the
+    read-ahead up to the single-put limit holds no second copy of it."""
+    store = s3_store(moto)
+    await store.prepare()
+    async with store:
+        s3 = await store._client()
+        original, bodies = s3.put_object, []
+
+        async def kept(**kwargs: Any) -> Any:
+            bodies.append(kwargs["Body"])
+            return await original(**kwargs)
+
+        s3.put_object = kept
+        data = os.urandom(3 << 20)
+        await store.put(new_name(), stream(data, len(data)), tags=PENDING)
+        assert bodies[0] is data
+
+
 async def test_a_puts_parts_upload_concurrently_within_a_bounded_window(
         moto: MotoS3) -> None:
     """A large put sends its parts at once, never more than PARTS_IN_FLIGHT: the first two
