@@ -90,9 +90,9 @@ class S3Settings(StoreLimits):
         "credentials themselves (`AWS_ACCESS_KEY_ID`, …, files, roles) are read by "
         "botocore's own chain")
     single_put_limit: int = Field(
-        default=8 * MIB, description="largest upload sent as one create-only PutObject, held "
-        "in memory whole while it is sent (`64MiB`, bytes; at most `5GiB`); a larger one "
-        "streams as a multipart upload of 8 MiB parts, four at once (at most 40 MiB held)",
+        default=8 * MIB, description="largest upload sent as one create-only PutObject, read "
+        "whole into memory first (`64MiB`, bytes; at most `5GiB`); a larger one streams as a "
+        "multipart upload of 8 MiB parts, four at once",
         json_schema_extra={"shown": "`8MiB`"})
 
     @field_validator("single_put_limit", mode="before")
