@@ -4,11 +4,10 @@ PutObject, ``BLOBLEDGER_S3_SINGLE_PUT_LIMIT``), beside the naive handler (one Pu
 insert), at 1 and 16 concurrent, deferred retag (the retag worker beside the creates, as in
 ``bench.retag``), interleaved in the same run, loopback only.
 
-The detail gives this process's peak resident memory above its resident memory before the
-trial (``VmHWM`` of ``/proc/self/status``, reset before each trial through
-``/proc/self/clear_refs``), per create in flight: what a request holds with each limit. The
-payload itself (one ``bytes`` shared by every create) is resident before the trial and not
-counted. No targets: the 64 MiB target is ``bench.retag``'s.
+The detail gives each one's CPU per create, this process's and moto's. The memory a put
+holds with each limit is ``python -m bench.s3memory``'s (a fresh process per figure: here
+the trials reuse the memory earlier ones freed). No targets: the 64 MiB target is
+``bench.retag``'s.
 """
 
 from __future__ import annotations
@@ -29,22 +28,6 @@ from blobledger.workers.retagger import Retagger, retag_forever
 
 TITLE = "64 MiB creates on S3 (moto): the default single-put limit vs one above the body"
 MIB = 1024 * 1024
-
-
-def resident() -> tuple[int, int]:
-    """This process's (resident, peak resident) memory in bytes."""
-    found = {}
-    with open("/proc/self/status") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0]) * 1024
-    return found["VmRSS"], found["VmHWM"]
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
 
 
 async def empty_bucket(backend: Backend) -> None:
@@ -92,21 +75,16 @@ async def measure(ctx: Context, backend: Backend, payload: bytes, limits: dict[s
     trials = {name: ledger_trial(limit) for name, limit in limits.items()}
     trials["naive"] = naive
     took: dict[str, list[float]] = {name: [] for name in trials}
-    peak: dict[str, list[float]] = {name: [] for name in trials}
     cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in trials}
     server = ctx.moto.process.pid
     for repeat in range(ctx.repeats + 1):  # the first round warms up, untimed
         for name, trial in trials.items():
-            reset_peak()
-            before, _ = resident()
             mine, theirs = cpu_seconds(os.getpid()), cpu_seconds(server)
             started = time.perf_counter()
             await trial()
             wall = time.perf_counter() - started
-            _, high = resident()
             if repeat:
                 took[name].append(wall)
-                peak[name].append((high - before) / concurrency / MIB)
                 cpu[name].append(((cpu_seconds(os.getpid()) - mine) / n * 1000,
                                   (cpu_seconds(server) - theirs) / n * 1000))
             while (await Retagger(ledger).run_once()).retagged:  # untimed
@@ -114,8 +92,7 @@ async def measure(ctx: Context, backend: Backend, payload: bytes, limits: dict[s
             await empty_bucket(backend)
     rate = {name: n / statistics.median(v) for name, v in took.items()}
     detail = "; ".join(
-        f"{name}: {statistics.median(peak[name]):.0f} MiB peak per create in flight, "
-        f"CPU ms per create this process + moto "
+        f"{name}: CPU ms per create, this process + moto "
         f"{statistics.median(c for c, _ in cpu[name]):.0f} + "
         f"{statistics.median(s for _, s in cpu[name]):.0f}" for name in trials)
     unit = f"{len(payload) // MIB} MiB"
