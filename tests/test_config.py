@@ -186,6 +186,21 @@ def test_backends_settings_are_nested_models() -> None:
     assert from_env({"AWS_REGION": "a", "BLOBLEDGER_S3_REGION": "b"}).s3.region == "b"
 
 
+def test_the_s3_single_put_limit_is_a_size_a_put_can_have() -> None:
+    assert from_env({}).s3.single_put_limit == 8 << 20
+    assert from_env({"BLOBLEDGER_S3_SINGLE_PUT_LIMIT": "64MiB"}).s3.single_put_limit == 64 << 20
+    assert from_env({"BLOBLEDGER_S3_SINGLE_PUT_LIMIT": "64m"}).s3.single_put_limit == 64 << 20
+    assert from_env({"BLOBLEDGER_S3_SINGLE_PUT_LIMIT": "5G"}).s3.single_put_limit == 5 << 30
+    for refused, why in (("0", "must be more than 0 and at most 5GiB"),
+                         ("6GiB", "must be more than 0 and at most 5GiB"),
+                         ("lots", "'lots' is not a size")):
+        with pytest.raises(ConfigError) as caught:
+            from_env({"BLOBLEDGER_S3_SINGLE_PUT_LIMIT": refused})
+        assert len(str(caught.value).splitlines()) == 1
+        assert str(caught.value).startswith("BLOBLEDGER_S3_SINGLE_PUT_LIMIT")
+        assert why in str(caught.value)
+
+
 def test_priority_environment_dotenv_toml(tmp_path: Path) -> None:
     toml = tmp_path / "blobledger.toml"
     toml.write_text('upload_deadline = "15m"\nsweep_after = "1h"\nblob_prefix = "from-toml"\n'

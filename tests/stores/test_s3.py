@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from blobledger.config import from_env
 from blobledger.stores.s3 import S3Store
 from blobledger.stores.s3.store import PARTS_IN_FLIGHT
 from tests.stores.contract import PENDING, StoreContract, new_name, put, read_all, stream
@@ -50,6 +51,58 @@ async def test_large_bodies_stream_as_multipart_in_bounded_parts(moto: MotoS3) -
         assert type(refused.value).__name__ == "BlobAlreadyExists"
         assert [u async for u in store.list_uncommitted(name)] == []  # the loser aborted
         assert await read_all(store, name) == data
+
+
+async def test_the_single_put_limit_setting_chooses_one_put_or_a_multipart_upload(
+        moto: MotoS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store made from the settings sends a body up to BLOBLEDGER_S3_SINGLE_PUT_LIMIT as
+    one create-only PutObject and a larger one as a multipart upload, both readable."""
+    for variable, value in moto.environment().items():
+        monkeypatch.setenv(variable, value)
+    settings = from_env({**moto.environment(), "BLOBLEDGER_S3_SINGLE_PUT_LIMIT": "6MiB"})
+    store = S3Store.from_settings(s3_store(moto).bucket, "", settings)
+    assert store.single_put_limit == 6 << 20
+    await store.prepare()
+    async with store:
+        s3 = await store._client()
+        sent: list[str] = []
+        for operation in ("put_object", "create_multipart_upload"):
+            original = getattr(s3, operation)
+
+            async def counted(*args: Any, _name: str = operation, _call: Any = original,
+                              **kwargs: Any) -> Any:
+                sent.append(_name)
+                return await _call(*args, **kwargs)
+
+            setattr(s3, operation, counted)
+        at, above = os.urandom(6 << 20), os.urandom((6 << 20) + 1)
+        await store.put("at-limit", stream(at, 1 << 20), tags=PENDING)
+        await store.put("above-limit", stream(above, 1 << 20), tags=PENDING)
+        assert sent == ["put_object", "create_multipart_upload"]
+        assert await read_all(store, "at-limit") == at
+        assert await read_all(store, "above-limit") == above
+        with pytest.raises(Exception) as refused:
+            await store.put("at-limit", stream(os.urandom(10)), tags=PENDING)
+        assert type(refused.value).__name__ == "BlobAlreadyExists"
+
+
+async def test_a_body_given_whole_is_sent_as_given_not_copied(moto: MotoS3) -> None:
+    """A single put of a body the stream yields in one piece sends that very object: the
+    read-ahead up to the single-put limit holds no second copy of it."""
+    store = s3_store(moto)
+    await store.prepare()
+    async with store:
+        s3 = await store._client()
+        original, bodies = s3.put_object, []
+
+        async def kept(**kwargs: Any) -> Any:
+            bodies.append(kwargs["Body"])
+            return await original(**kwargs)
+
+        s3.put_object = kept
+        data = os.urandom(3 << 20)
+        await store.put(new_name(), stream(data, len(data)), tags=PENDING)
+        assert bodies[0] is data
 
 
 async def test_a_puts_parts_upload_concurrently_within_a_bounded_window(

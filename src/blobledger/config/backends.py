@@ -11,9 +11,26 @@ blobledger never sees them. The breaker itself is :mod:`blobledger.stores.resili
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+
+MIB = 1024 * 1024
+#: S3's largest PutObject
+LARGEST_PUT = 5 * 1024 * MIB
+_BYTE_SIZE = TypeAdapter(ByteSize)
+#: ``64m``, ``5G``: a bare binary prefix, read as ``MiB``, ``GiB`` as every size of the
+#: settings is (``blobledger._base.durations.parse_size``, which this room may not import)
+_BINARY_SHORTHAND = re.compile(r"^\s*(\d+)\s*([kmgt])\s*$", re.IGNORECASE)
 
 
 class StoreLimits(BaseModel):
@@ -72,6 +89,25 @@ class S3Settings(StoreLimits):
         default=None, description="the shared-credentials profile (else `AWS_PROFILE`); the "
         "credentials themselves (`AWS_ACCESS_KEY_ID`, …, files, roles) are read by "
         "botocore's own chain")
+    single_put_limit: int = Field(
+        default=8 * MIB, description="largest upload sent as one create-only PutObject, read "
+        "whole into memory first (`64MiB`, bytes; at most `5GiB`); a larger one streams as a "
+        "multipart upload of 8 MiB parts, four at once",
+        json_schema_extra={"shown": "`8MiB`"})
+
+    @field_validator("single_put_limit", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                value = int(_BYTE_SIZE.validate_python(
+                    _BINARY_SHORTHAND.sub(r"\1\2iB", value)))
+            except ValidationError:
+                raise ValueError(f"{value!r} is not a size (use e.g. 8388608, 64MiB)") \
+                    from None
+        if isinstance(value, int) and not 0 < value <= LARGEST_PUT:
+            raise ValueError("must be more than 0 and at most 5GiB (S3's largest PutObject)")
+        return value
 
     @field_validator("addressing", mode="before")
     @classmethod

@@ -152,7 +152,9 @@ def verify(digests: Digests, expected_sha256: str | None, expected_md5: str | No
 
 
 class ByteReader:
-    """Reads exact-size blocks from a byte stream, copying each byte once."""
+    """Reads exact-size blocks from a byte stream, copying each byte once at most: a block
+    that is the whole of one ``bytes`` the stream yielded (a body given in memory, read up
+    to a single put's limit) is that object itself, not a copy of it."""
 
     def __init__(self, source: AsyncIterable[bytes]) -> None:
         self._source = aiter(source)
@@ -189,6 +191,9 @@ class ByteReader:
                 parts.append(view[:need])
                 self._pending[0] = view[need:]
                 need = 0
+        if len(parts) == 1 and isinstance(parts[0].obj, bytes) \
+                and len(parts[0]) == len(parts[0].obj):
+            return parts[0].obj
         return b"".join(parts)
 
 

@@ -1,16 +1,18 @@
 """The S3 backend (``s3://bucket[/prefix]``), on aiobotocore, for AWS and S3-compatible
 services (``BLOBLEDGER_S3_ENDPOINT_URL``).
 
-Create-only is ``If-None-Match: *`` on PutObject and on CompleteMultipartUpload. Bodies above
-the single-put limit stream as a multipart upload, one part in memory at a time; a failed or
-cancelled multipart upload is aborted. The ``state`` tag is an object tag; the SHA-256 and MD5
-are object tags too (``sha256``, ``md5``: a multipart upload learns them only at its end, and
-tags, unlike metadata, can be written after it), written with a single put, and for a
-multipart or direct upload with the retag to ``committed`` (:meth:`S3Store.set_tags`). S3's
-tag write replaces the whole set without a condition, so nothing here ever writes a set it
-read before another actor could have retagged: ``set_tags`` is the only tag write after
-creation. A blob whose checksum tags are not written yet is hashed by :meth:`stat`, never
-retagged there. Checksum tags are never shown as tags.
+Create-only is ``If-None-Match: *`` on PutObject and on CompleteMultipartUpload. A body up
+to the single-put limit (``BLOBLEDGER_S3_SINGLE_PUT_LIMIT``, 8 MiB) is read whole and sent
+as one PutObject; a larger one streams as a multipart upload, a bounded window of parts in
+memory; a failed or cancelled multipart upload is aborted. The ``state`` tag is an object
+tag; the SHA-256 and MD5 are object tags too (``sha256``, ``md5``: a multipart upload learns
+them only at its end, and tags, unlike metadata, can be written after it), written with a
+single put, and for a multipart or direct upload with the retag to ``committed``
+(:meth:`S3Store.set_tags`). S3's tag write replaces the whole set without a condition, so
+nothing here ever writes a set it read before another actor could have retagged:
+``set_tags`` is the only tag write after creation. A blob whose checksum tags are not
+written yet is hashed by :meth:`stat`, never retagged there. Checksum tags are never shown
+as tags.
 
 S3 has no delete (or tag update) conditioned on a tag. A delete here reads the tag and the
 ETag, compares the tag, then deletes with ``If-Match`` on that ETag: S3 itself refuses to
@@ -65,7 +67,8 @@ from blobledger.stores.s3.errors import _status, map_errors, translate
 from blobledger.stores.s3.reads import CHECKSUM_TAGS, CONCURRENCY, Reads, _empty, _visible
 from blobledger.stores.s3.settings import S3Settings
 
-SINGLE_PUT_LIMIT = 8 * 1024 * 1024
+#: the largest body sent as one PutObject (``BLOBLEDGER_S3_SINGLE_PUT_LIMIT``), by default
+SINGLE_PUT_LIMIT: int = S3Settings.model_fields["single_put_limit"].default
 PART_SIZE = 8 * 1024 * 1024  # S3 wants at least 5 MiB for every part but the last
 MIN_PART_SIZE = 5 * 1024 * 1024
 #: a put's multipart parts uploading at once (a bounded window: at most this many parts'
@@ -113,14 +116,15 @@ class S3Store(Reads):
         access_key: str | None = None,
         secret_key: str | None = None,
         profile: str | None = None,
-        single_put_limit: int = SINGLE_PUT_LIMIT,
+        single_put_limit: int | None = None,
         part_size: int = PART_SIZE,
         capabilities: Capabilities | None = None,
         limits: StoreLimits | None = None,
     ) -> None:
         """``capabilities``: what the service behind ``endpoint_url`` enforces, where it
-        is less than S3 (an emulator); ``limits``: timeouts, retries and the circuit breaker
-        (the settings' defaults when None)."""
+        is less than S3 (an emulator); ``limits``: timeouts, retries, the circuit breaker and
+        the single-put limit (the settings' defaults when None); ``single_put_limit``: the
+        largest body sent as one PutObject, held whole in memory (``limits``' when None)."""
         if not 3 <= len(bucket) <= 63:
             raise ConfigError(f"S3 bucket name {bucket!r} must have 3-63 characters")
         if part_size < 5 * 1024 * 1024:
@@ -133,10 +137,12 @@ class S3Store(Reads):
         self.path_style = path_style
         self._credentials = (access_key, secret_key)
         self.profile = profile
-        self.single_put_limit = single_put_limit
         self.part_size = part_size
         self.capabilities = capabilities or self.SERVICE
         self.limits = limits or S3Settings()
+        self.single_put_limit = single_put_limit or (
+            self.limits.single_put_limit if isinstance(self.limits, S3Settings)
+            else SINGLE_PUT_LIMIT)
         self.probe_timeout = self.limits.probe_timeout
         self.breaker = Breaker.of(self.url, self.limits)
         self._stack: AsyncExitStack | None = None
