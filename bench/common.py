@@ -275,3 +275,14 @@ def latency_table(results: list[Result]) -> str:
             cells.append(f"{f'{r.ratio:.2f}x{mark}' + (f' ({target})' if target else ''):>16}")
         lines.append(f"{case:<40}" + "".join(cells))
     return "\n".join(lines)
+
+
+async def empty_bucket(backend: Backend) -> None:
+    """moto holds every byte in its memory: the trials' objects go, untimed (a bench's
+    trials of 64 MiB would fill its memory otherwise)."""
+    client = await backend.direct._client()  # type: ignore[attr-defined]
+    bucket = backend.direct.bucket  # type: ignore[attr-defined]
+    listed = await client.list_objects_v2(Bucket=bucket)
+    while keys := [{"Key": o["Key"]} for o in listed.get("Contents", [])]:
+        await client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+        listed = await client.list_objects_v2(Bucket=bucket)

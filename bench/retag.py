@@ -46,6 +46,7 @@ from bench.common import (
     backend_ledger,
     cpu_seconds,
 )
+from bench.common import empty_bucket as common_empty_bucket
 from bench.create import gather_limited, naive_table
 from blobledger.workers.retagger import Retagger, retag_forever
 
@@ -156,12 +157,7 @@ async def measure(ctx: Context, backend: Backend, size: int, concurrency: int,
         """moto holds every byte in its memory: the 64 MiB trials' objects go, untimed."""
         if backend.kind != "s3" or size < MIB:
             return
-        client = await backend.direct._client()  # type: ignore[attr-defined]
-        bucket = backend.direct.bucket  # type: ignore[attr-defined]
-        listed = await client.list_objects_v2(Bucket=bucket)
-        while keys := [{"Key": o["Key"]} for o in listed.get("Contents", [])]:
-            await client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
-            listed = await client.list_objects_v2(Bucket=bucket)
+        await common_empty_bucket(backend)
 
     def then_emptied(trial: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[float]]:
         async def run() -> float:

@@ -21,23 +21,13 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy import insert
 
-from bench.common import Backend, Context, Result, backend_ledger, cpu_seconds
+from bench.common import Backend, Context, Result, backend_ledger, cpu_seconds, empty_bucket
 from bench.create import gather_limited, naive_table
 from blobledger.stores.s3.store import SINGLE_PUT_LIMIT
 from blobledger.workers.retagger import Retagger, retag_forever
 
 TITLE = "64 MiB creates on S3 (moto): the default single-put limit vs one above the body"
 MIB = 1024 * 1024
-
-
-async def empty_bucket(backend: Backend) -> None:
-    """moto holds every byte in its memory: the trials' objects go, untimed."""
-    client = await backend.direct._client()  # type: ignore[attr-defined]
-    bucket = backend.direct.bucket  # type: ignore[attr-defined]
-    listed = await client.list_objects_v2(Bucket=bucket)
-    while keys := [{"Key": o["Key"]} for o in listed.get("Contents", [])]:
-        await client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
-        listed = await client.list_objects_v2(Bucket=bucket)
 
 
 async def measure(ctx: Context, backend: Backend, payload: bytes, limits: dict[str, int],

@@ -67,6 +67,18 @@ async def seed_previous_release(url: str, store: LocalStore) -> dict[str, str]:
     return {"ready": ready_blob, "pending": pending_blob}
 
 
+async def previous_release(url: str, tmp_path: Path, revision: str) -> tuple[LocalStore, str]:
+    """A database at ``revision`` holding a previous release's rows, their blob (its name
+    returned) in a local store under ``tmp_path``."""
+    store = LocalStore(tmp_path / "blobs")
+    await store.prepare()
+    db = Database(url)
+    async with db.engine.begin() as conn:
+        await conn.run_sync(upgrade, revision)
+    await db.dispose()
+    return store, await seed_previous_release_rows(url, store)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 async def test_upgrade_from_the_previous_release(kind: str, tmp_path: Path) -> None:
     url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
@@ -226,13 +238,7 @@ async def test_upgrade_adds_the_events(kind: str, tmp_path: Path) -> None:
     url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
            else await create_database())
     try:
-        store = LocalStore(tmp_path / "blobs")
-        await store.prepare()
-        db = Database(url)
-        async with db.engine.begin() as conn:
-            await conn.run_sync(upgrade, "0006")
-        await db.dispose()
-        await seed_previous_release_rows(url, store)
+        store, _ = await previous_release(url, tmp_path, "0006")
         async with Ledger(Database(url), store) as ledger:
             async with ledger.db.engine.connect() as conn:
                 assert (await conn.execute(text("SELECT count(*) FROM events"))) \
@@ -281,13 +287,7 @@ async def test_upgrade_holds_nothing_and_owes_no_retag(kind: str, tmp_path: Path
     url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
            else await create_database())
     try:
-        store = LocalStore(tmp_path / "blobs")
-        await store.prepare()
-        db = Database(url)
-        async with db.engine.begin() as conn:
-            await conn.run_sync(upgrade, "0006")
-        await db.dispose()
-        await seed_previous_release_rows(url, store)
+        store, _ = await previous_release(url, tmp_path, "0006")
         async with Ledger(Database(url), store, Settings(retag="deferred")) as ledger:
             old = await ledger.get("d1")
             assert old.status == "ready"
@@ -314,13 +314,7 @@ async def test_upgrade_counts_the_grace_from_the_commit(tmp_path: Path) -> None:
     statement's ``now()`` (the transaction's start)."""
     url = await create_database()
     try:
-        store = LocalStore(tmp_path / "blobs")
-        await store.prepare()
-        db = Database(url)
-        async with db.engine.begin() as conn:
-            await conn.run_sync(upgrade, "0009")
-        await db.dispose()
-        blob = await seed_previous_release_rows(url, store)
+        store, blob = await previous_release(url, tmp_path, "0009")
         async with Ledger(Database(url), store) as ledger:
             async with ledger.db.engine.begin() as conn:
                 await conn.execute(text(
@@ -346,13 +340,7 @@ async def test_upgrade_puts_every_document_in_the_default_bucket(kind: str,
     url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
            else await create_database())
     try:
-        store = LocalStore(tmp_path / "blobs")
-        await store.prepare()
-        db = Database(url)
-        async with db.engine.begin() as conn:
-            await conn.run_sync(upgrade, "0011")
-        await db.dispose()
-        await seed_previous_release_rows(url, store)
+        store, _ = await previous_release(url, tmp_path, "0011")
         async with Ledger(Database(url), store) as ledger:
             old = await ledger.get("d1")
             assert (old.bucket, old.name) == ("default", "old.txt")
@@ -379,13 +367,7 @@ async def test_upgrade_keeps_s3_rows_and_gives_etags_of_md5(kind: str, tmp_path:
     url = (f"sqlite:///{tmp_path / 'old.db'}" if kind == "sqlite"
            else await create_database())
     try:
-        store = LocalStore(tmp_path / "blobs")
-        await store.prepare()
-        db = Database(url)
-        async with db.engine.begin() as conn:
-            await conn.run_sync(upgrade, "0013")
-        await db.dispose()
-        blob = await seed_previous_release_rows(url, store)
+        store, blob = await previous_release(url, tmp_path, "0013")
         db = Database(url)
         async with db.engine.begin() as conn:
             params = dict(now=NOW, blob="documents/no-md5.txt", sha="ab" * 32)
