@@ -5,7 +5,7 @@ confirm, V3 retag, V4 attach, R4's and the delete's detach).
 
 The rendering is the harness's (:func:`rendering`: the bytes of a variant are a digest of
 its source's and its spec's, made at once): Pillow decodes and resizes, which is compute,
-not protocol, and is not installed where the simulation runs. The checks: two makers of one
+not protocol, and costs a run more than its steps. The checks: two makers of one
 version's variant that both answered name one blob (one maker wins); what they answered is
 the rendering of that version's bytes; read again once the race is over, the document's
 current variant is the rendering of its current bytes (or of a replace not answered). The
