@@ -63,10 +63,9 @@ from blobledger.s3api.objects import (
 from blobledger.s3api.rows import (
     Part,
     Shape,
-    acl_of,
     drop_parts,
     forget_orphans,
-    meta_of,
+    kept_of,
     parts_of,
     record_meta,
     record_part,
@@ -391,9 +390,9 @@ async def _replace(call: Call, upload: UploadRecord, intent: Intent, digests: Di
     ledger = call.ledger
     reader = await ledger.store.open(intent.blob_name)
     try:
+        kept = await kept_of(ledger, intent.blob_name)  # the upload's metadata and ACL
         doc = await write(call, call.key, reader, content_type=intent.content_type,
-                          meta=await meta_of(ledger, intent.blob_name),
-                          acl=await acl_of(ledger, intent.blob_name),
+                          meta=kept.meta, acl=kept.acl,
                           sha256=digests.sha256, if_match=if_match, shape=shape,
                           if_none_match=None if create_only(if_none_match) else if_none_match)
     finally:

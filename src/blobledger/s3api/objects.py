@@ -26,7 +26,7 @@ from blobledger.s3api.chunked import decode, decoded_length, streaming
 from blobledger.s3api.errors import S3Error
 from blobledger.s3api.lookup import etag_of, find, http_date, http_since, readable
 from blobledger.s3api.overrides import overrides
-from blobledger.s3api.rows import Shape, shape_of
+from blobledger.s3api.rows import Shape, kept_of
 from blobledger.s3api.shapes import answered_checksum
 from blobledger.s3api.sigv4 import is_sha256
 from blobledger.s3api.usermeta import from_headers, response_headers
@@ -208,14 +208,15 @@ def _part_number(call: Call, shape: Shape | None, size: int) -> tuple[int, int] 
 async def get_object(call: Call) -> Response:
     method = call.request.method
     doc = await readable(call, call.key)
-    shape = await shape_of(call.ledger, doc.blob)
+    kept = await kept_of(call.ledger, doc.blob)  # its metadata and shape, in one read
+    shape = kept.shape
     size = doc.size or 0
     part = _part_number(call, shape, size)
     tag = etag_of(doc, shape)
     headers = call.headers(ETag=tag, **{"Last-Modified": http_date(doc.updated_at),
                                         "Accept-Ranges": "bytes",
                                         "Content-Type": doc.content_type})
-    headers.update(await response_headers(call, doc.blob))
+    headers.update(response_headers(kept.meta))
     headers.update(overrides(call))  # response-*: the request's own headers of the answer
     if part is not None and shape is not None:
         headers["x-amz-mp-parts-count"] = str(len(shape.parts))

@@ -150,12 +150,29 @@ async def record_meta(ledger: Ledger, blob_name: str, meta: dict[str, str],
                                                   **columns))
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What the endpoint keeps of a blob's object (its ``s3_objects`` row): its user
+    metadata, its canned ACL (None: the bucket's applies) and its shape (None: one part)."""
+
+    meta: dict[str, str]
+    acl: str | None = None
+    shape: Shape | None = None
+
+
+async def kept_of(ledger: Ledger, blob_name: str) -> Kept:
+    """The blob's row, read once (nothing kept: no metadata, the bucket's ACL, one part)."""
+    async with ledger.db.transaction(readonly=True) as conn:
+        row = (await conn.execute(select(objects).where(
+            objects.c.blob_name == blob_name))).one_or_none()
+    if row is None:
+        return Kept({})
+    return Kept(dict(json.loads(row.meta)), row.acl, Shape.from_row(row))
+
+
 async def acl_of(ledger: Ledger, blob_name: str) -> str | None:
     """The canned ACL written with the blob or set since (None: the bucket's applies)."""
-    async with ledger.db.transaction(readonly=True) as conn:
-        found: str | None = (await conn.execute(select(objects.c.acl).where(
-            objects.c.blob_name == blob_name))).scalar_one_or_none()
-    return found
+    return (await kept_of(ledger, blob_name)).acl
 
 
 async def set_acl(ledger: Ledger, blob_name: str, acl: str) -> None:
@@ -199,7 +216,7 @@ async def record_shape(ledger: Ledger, blob_name: str, shape: Shape) -> None:
 
 async def shape_of(ledger: Ledger, blob_name: str) -> Shape | None:
     """The shape of the multipart object the blob holds (None: an object of one part)."""
-    return (await shapes_of(ledger, [blob_name])).get(blob_name)
+    return (await kept_of(ledger, blob_name)).shape
 
 
 async def shapes_of(ledger: Ledger, blob_names: list[str]) -> dict[str, Shape]:
@@ -215,10 +232,7 @@ async def shapes_of(ledger: Ledger, blob_names: list[str]) -> dict[str, Shape]:
 
 async def meta_of(ledger: Ledger, blob_name: str) -> dict[str, str]:
     """The user metadata written with the blob (empty: none)."""
-    async with ledger.db.transaction(readonly=True) as conn:
-        text = (await conn.execute(select(objects.c.meta).where(
-            objects.c.blob_name == blob_name))).scalar_one_or_none()
-    return {} if text is None else dict(json.loads(text))
+    return (await kept_of(ledger, blob_name)).meta
 
 
 async def forget_orphans(ledger: Ledger) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from blobledger.protocol.transitions.records import Intent
 from blobledger.s3api.call import Call
 from blobledger.s3api.errors import S3Error
-from blobledger.s3api.rows import Shape, meta_of, record_meta
+from blobledger.s3api.rows import Shape, record_meta
 
 PREFIX = "x-amz-meta-"
 #: the headers of a write S3 keeps with the object and answers on GET and HEAD
@@ -81,8 +81,7 @@ def _header_value(value: str) -> str:
         return "=?UTF-8?B?" + base64.b64encode(value.encode()).decode() + "?="
 
 
-async def response_headers(call: Call, blob_name: str) -> dict[str, str]:
-    """The user metadata (``x-amz-meta-*``) and the kept headers of a blob's object."""
+def response_headers(meta: dict[str, str]) -> dict[str, str]:
+    """The user metadata (``x-amz-meta-*``) and the kept headers of an object's ``meta``."""
     return {name.removeprefix(KEPT_MARK) if name.startswith(KEPT_MARK) else PREFIX + name:
-            _header_value(value)
-            for name, value in (await meta_of(call.ledger, blob_name)).items()}
+            _header_value(value) for name, value in meta.items()}
