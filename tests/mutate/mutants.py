@@ -828,9 +828,12 @@ def _expiry(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mu
                          start, end, "True")
 
 
-#: the S3 endpoint's refusals of a write whose condition does not hold, and an upload's
-#: termination refused while its outcome is unknown (in the text of what the ``if`` raises)
-REFUSALS = ("PreconditionFailed", "failed(", "SignatureDoesNotMatch", "DatabaseUnavailable")
+#: the S3 endpoint's refusals of a write whose condition does not hold, an upload's
+#: termination refused while its outcome is unknown, and a completion's failed publication
+#: judged by its upload's row (swept meanwhile: ``BlobNotFound``, whatever the store said)
+#: (in the text of what the ``if`` raises)
+REFUSALS = ("PreconditionFailed", "failed(", "SignatureDoesNotMatch", "DatabaseUnavailable",
+            "BlobNotFound(")
 
 
 def _condition(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
