@@ -63,6 +63,8 @@ RELEVANT: list[tuple[str, list[str]]] = [
                        "tests/workers/test_reconcile_retag.py"]),
     (r":single:", [*RETAG, "tests/crash/test_single_statements.py", *GUARDS]),
     (r"^group:", ["tests/crash/test_group_commit.py"]),
+    (r"^cleanup:s3api/", ["tests/s3api/test_swept_completion.py"]),
+    (r"^cleanup:", [*GUARDS, *RETAG, "tests/ledger/test_fencing.py", *SWEEP]),
     (r":buckets:", ["tests/ledger/test_buckets.py"]),
     (r":events:", ["tests/events/test_marks.py", "tests/events/test_events.py"]),
     (r":grace:", ["tests/attachments/test_grace.py", "tests/dj/test_grace.py"]),

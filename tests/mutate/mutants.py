@@ -32,6 +32,9 @@ Kinds:
   ``aws-chunked`` chunk's signature), or an upload's termination whose outcome the
   database could not tell (the upload re-read still open): its ``if ...: raise`` refusal
   skipped;
+- ``cleanup``: a writer's or sweeper's removal of bytes that landed after their row was
+  gone (a lost writer's ``drop_lost``, the sweeper's late delete after it removed the
+  rows) skipped: what a paused writer published late is then left to ``reconcile --fix``;
 - ``group``: group commit's per-run decisions (a lost connection under a batch taken for a
   refused one, a run's answer to go alone taken for its result, a batch's run given another
   run's row).
@@ -61,7 +64,7 @@ RETAGGER = "blobledger/workers/retagger.py"
 AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
 STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
-         "integration", "setting", "condition", "group")
+         "integration", "setting", "condition", "group", "cleanup")
 
 #: the database clock's bound times in ``transitions`` (a comparison with one is a lease or age)
 CLOCK = {"NOW", "LEASE", "CUTOFF", "EXPIRES", "LATER"}
@@ -854,6 +857,25 @@ def _condition(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator
                      start, end, f"(({text}) and False)")
 
 
+#: the calls that remove bytes a paused writer published after their row was removed
+CLEANUPS = {"drop_lost", "_delete_late"}
+
+
+def _cleanup(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
+    """A lost writer's clean-up (``drop_lost``) or the sweeper's late delete after it
+    removed the rows (``_delete_late``) skipped: the call replaced by ``asyncio.sleep(0)``,
+    so bytes published after their row was gone stay behind for ``reconcile --fix``."""
+    short = _short(source.path)
+    for node in ast.walk(source.tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in CLEANUPS):
+            context = contexts.get(id(node), "?")
+            start, end = source.span(node)
+            yield Mutant(ids(f"cleanup:{short}:{context}:skipped"), "cleanup", source.path,
+                         node.lineno, context, f"`{_flat(source.text(node))}` skipped",
+                         start, end, '__import__("asyncio").sleep(0)')
+
+
 def _clock(source: _Source, contexts: dict[int, str], ids: _Ids) -> Iterator[Mutant]:
     return _compares(source, contexts, ids, clock=True)
 
@@ -894,7 +916,7 @@ DETECTORS: dict[str, Detector] = {
     "recheck": _recheck, "retag": _retag, "rowcount-more": _rowcount_more,
     "store-more": _store_more, "recheck-more": _recheck_more, "tag": _tag,
     "retag-answers": _retag_answers, "integration": _integration, "setting": _setting,
-    "expiry": _expiry, "condition": _condition, "group": _group}
+    "expiry": _expiry, "condition": _condition, "group": _group, "cleanup": _cleanup}
 SQL = ("where", "rowcount", "rowcount-more", "clock")
 #: every module with a fence, and what finds its guards (in this order: a mutant's id counts
 #: the guards of its kind, module and function before it, so new ones go after the old)
@@ -915,8 +937,12 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # a bucket is deleted only while it holds no document
     ("blobledger/protocol/buckets.py", ("where", "rowcount")),
     # C3's retag and a lost writer's clean-up; the sweeper's deletion guard and retag
-    ("blobledger/protocol/ledger/steps.py", ("tag", "recheck-more")),
-    ("blobledger/workers/sweeper/deletion.py", ("tag", "recheck-more")),
+    ("blobledger/protocol/ledger/steps.py", ("tag", "recheck-more", "cleanup")),
+    ("blobledger/workers/sweeper/deletion.py", ("tag", "recheck-more", "cleanup")),
+    # bytes published after their row was removed: the lost writer's and the sweeper's
+    # clean-up (C4 lost with the deferred retag; the sweeper's late delete)
+    ("blobledger/protocol/ledger/documents.py", ("cleanup",)),
+    ("blobledger/workers/sweeper/__init__.py", ("cleanup",)),
     # the application integrations' attach and detach
     ("blobledger/sqlalchemy.py", ("integration",)),
     ("blobledger/django/signals.py", ("integration",)),
@@ -933,7 +959,8 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     # the S3 endpoint's own conditions: If-Match's ETag, a completion's If-None-Match, a
     # DeleteObjects key's ETag, an aws-chunked chunk's signature
     *((f"blobledger/s3api/{room}.py", ("condition",))
-      for room in ("writes", "multipart", "deletes", "chunked")),
+      for room in ("writes", "deletes", "chunked")),
+    ("blobledger/s3api/multipart.py", ("condition", "cleanup")),
     # a termination lost with its connection is not told success while the upload is open
     ("blobledger/uploads/resumable.py", ("condition",)),
     # group commit: each run of a batch keeps its own outcome

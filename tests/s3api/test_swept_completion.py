@@ -2,7 +2,10 @@
 staged upload aborted) after the completion read it and before it publishes the parts:
 the client is told ``NoSuchUpload``, on every store, whatever the store answers to the
 publication of an upload it no longer has (S3's ``NoSuchUpload``, moto's 500, a missing
-part on the local disk). The request is signed as boto3 signs it and sent through the
+part on the local disk), and nothing is left behind: Azurite publishes the parts all the
+same (the sweeper's delete of a blob never created leaves its uncommitted blocks), and the
+completion removes that rowless ``pending`` blob itself, where only ``reconcile --fix``
+would have found it. The request is signed as boto3 signs it and sent through the
 service's own app in process (``tests.explore.s3writers``), the failpoints' hook running
 the sweeper when the completion reaches ``staged.before_commit``."""
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from blobledger import failpoints
+from blobledger.errors import BlobNotFound
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.sweeper import Sweeper
 from tests.conftest import BACKENDS
@@ -39,6 +43,8 @@ async def test_a_completion_whose_upload_is_swept_before_publication_is_no_such_
     try:
         upload = await s3.create_upload("swept.bin")
         etag = await s3.upload_part("swept.bin", upload, 1, b"the only part")
+        record = await ledger.transitions.find_upload(upload)
+        assert record is not None
         failpoints.set_hook(sweep)
         with pytest.raises(S3Refused) as refused:
             await s3.complete("swept.bin", upload, [(1, etag)])
@@ -50,3 +56,5 @@ async def test_a_completion_whose_upload_is_swept_before_publication_is_no_such_
     assert await visible(ledger, "swept.bin") is None
     assert await ledger.transitions.find_upload(upload) is None
     assert [u.name async for u in ledger.store.list_uncommitted()] == []
+    with pytest.raises(BlobNotFound):
+        await ledger.store.stat(record.blob_name)

@@ -311,6 +311,11 @@ async def complete_multipart_upload(call: Call) -> Response:
                 and again.state == UploadState.OPEN and not again.expired):
             raise  # the upload is still this one's to finish: not a lost intent
         if again is None or again.state != UploadState.DONE:
+            # swept, or aborted: bytes this completion published after the sweeper or the
+            # deletion path removed the intent (Azurite commits the blocks of an upload
+            # whose blob was never created) have no row left for either to find: removed
+            # here if still ``pending`` and rowless, not left for ``reconcile --fix``
+            await asyncio.shield(ledger.drop_lost(intent))
             raise _no_such_upload() from exc
         doc = await ledger.get(again.document_id)
         return await _finished(call, upload, doc, await shape_of(ledger, doc.blob))
