@@ -106,6 +106,37 @@ async def test_a_sweeper_that_claimed_first_wins_over_c4(
     assert settled.ok, settled.render()
 
 
+async def test_a_writer_whose_upload_lands_after_the_sweep_removes_its_own_blob(
+    deferred: Ledger,
+) -> None:
+    """Deferred, no confirm runs before C4: a writer stalled mid-upload while the sweeper
+    removed its intent (nothing stored yet, so nothing deleted) finishes its upload after
+    the sweep, loses C4, and deletes the ``pending`` blob it just wrote, whose row is gone:
+    nothing is left for ``reconcile --fix``."""
+    ledger = deferred
+    gate = asyncio.Event()
+    sent = asyncio.Event()
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield b"first half, "
+        sent.set()
+        await gate.wait()
+        yield b"second half"
+
+    writer = started(lambda: ledger.create("late.txt", stalling()))
+    await asyncio.wait_for(sent.wait(), STEP)
+    ledger.clock_offset = ledger.settings.sweep_after + 1
+    report = await Sweeper(ledger).run_once()
+    assert report.swept == 1
+    assert await rows(ledger) == {}
+    gate.set()
+    result = await outcome(writer)
+    assert isinstance(result, IntentLost), result
+    assert await stored(ledger) == {}
+    settled = await check(ledger, settled=True)
+    assert settled.ok, settled.render()
+
+
 async def test_a_paused_retag_worker_changes_nothing_when_it_wakes(
     deferred: Ledger, holds: Holds,
 ) -> None:

@@ -15,6 +15,7 @@ from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.protocol.documents import Document
+from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import (
     BlobKind,
     BlobRow,
@@ -438,3 +439,33 @@ async def test_a_discarded_self_tagged_upload_leaves_a_committed_creation_beside
     found = await documents(ledger)
     assert doc_id not in found
     assert [status for status, blob in found.values() if blob == created] == ["ready"]
+
+
+@pytest.mark.parametrize("state", [BlobState.PENDING, BlobState.DELETING])
+async def test_a_blob_published_after_its_row_was_deleted_from_goes_with_the_row(
+        ledger: Ledger, state: str) -> None:
+    """A paused writer (a completion publishing its parts, a client's put) whose intent the
+    sweeper takes (``pending``, stale) or the deletion path removes (``deleting``,
+    abandoned) publishes its blob after the blob's delete found nothing and before the row
+    is removed: the writer, seeing the row still there, leaves the blob to the sweeper, and
+    the sweeper's delete after the row's removal takes it (``late``), conditioned on
+    ``pending``. Without it the blob would have no row for any sweep to find."""
+    name = await seed_intent(ledger, tag=None, state=state)
+    published: list[str] = []
+
+    async def publish_late(point: str) -> None:
+        if point in ("sweep.after_delete", "deletion.after_delete") and not published:
+            published.append(point)
+            await ledger.store.put(name, one(b"published late"), tags=PENDING,
+                                   content_type="text/plain")
+
+    later(ledger, 2 * HOUR)
+    failpoints.set_hook(publish_late)
+    try:
+        report = await Sweeper(ledger).run_once()
+    finally:
+        failpoints.set_hook(None)
+    assert published
+    assert report.late == 1, report
+    assert await rows(ledger) == {}
+    assert await stored(ledger) == {}
