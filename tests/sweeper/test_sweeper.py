@@ -15,7 +15,6 @@ from blobledger._base.names import new_blob_name, new_document_id
 from blobledger.errors import SweeperBusy
 from blobledger.failpoints import FailpointError
 from blobledger.protocol.documents import Document
-from blobledger.protocol.models import PENDING_TAG as PENDING
 from blobledger.protocol.models import (
     BlobKind,
     BlobRow,
