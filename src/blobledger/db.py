@@ -293,11 +293,11 @@ class Database:
         adapted: Any = fairy.dbapi_connection
         discarded = False
         try:
-            if getattr(adapted, "_transaction", None) is not None:
-                # a transaction left open by an engine without reset on return: ended, as
-                # setting the connection to autocommit would
-                await greenlet_spawn(adapted.rollback)
             try:
+                if getattr(adapted, "_transaction", None) is not None:
+                    # a transaction left open by an engine without reset on return: ended,
+                    # as setting the connection to autocommit would
+                    await greenlet_spawn(adapted.rollback)
                 async with adapted._execute_mutex:
                     try:
                         return await call(adapted._connection)

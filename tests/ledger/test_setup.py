@@ -22,9 +22,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from blobledger import ConfigError, DatabaseUnavailable, Ledger
-from blobledger.db import Database
+from blobledger.db import Database, normalise_url
 from blobledger.stores import open_store
 from tests.support.services import Azurite, free_port
 
@@ -143,6 +144,36 @@ async def test_a_postgresql_statement_on_the_driver_gives_its_pooled_connection_
         async with db.transaction() as conn:
             await conn.run_sync(rows.metadata.drop_all)
         await db.dispose()
+
+
+async def test_a_statement_on_the_driver_ends_a_transaction_left_open_on_its_connection(
+        pg_url: str) -> None:
+    """An application's engine that does not roll back at checkin may hand over a connection
+    with a transaction still open on it: the step's statement does not run (and commit
+    nothing) inside it; the transaction is rolled back first, as setting the connection to
+    autocommit would."""
+    engine = create_async_engine(normalise_url(pg_url), pool_size=1, max_overflow=0,
+                                 pool_reset_on_return=None)
+    db = Database.from_engine(engine)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    rows = Table(name, MetaData(), Column("x", Integer, primary_key=True))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(rows.metadata.create_all)
+        async with engine.connect() as conn:  # a transaction the engine does not know of
+            adapted: Any = (await conn.get_raw_connection()).dbapi_connection
+            await adapted._start_transaction()
+            await adapted._connection.execute(f"INSERT INTO {name} VALUES (1)")
+        assert adapted._transaction is not None  # back in the pool, still open
+        added = await db.fetch_one(insert(rows).values(x=bindparam("x")).returning(rows.c.x),
+                                   {"x": 2})
+        assert added is not None and added.x == 2 and adapted._transaction is None
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(rows.c.x))).scalars().all() == [2]
+    finally:
+        async with engine.begin() as conn:
+            await conn.run_sync(rows.metadata.drop_all)
+        await engine.dispose()
 
 
 async def test_from_env_uses_the_environment(
