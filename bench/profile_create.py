@@ -104,6 +104,21 @@ def _count_statements(db: Database) -> None:
     def _commit(*_: Any) -> None:
         COUNT.commits += 1
 
+    # the statements sent on the driver directly (no SQLAlchemy connection, so no events):
+    # one per run, each committing as it runs (autocommit: no COMMIT to count)
+    for method, runs in (("fetch_one", lambda _params: 1), ("fetch_each", len)):
+        original = getattr(db, method, None)
+        if original is not None:
+            setattr(db, method, _counted(original, runs))
+
+
+def _counted(original: Callable[..., Awaitable[Any]],
+             runs: Callable[[Any], int]) -> Callable[..., Awaitable[Any]]:
+    async def counted(statement: Any, params: Any) -> Any:
+        COUNT.statements += runs(params)
+        return await original(statement, params)
+    return counted
+
 
 @dataclass
 class Rig:
@@ -279,14 +294,16 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def _grouped(ledger: Ledger) -> str:
     """C1's and C4's runs per round trip over the whole run (group commit,
-    ``protocol/group.py``; "none" where the tree has no group commit)."""
+    ``protocol/group.py``; "none" where the tree has no group commit), and the share of the
+    runs sent alone (one statement on its own round trip)."""
     found = []
     for step in ("c1", "c4"):
         sizes: dict[int, int] = getattr(getattr(ledger.transitions, f"_{step}s", None),
                                         "sizes", {})
         trips = sum(sizes.values())
         runs = sum(size * count for size, count in sizes.items())
-        found.append(f"{step.upper()} {runs / trips:.2f}" if trips else f"{step.upper()} none")
+        found.append(f"{step.upper()} {runs / trips:.2f} ({sizes.get(1, 0) / runs:.0%} of runs "
+                     "alone)" if trips else f"{step.upper()} none")
     return ", ".join(found)
 
 

@@ -10,6 +10,7 @@ and a read-only one (``readonly=True``: execution option :data:`READ_ONLY`) with
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +30,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.util import greenlet_spawn
 
 from blobledger.errors import AccessRefused, ConfigError, DatabaseMissing, DatabaseUnavailable
 
@@ -175,8 +177,6 @@ class Database:
         #: the same pool, for transactions that only read (no write lock on SQLite)
         self._reader = self.engine.execution_options(**{READ_ONLY: True})
         self._read_sessions = async_sessionmaker(self._reader, expire_on_commit=False)
-        #: the same pool in autocommit, for the steps that are one statement (PostgreSQL)
-        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def from_engine(cls, engine: AsyncEngine) -> Database:
@@ -236,47 +236,89 @@ class Database:
 
     @property
     def single_statements(self) -> bool:
-        """Whether a step may run as one autocommit statement (:meth:`statement`): on
+        """Whether a step may run as one autocommit statement (:meth:`fetch_one`): on
         PostgreSQL. SQLite keeps its transactions (no round trips to save, and its
         ``BEGIN IMMEDIATE`` is what queues its writers)."""
         return not self.is_sqlite
 
-    @asynccontextmanager
-    async def statement(self) -> AsyncIterator[AsyncConnection]:
-        """A connection in autocommit (PostgreSQL), for a step that is one statement: it
-        commits as it runs, in one round trip (no BEGIN, no COMMIT). A connection lost under
-        it leaves the step's outcome unknown, as a lost COMMIT does: the caller decides
-        whether it may run again (``blobledger.protocol.single``)."""
-        if not self.single_statements:
-            raise RuntimeError("a single-statement step runs on PostgreSQL only")
-        async with self._autocommit.connect() as conn:
-            yield conn
+    async def fetch_one(self, statement: ClauseElement,
+                        params: dict[str, Any]) -> SimpleNamespace | None:
+        """``statement`` run once (PostgreSQL), in autocommit, for a step that is one
+        statement: it commits as it runs, in one round trip (no BEGIN, no COMMIT). Its first
+        row with attribute access, or None. A connection lost under it leaves the step's
+        outcome unknown, as a lost COMMIT does: the caller decides whether it may run again
+        (``blobledger.protocol.single``).
+
+        Sent on the driver (:meth:`_on_driver`), compiled once from the expression
+        (:func:`_positional`): what a step costs through a SQLAlchemy connection and its
+        result, above the round trip, is saved. Errors as a
+        statement's: a :class:`DBAPIError` (an :class:`~sqlalchemy.exc.IntegrityError` for a
+        refused key), ``connection_invalidated`` if the connection went away under it (it may
+        or may not have applied)."""
+        sql, args = _positional(statement, self.engine.dialect, (params,))
+        record = await self._on_driver(sql, lambda driver: driver.fetchrow(sql, *args[0]))
+        return None if record is None else SimpleNamespace(**dict(record.items()))
 
     async def fetch_each(self, statement: ClauseElement,
                          params: Sequence[dict[str, Any]]) -> list[SimpleNamespace]:
         """``statement`` run once per parameter set in one round trip (PostgreSQL): asyncpg's
         pipelined ``fetchmany``, one implicit transaction, so every run applies or none does.
         The rows of all runs in one list (each row must tell its run apart), with attribute
-        access. Errors as a statement's: a :class:`DBAPIError`, ``connection_invalidated`` if
-        the connection went away under it (it may or may not have applied)."""
-        async with self.statement() as conn:
-            sql, args = _positional(statement, conn.dialect, params)
-            fairy = await conn.get_raw_connection()
-            adapted: Any = fairy.dbapi_connection
+        access. Errors as :meth:`fetch_one`'s."""
+        sql, args = _positional(statement, self.engine.dialect, params)
+        records = await self._on_driver(sql, lambda driver: driver.fetchmany(sql, args))
+        return [SimpleNamespace(**dict(record.items())) for record in records]
+
+    async def _on_driver(self, sql: str, call: Callable[[Any], Awaitable[T]]) -> T:
+        """``call`` on the asyncpg connection of a connection taken from the engine's pool
+        itself (no SQLAlchemy :class:`Connection` around it: its checkout and checkin are
+        what a one-statement step spent most on, beside the round trip), for one statement
+        outside any transaction (asyncpg's implicit one: autocommit). The pool is the same
+        one, with its events, its limits and its invalidation; the connection goes back to
+        it after the call (its reset rolls back nothing: no transaction is open).
+
+        Errors as SQLAlchemy's :class:`Connection` raises them: a failed checkout as its
+        connect does; the driver's error translated by the adapter and wrapped as a
+        :class:`DBAPIError` (``connection_invalidated`` on a disconnect, after which this
+        connection is discarded and every one the pool made before now is replaced at its
+        checkout); a cancelled call discards its connection (its statement's state on the
+        wire is unknown), as SQLAlchemy does. The engine's execution events (``handle_error``,
+        ``before_cursor_execute``) are not run."""
+        sync = self.engine.sync_engine
+        dialect = sync.dialect
+        try:
+            fairy = await greenlet_spawn(sync.raw_connection)
+        except dialect.loaded_dbapi.Error as exc:  # as Connection() wraps its connect's
+            Connection._handle_dbapi_exception_noconnection(exc, dialect, sync)
+        adapted: Any = fairy.dbapi_connection
+        discarded = False
+        try:
             try:
+                if getattr(adapted, "_transaction", None) is not None:
+                    # a transaction left open by an engine without reset on return: ended,
+                    # as setting the connection to autocommit would
+                    await greenlet_spawn(adapted.rollback)
                 async with adapted._execute_mutex:
                     try:
-                        records = await adapted._connection.fetchmany(sql, args)
+                        return await call(adapted._connection)
                     except Exception as exc:
                         adapted._handle_exception(exc)  # raises the adapter's own error
+                        raise
             except Exception as exc:
-                lost = conn.dialect.is_disconnect(exc, adapted, None)  # type: ignore[arg-type]
+                lost = dialect.is_disconnect(exc, adapted, None)  # type: ignore[arg-type]
                 if lost:  # as SQLAlchemy does on a disconnect under a statement
-                    conn.sync_engine.pool._invalidate(fairy, exc, _checkin=False)
-                    await conn.invalidate(exc)
-                raise DBAPIError.instance(sql, None, exc, conn.dialect.loaded_dbapi.Error,
+                    sync.pool._invalidate(fairy, exc, _checkin=False)
+                    discarded = True
+                    await greenlet_spawn(fairy.invalidate, exc)
+                raise DBAPIError.instance(sql, None, exc, dialect.loaded_dbapi.Error,
                                           connection_invalidated=lost) from exc
-        return [SimpleNamespace(**dict(record.items())) for record in records]
+            except BaseException as exc:  # cancelled under the statement
+                discarded = True
+                await asyncio.shield(greenlet_spawn(fairy.invalidate, exc))
+                raise
+        finally:
+            if not discarded:
+                await greenlet_spawn(fairy.close)
 
     async def ping(self) -> None:
         """Raise DatabaseUnavailable if the database cannot be reached (a malformed URL is a

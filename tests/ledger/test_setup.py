@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import pytest
-from sqlalchemy import text
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    bindparam,
+    func,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from blobledger import ConfigError, DatabaseUnavailable, Ledger
-from blobledger.db import Database
+from blobledger.db import Database, normalise_url
 from blobledger.stores import open_store
 from tests.support.services import Azurite, free_port
 
@@ -88,6 +102,78 @@ async def test_a_sqlite_statement_is_one_trip_to_the_connections_thread(
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar() == 2
     finally:
         await db.dispose()
+
+
+async def test_a_postgresql_statement_on_the_driver_gives_its_pooled_connection_back(
+        pg_url: str) -> None:
+    """A one-statement step on PostgreSQL (``Database.fetch_one``: C1 and C4 alone) takes a
+    connection from the engine's pool, sends the statement compiled from its expression in
+    autocommit (it commits as it runs) and gives the connection back, after a refused key
+    too (SQLAlchemy's IntegrityError); one cancelled under its statement is discarded (its
+    state on the wire unknown), and the next step gets another."""
+    db = Database(pg_url)
+    pool: Any = db.engine.sync_engine.pool
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    rows = Table(name, MetaData(), Column("x", Integer, primary_key=True), Column("y", Text))
+    add = insert(rows).values(x=bindparam("x"), y=bindparam("y")).returning(rows.c.x, rows.c.y)
+    try:
+        async with db.transaction() as conn:
+            await conn.run_sync(rows.metadata.create_all)
+        row = await db.fetch_one(add, {"x": 1, "y": "a"})
+        assert row is not None and (row.x, row.y) == (1, "a")
+        assert pool.checkedout() == 0
+        with pytest.raises(IntegrityError):
+            await db.fetch_one(add, {"x": 1, "y": "again"})
+        assert pool.checkedout() == 0
+        async with db.transaction(readonly=True) as conn:  # committed, on its own
+            assert (await conn.execute(select(rows.c.y))).scalars().all() == ["a"]
+        assert await db.fetch_one(select(rows.c.x).where(rows.c.x == bindparam("x")),
+                                  {"x": 2}) is None
+        pid = select(func.pg_backend_pid().label("pid"))
+        first = await db.fetch_one(pid, {})
+        sleeping = asyncio.ensure_future(db.fetch_one(
+            select(func.pg_sleep(5), func.pg_backend_pid().label("pid")), {}))
+        await asyncio.sleep(0.3)
+        sleeping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
+        assert pool.checkedout() == 0
+        after = await db.fetch_one(pid, {})
+        assert first is not None and after is not None and after.pid != first.pid
+    finally:
+        async with db.transaction() as conn:
+            await conn.run_sync(rows.metadata.drop_all)
+        await db.dispose()
+
+
+async def test_a_statement_on_the_driver_ends_a_transaction_left_open_on_its_connection(
+        pg_url: str) -> None:
+    """An application's engine that does not roll back at checkin may hand over a connection
+    with a transaction still open on it: the step's statement does not run (and commit
+    nothing) inside it; the transaction is rolled back first, as setting the connection to
+    autocommit would."""
+    engine = create_async_engine(normalise_url(pg_url), pool_size=1, max_overflow=0,
+                                 pool_reset_on_return=None)
+    db = Database.from_engine(engine)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    rows = Table(name, MetaData(), Column("x", Integer, primary_key=True))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(rows.metadata.create_all)
+        async with engine.connect() as conn:  # a transaction the engine does not know of
+            adapted: Any = (await conn.get_raw_connection()).dbapi_connection
+            await adapted._start_transaction()
+            await adapted._connection.execute(f"INSERT INTO {name} VALUES (1)")
+        assert adapted._transaction is not None  # back in the pool, still open
+        added = await db.fetch_one(insert(rows).values(x=bindparam("x")).returning(rows.c.x),
+                                   {"x": 2})
+        assert added is not None and added.x == 2 and adapted._transaction is None
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(rows.c.x))).scalars().all() == [2]
+    finally:
+        async with engine.begin() as conn:
+            await conn.run_sync(rows.metadata.drop_all)
+        await engine.dispose()
 
 
 async def test_from_env_uses_the_environment(

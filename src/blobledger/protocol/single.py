@@ -1,6 +1,6 @@
 """C1 and C4 as one statement each, for PostgreSQL: the same guarded statements as
 :mod:`blobledger.protocol.transitions` (built from them, so the guards are the same objects),
-joined by data-modifying CTEs, and run in autocommit (:meth:`blobledger.db.Database.statement`):
+joined by data-modifying CTEs, and run in autocommit (:meth:`blobledger.db.Database.fetch_one`):
 one round trip per step instead of BEGIN, two to four statements and COMMIT.
 
 Only the common steps take this form: an unkeyed creation's C1 (its document and blob rows),

@@ -237,17 +237,14 @@ class DocumentSteps(Steps):
         return Group(self._c4_many)
 
     async def _c1_alone(self, one: dict[str, Any]) -> None:
-        async with self.db.statement() as conn:
-            await conn.execute(_c1_one, one)
+        await self.db.fetch_one(_c1_one, one)
 
     async def _c1_many(self, runs: Sequence[dict[str, Any]]) -> list[None]:
-        async with self.db.statement() as conn:  # the driver's pipelined executemany
-            await conn.execute(_c1_one, list(runs))
+        await self.db.fetch_each(_c1_one, runs)  # the driver's pipelined runs: no rows
         return [None] * len(runs)
 
     async def _c4_alone(self, one: dict[str, Any]) -> Any:
-        async with self.db.statement() as conn:
-            return (await conn.execute(_c4_one, one)).one_or_none()
+        return await self.db.fetch_one(_c4_one, one)
 
     async def _c4_many(self, runs: Sequence[dict[str, Any]]) -> list[Any]:
         rows = {row.id: row for row in await self.db.fetch_each(_c4_one, runs)}
