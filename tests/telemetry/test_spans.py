@@ -121,6 +121,44 @@ async def test_the_one_statement_steps_on_postgresql_have_their_statements_spans
         assert db.driver_runs == 0  # observed: nothing sent past SQLAlchemy
 
 
+async def test_a_group_commits_batch_is_a_statement_span_of_its_own(
+        spans: InMemorySpanExporter, tmp_path: Path, pg_url: str) -> None:
+    """Concurrent creations on PostgreSQL, instrumented: the C1s and C4s sent together are
+    one statement span per batch, a root span (the batch belongs to none of its steps in
+    particular), and a step's span has at most its own statement under it (a run sent
+    alone), never a batch's."""
+    import asyncio
+
+    from blobledger.config import Settings
+
+    db = Database(pg_url)
+    telemetry.instrument_engine(db.engine)
+    tag = uuid.uuid4().hex[:8]  # the database is the session's
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
+                      Settings(retag="deferred")) as ledger:
+        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+        groups = {"WITH c1_document": ledger.transitions._c1s,
+                  "WITH c4_blob": ledger.transitions._c4s}
+        for group in groups.values():
+            group.sizes.clear()
+        spans.clear()
+        await asyncio.gather(*(ledger.create(f"at-once-{tag}-{n}.txt", b"bytes %d" % n)
+                               for n in range(12)))
+        finished = spans.get_finished_spans()
+        steps = {s.context.span_id: s.name for s in finished
+                 if s.context is not None and s.instrumentation_scope is not None
+                 and s.instrumentation_scope.name == "blobledger"}
+        for opening, group in groups.items():
+            sent = [s for s in finished if s.name != "connect" and " ".join(str(
+                dict(s.attributes or {}).get("db.statement")).split()[:2]) == opening]
+            batches = sum(count for size, count in group.sizes.items() if size > 1)
+            assert batches, group.sizes
+            assert len([s for s in sent if s.parent is None]) == batches
+            parents = [s.parent.span_id for s in sent if s.parent is not None]
+            assert len(parents) == len(set(parents)) == group.sizes.get(1, 0)
+            assert {steps[parent] for parent in parents} <= {"begin_create", "commit_create"}
+
+
 async def test_sweep_batches_have_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:
     from blobledger.config import Settings
     from blobledger.workers.sweeper import Sweeper
