@@ -94,30 +94,21 @@ def _count_trips() -> None:
 
 
 def _count_statements(db: Database) -> None:
+    """Statements and commits through the engine's events. A listener makes the engine's
+    execution observed (``Database.observed``): C1 and C4 then go through SQLAlchemy, not on
+    the driver (the same statements and round trips, so the same counts), which is why the
+    CPU trials' rig has no listener."""
     sync = db.engine.sync_engine
 
     @event.listens_for(sync, "before_cursor_execute")
-    def _statement(*_: Any) -> None:
-        COUNT.statements += 1
+    def _statement(_conn: Any, _cursor: Any, _sql: str, params: Any, _context: Any,
+                   executemany: bool) -> None:
+        # one per run: a group commit's batch is one executemany of all its runs
+        COUNT.statements += len(params) if executemany else 1
 
     @event.listens_for(sync, "commit")
     def _commit(*_: Any) -> None:
         COUNT.commits += 1
-
-    # the statements sent on the driver directly (no SQLAlchemy connection, so no events):
-    # one per run, each committing as it runs (autocommit: no COMMIT to count)
-    for method, runs in (("fetch_one", lambda _params: 1), ("fetch_each", len)):
-        original = getattr(db, method, None)
-        if original is not None:
-            setattr(db, method, _counted(original, runs))
-
-
-def _counted(original: Callable[..., Awaitable[Any]],
-             runs: Callable[[Any], int]) -> Callable[..., Awaitable[Any]]:
-    async def counted(statement: Any, params: Any) -> Any:
-        COUNT.statements += runs(params)
-        return await original(statement, params)
-    return counted
 
 
 @dataclass
@@ -230,8 +221,7 @@ async def main_async(args: argparse.Namespace) -> int:
     database = await create_database() if pg else ""
     payload = os.urandom(args.size * KIB)
     try:
-        async with rig(args.backend, database) as r:
-            _count_statements(r.ledger.db)
+        async with rig(args.backend, database) as r:  # no listener: the driver's path
             runs = trials(r, payload)
             for run in runs.values():  # warm: connections, statement caches
                 await run(min(64, args.n), args.concurrency)

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import PoolResetState
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.util import await_only, greenlet_spawn
 
 from blobledger.errors import AccessRefused, ConfigError, DatabaseMissing, DatabaseUnavailable
 
@@ -177,6 +177,12 @@ class Database:
         #: the same pool, for transactions that only read (no write lock on SQLite)
         self._reader = self.engine.execution_options(**{READ_ONLY: True})
         self._read_sessions = async_sessionmaker(self._reader, expire_on_commit=False)
+        #: the same pool in autocommit, for the one-statement steps on PostgreSQL when the
+        #: engine's execution is observed (:meth:`observed`)
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        #: the runs of one-statement steps sent on the driver itself (:meth:`_on_driver`),
+        #: not through a SQLAlchemy connection: a batch of n runs counts n
+        self.driver_runs = 0
 
     @classmethod
     def from_engine(cls, engine: AsyncEngine) -> Database:
@@ -241,6 +247,31 @@ class Database:
         ``BEGIN IMMEDIATE`` is what queues its writers)."""
         return not self.is_sqlite
 
+    def observed(self) -> bool:
+        """Whether the engine's execution has listeners, so that a one-statement step must go
+        through a SQLAlchemy :class:`Connection` for them to see it: any
+        :class:`~sqlalchemy.events.ConnectionEvents` listener on the engine or its class
+        (``before_cursor_execute``, ``after_cursor_execute``, ``before_execute``, ``begin``
+        ...: SQLAlchemy then marks the engine ``_has_events``), or one of the dialect's
+        execution events (``handle_error``, ``do_execute``, ``do_executemany``,
+        ``do_execute_no_params``). OpenTelemetry's SQLAlchemy instrumentation
+        (:func:`blobledger.telemetry.instrument_engine`) adds the first kind and
+        ``handle_error``. A dialect listener of another event (``do_connect``, a token on
+        each new connection) or the pool's events (``connect``, ``checkout``: the driver's
+        path takes its connection from the same pool, and they run) leave the driver's path.
+        The ledger's own engines have none on PostgreSQL (its ``begin`` and ``connect``
+        listeners are SQLite's). Asked at each step: a listener added later counts; one
+        removed still does (SQLAlchemy keeps its mark, and runs its events' code, then)."""
+        sync = self.engine.sync_engine
+        if sync._has_events:
+            return True
+        dialect = sync.dialect
+        if not dialect._has_events:
+            return False
+        dispatch: Any = dialect.dispatch
+        return bool(dispatch.handle_error or dispatch.do_execute or dispatch.do_executemany
+                    or dispatch.do_execute_no_params)
+
     async def fetch_one(self, statement: ClauseElement,
                         params: dict[str, Any]) -> SimpleNamespace | None:
         """``statement`` run once (PostgreSQL), in autocommit, for a step that is one
@@ -250,13 +281,22 @@ class Database:
         (``blobledger.protocol.single``).
 
         Sent on the driver (:meth:`_on_driver`), compiled once from the expression
-        (:func:`_positional`): what a step costs through a SQLAlchemy connection and its
-        result, above the round trip, is saved. Errors as a
-        statement's: a :class:`DBAPIError` (an :class:`~sqlalchemy.exc.IntegrityError` for a
-        refused key), ``connection_invalidated`` if the connection went away under it (it may
-        or may not have applied)."""
+        (:func:`_positional`), unless the engine's execution is :meth:`observed`: what a step
+        costs through a SQLAlchemy connection and its result, above the round trip, is
+        saved. Observed, it runs through a SQLAlchemy connection in autocommit (the same
+        statement, on the same pool), so that its events see it: OpenTelemetry's statement
+        span under the step's, an application's ``before_cursor_execute``. Errors the same on
+        both paths, as a statement's: a :class:`DBAPIError` (an
+        :class:`~sqlalchemy.exc.IntegrityError` for a refused key), ``connection_invalidated``
+        if the connection went away under it (it may or may not have applied)."""
+        if self.observed():
+            async with self._autocommit.connect() as conn:
+                result = await conn.execute(statement, params)  # type: ignore[call-overload]
+                row = result.first() if result.returns_rows else None
+            return None if row is None else SimpleNamespace(**row._asdict())
         sql, args = _positional(statement, self.engine.dialect, (params,))
         record = await self._on_driver(sql, lambda driver: driver.fetchrow(sql, *args[0]))
+        self.driver_runs += 1
         return None if record is None else SimpleNamespace(**dict(record.items()))
 
     async def fetch_each(self, statement: ClauseElement,
@@ -264,9 +304,24 @@ class Database:
         """``statement`` run once per parameter set in one round trip (PostgreSQL): asyncpg's
         pipelined ``fetchmany``, one implicit transaction, so every run applies or none does.
         The rows of all runs in one list (each row must tell its run apart), with attribute
-        access. Errors as :meth:`fetch_one`'s."""
-        sql, args = _positional(statement, self.engine.dialect, params)
-        records = await self._on_driver(sql, lambda driver: driver.fetchmany(sql, args))
+        access. Errors as :meth:`fetch_one`'s.
+
+        The batch is the driver's call either way (SQLAlchemy has no executemany that returns
+        rows of a statement that is not an INSERT). When the engine's execution is
+        :meth:`observed`, it is sent inside a SQLAlchemy connection in autocommit, under the
+        events SQLAlchemy runs around one ``executemany`` (:func:`_pipelined`):
+        ``before_cursor_execute`` (a listener that returns a statement changes what is sent,
+        as SQLAlchemy's ``retval`` allows), ``after_cursor_execute``, ``handle_error``, each
+        once for the batch, with ``executemany`` true and every run's parameters; the
+        dialect's ``do_executemany`` is not run (the call is asyncpg's ``fetchmany``, not the
+        cursor's ``executemany``)."""
+        if self.observed():
+            async with self._autocommit.connect() as conn:
+                records = await conn.run_sync(_pipelined, statement, list(params))
+        else:
+            sql, args = _positional(statement, self.engine.dialect, params)
+            records = await self._on_driver(sql, lambda driver: driver.fetchmany(sql, args))
+            self.driver_runs += len(args)
         return [SimpleNamespace(**dict(record.items())) for record in records]
 
     async def _on_driver(self, sql: str, call: Callable[[Any], Awaitable[T]]) -> T:
@@ -283,7 +338,8 @@ class Database:
         connection is discarded and every one the pool made before now is replaced at its
         checkout); a cancelled call discards its connection (its statement's state on the
         wire is unknown), as SQLAlchemy does. The engine's execution events (``handle_error``,
-        ``before_cursor_execute``) are not run."""
+        ``before_cursor_execute``) are not run: only for an engine whose execution is not
+        :meth:`observed`."""
         sync = self.engine.sync_engine
         dialect = sync.dialect
         try:
@@ -375,15 +431,20 @@ async def _begin_now(conn: AsyncConnection) -> bool:
     return True
 
 
-def _positional(statement: ClauseElement, dialect: Any, params: Sequence[dict[str, Any]]
-                ) -> tuple[str, list[list[Any]]]:
-    """The statement's text for ``dialect`` (compiled once per statement) and each
-    parameter set as the driver's positional arguments, through the types' bind processors."""
+def _compiled(statement: ClauseElement, dialect: Any) -> Any:
+    """The statement compiled for ``dialect``, once per statement."""
     compiled = _COMPILED.get((id(statement), dialect.name))
     if compiled is None or compiled[0] is not statement:
         compiled = (statement, statement.compile(dialect=dialect))
         _COMPILED[(id(statement), dialect.name)] = compiled
-    done: Any = compiled[1]
+    return compiled[1]
+
+
+def _positional(statement: ClauseElement, dialect: Any, params: Sequence[dict[str, Any]]
+                ) -> tuple[str, list[list[Any]]]:
+    """The statement's text for ``dialect`` (compiled once per statement) and each
+    parameter set as the driver's positional arguments, through the types' bind processors."""
+    done = _compiled(statement, dialect)
     order = done.positiontup or []
     processors = done._bind_processors
     args = []
@@ -392,6 +453,50 @@ def _positional(statement: ClauseElement, dialect: Any, params: Sequence[dict[st
         args.append([processors[key](values[key]) if key in processors else values[key]
                      for key in order])
     return done.string, args
+
+
+def _pipelined(conn: Connection, statement: ClauseElement,
+               params: list[dict[str, Any]]) -> list[Any]:
+    """``statement`` once per parameter set on ``conn``'s asyncpg connection, pipelined
+    (``fetchmany``: one round trip), under the events SQLAlchemy runs around one
+    ``executemany`` on this connection: ``before_cursor_execute`` (its listeners may return
+    another statement, as with ``retval``), ``after_cursor_execute``, and on an error
+    ``handle_error`` with SQLAlchemy's own handling (the error wrapped as a
+    :class:`DBAPIError`; a disconnect invalidates the connection and the pool's older ones,
+    ``connection_invalidated``). The execution context is the one SQLAlchemy makes for the
+    compiled statement and these parameters (the same SQL and positional arguments as
+    :func:`_positional`'s). Run in the connection's greenlet (``run_sync``)."""
+    dialect: Any = conn.dialect
+    if conn._transaction is None:  # as an execute begins (autocommit: nothing is sent)
+        conn._autobegin()
+    fairy = conn.connection
+    context: Any = dialect.execution_ctx_cls._init_compiled(
+        dialect, conn, fairy, conn.get_execution_options(), _compiled(statement, dialect),
+        params, statement, None)
+    cursor = context.cursor
+    sql: str = context.statement
+    args: Any = context.parameters
+    adapted: Any = fairy.dbapi_connection
+
+    async def send() -> list[Any]:
+        async with adapted._execute_mutex:
+            try:
+                return list(await adapted._connection.fetchmany(sql, args))
+            except Exception as exc:
+                adapted._handle_exception(exc)  # raises the adapter's own error
+                raise
+
+    try:
+        try:
+            for listener in conn.dispatch.before_cursor_execute:
+                sql, args = listener(conn, cursor, sql, args, context, True)
+            records = await_only(send())
+            conn.dispatch.after_cursor_execute(conn, cursor, sql, args, context, True)
+        except BaseException as exc:
+            conn._handle_dbapi_exception(exc, sql, args, cursor, context)
+    finally:
+        cursor.close()
+    return records
 
 
 #: :func:`_positional`'s compilations: (id of the statement, dialect) -> (it, compiled)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import asyncpg
 import pytest
 from sqlalchemy import (
     Column,
@@ -16,17 +17,20 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    event,
     func,
     insert,
     select,
     text,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from blobledger import ConfigError, DatabaseUnavailable, Ledger
+from blobledger.config import Settings
 from blobledger.db import Database, normalise_url
 from blobledger.stores import open_store
+from blobledger.stores.local import LocalStore
 from tests.support.services import Azurite, free_port
 
 
@@ -172,6 +176,108 @@ async def test_a_statement_on_the_driver_ends_a_transaction_left_open_on_its_con
             assert (await conn.execute(select(rows.c.x))).scalars().all() == [2]
     finally:
         async with engine.begin() as conn:
+            await conn.run_sync(rows.metadata.drop_all)
+        await engine.dispose()
+
+
+async def test_a_create_on_postgresql_sends_its_steps_on_the_driver_unless_observed(
+        tmp_path: Path, pg_url: str) -> None:
+    """An unkeyed create under the deferred retag runs C1 and C4 as one statement each: on
+    the driver while the engine's execution has no listeners (``Database.driver_runs``
+    counts them); once an application listens to ``before_cursor_execute`` on the engine,
+    through SQLAlchemy, and the listener sees both statements (SQLAlchemy's mark of an
+    engine with listeners stays after they are removed, and so does this path)."""
+    db = Database(pg_url)
+    tag = uuid.uuid4().hex[:8]  # the database is the session's
+    seen: list[tuple[str, bool]] = []
+
+    def listener(_conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any,
+                 executemany: bool) -> None:
+        seen.append((" ".join(statement.split()[:2]), executemany))
+
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
+                      Settings(retag="deferred")) as ledger:
+        assert not db.observed()
+        await ledger.create(f"fast-{tag}.txt", b"on the driver")
+        assert db.driver_runs == 2
+        event.listen(db.engine.sync_engine, "before_cursor_execute", listener)
+        assert db.observed()
+        doc = await ledger.create(f"seen-{tag}.txt", b"through SQLAlchemy")
+        assert db.driver_runs == 2
+        assert ("WITH c1_document", False) in seen and ("WITH c4_blob", False) in seen
+        assert (doc.status, doc.version) == ("ready", 1)
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["driver", "observed"])
+async def test_a_one_statement_step_has_the_same_outcomes_on_both_paths(
+        pg_url: str, observed: bool) -> None:
+    """``fetch_one`` and ``fetch_each`` (C1's and C4's statements, alone and batched) give
+    the same rows and the same errors on the driver and, when the engine's execution is
+    observed, through SQLAlchemy: an IntegrityError for a refused key (a batch applies all
+    its runs or none), ``connection_invalidated`` for a connection the server ended (the
+    callers' recovery), and the next statement on a fresh connection. Observed, a batch is
+    one ``executemany`` to the listeners, with every run's parameters, and its error goes
+    through ``handle_error``."""
+    engine = create_async_engine(normalise_url(pg_url), pool_size=1, max_overflow=0)
+    db = Database.from_engine(engine)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    rows = Table(name, MetaData(), Column("x", Integer, primary_key=True), Column("y", Text))
+    add = insert(rows).values(x=bindparam("x"), y=bindparam("y")).returning(rows.c.x, rows.c.y)
+    executed: list[tuple[bool, int]] = []
+    errors: list[BaseException] = []
+    if observed:
+        @event.listens_for(engine.sync_engine, "before_cursor_execute")
+        def _executed(_conn: Any, _cursor: Any, statement: str, params: Any, _context: Any,
+                      executemany: bool) -> None:
+            if statement.startswith(f"INSERT INTO {name}"):
+                executed.append((executemany, len(params) if executemany else 1))
+
+        @event.listens_for(engine.sync_engine, "handle_error")
+        def _error(context: Any) -> None:
+            errors.append(context.original_exception)
+    try:
+        async with db.transaction() as conn:
+            await conn.run_sync(rows.metadata.create_all)
+        assert db.observed() is observed
+        row = await db.fetch_one(add, {"x": 1, "y": "a"})
+        assert row is not None and (row.x, row.y) == (1, "a")
+        batch = await db.fetch_each(add, [{"x": 2, "y": "b"}, {"x": 3, "y": "c"}])
+        assert sorted((r.x, r.y) for r in batch) == [(2, "b"), (3, "c")]
+        with pytest.raises(IntegrityError):
+            await db.fetch_one(add, {"x": 1, "y": "again"})
+        with pytest.raises(IntegrityError):
+            await db.fetch_each(add, [{"x": 4, "y": "d"}, {"x": 2, "y": "again"}])
+        assert await db.fetch_one(select(rows.c.x).where(rows.c.x == bindparam("x")),
+                                  {"x": 4}) is None  # the batch applied none of its runs
+        async with db.transaction(readonly=True) as conn:
+            assert sorted((await conn.execute(select(rows.c.y))).scalars().all()) == [
+                "a", "b", "c"]
+        pid = select(func.pg_backend_pid().label("pid"))
+        for send in (lambda: db.fetch_one(add, {"x": 5, "y": "e"}),
+                     lambda: db.fetch_each(add, [{"x": 5, "y": "e"}])):
+            first = await db.fetch_one(pid, {})
+            assert first is not None
+            admin = await asyncpg.connect(pg_url)
+            try:
+                assert await admin.fetchval("SELECT pg_terminate_backend($1)", first.pid)
+            finally:
+                await admin.close()
+            await asyncio.sleep(0.1)
+            with pytest.raises(DBAPIError) as lost:
+                await send()
+            assert lost.value.connection_invalidated
+            after = await db.fetch_one(pid, {})
+            assert after is not None and after.pid != first.pid
+        assert engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        if observed:
+            assert executed == [(False, 1), (True, 2), (False, 1), (True, 2), (False, 1),
+                                (True, 1)]
+            assert len(errors) == 4  # two refused keys, two lost connections
+            assert db.driver_runs == 0
+        else:
+            assert executed == [] and db.driver_runs > 0
+    finally:
+        async with db.transaction() as conn:
             await conn.run_sync(rows.metadata.drop_all)
         await engine.dispose()
 

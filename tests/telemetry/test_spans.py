@@ -3,6 +3,7 @@ protocol step, under the operation's, with SQLAlchemy's statements underneath.""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,75 @@ async def test_the_span_tree_of_a_create_and_a_replace(
         failed = tree(spans.get_finished_spans(), "replace")
         assert failed["root"].attributes["blobledger.outcome"] == "PreconditionFailed"
         assert failed["steps"] == []  # refused early in R1, before its row was written
+
+
+async def test_the_one_statement_steps_on_postgresql_have_their_statements_spans(
+        spans: InMemorySpanExporter, tmp_path: Path, pg_url: str) -> None:
+    """On PostgreSQL an unkeyed create under the deferred retag runs C1 and C4 as one
+    statement each (``protocol/single.py``): with the engine instrumented, each statement
+    goes through SQLAlchemy, and its span is under its step's."""
+    from blobledger.config import Settings
+
+    db = Database(pg_url)
+    telemetry.instrument_engine(db.engine)
+    tag = uuid.uuid4().hex[:8]  # the database is the session's
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
+                      Settings(retag="deferred")) as ledger:
+        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+        spans.clear()
+        doc = await ledger.create(f"traced-{tag}.txt", b"bytes")
+        finished = spans.get_finished_spans()
+        created = tree(finished, "create")
+        steps = {s.name: s for s in created["steps"]}
+        assert steps["begin_create"].attributes["blobledger.document_id"] == doc.id
+        for step, opening in (("begin_create", "WITH c1_document"),
+                              ("commit_create", "WITH c4_blob")):
+            context = steps[step].context
+            assert context is not None
+            under = [s for s in finished if s.parent is not None
+                     and s.parent.span_id == context.span_id]
+            sql = [str(dict(s.attributes or {}).get("db.statement"))
+                   for s in under if s.name != "connect"]  # a new pooled connection's own
+            assert [" ".join(text.split()[:2]) for text in sql] == [opening], sql
+        assert db.driver_runs == 0  # observed: nothing sent past SQLAlchemy
+
+
+async def test_a_group_commits_batch_is_a_statement_span_of_its_own(
+        spans: InMemorySpanExporter, tmp_path: Path, pg_url: str) -> None:
+    """Concurrent creations on PostgreSQL, instrumented: the C1s and C4s sent together are
+    one statement span per batch, a root span (the batch belongs to none of its steps in
+    particular), and a step's span has at most its own statement under it (a run sent
+    alone), never a batch's."""
+    import asyncio
+
+    from blobledger.config import Settings
+
+    db = Database(pg_url)
+    telemetry.instrument_engine(db.engine)
+    tag = uuid.uuid4().hex[:8]  # the database is the session's
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
+                      Settings(retag="deferred")) as ledger:
+        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+        groups = {"WITH c1_document": ledger.transitions._c1s,
+                  "WITH c4_blob": ledger.transitions._c4s}
+        for group in groups.values():
+            group.sizes.clear()
+        spans.clear()
+        await asyncio.gather(*(ledger.create(f"at-once-{tag}-{n}.txt", b"bytes %d" % n)
+                               for n in range(12)))
+        finished = spans.get_finished_spans()
+        steps = {s.context.span_id: s.name for s in finished
+                 if s.context is not None and s.instrumentation_scope is not None
+                 and s.instrumentation_scope.name == "blobledger"}
+        for opening, group in groups.items():
+            sent = [s for s in finished if s.name != "connect" and " ".join(str(
+                dict(s.attributes or {}).get("db.statement")).split()[:2]) == opening]
+            batches = sum(count for size, count in group.sizes.items() if size > 1)
+            assert batches, group.sizes
+            assert len([s for s in sent if s.parent is None]) == batches
+            parents = [s.parent.span_id for s in sent if s.parent is not None]
+            assert len(parents) == len(set(parents)) == group.sizes.get(1, 0)
+            assert {steps[parent] for parent in parents} <= {"begin_create", "commit_create"}
 
 
 async def test_sweep_batches_have_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ A run whose caller was cancelled before its batch was sent is left out of it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Generic, TypeVar
 
 from blobledger.db import connection_lost
 
@@ -81,7 +82,7 @@ class Group(Generic[P, R]):
     def _next(self) -> None:
         """After a run or a batch: send what queued meanwhile, or stand idle."""
         if self._queue:
-            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+            self._drainer = _drainer(self._drain())
         else:
             self._busy = False
 
@@ -98,7 +99,7 @@ class Group(Generic[P, R]):
             self._busy = False
             if self._queue:  # queued after the loop's last look
                 self._busy = True
-                self._drainer = asyncio.get_running_loop().create_task(self._drain())
+                self._drainer = _drainer(self._drain())
 
     async def _send(self, batch: list[tuple[P, asyncio.Future[R | _Alone]]]) -> None:
         self.sizes[len(batch)] = self.sizes.get(len(batch), 0) + 1
@@ -119,3 +120,10 @@ class Group(Generic[P, R]):
         for (_, waiting), outcome in zip(batch, outcomes, strict=True):
             if not waiting.done():
                 waiting.set_result(outcome)
+
+
+def _drainer(drain: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    """The task that sends the batches, in a context of its own: a batch belongs to none of
+    its runs' callers, nor to the step whose task happened to start it (a tracing span
+    current there would be its statement's parent; it is a root span instead)."""
+    return asyncio.get_running_loop().create_task(drain, context=contextvars.Context())
