@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 
 from blobledger.errors import IntentLost, NameTaken
 from blobledger.protocol.documents import Document
-from blobledger.protocol.group import Group
+from blobledger.protocol.group import LANES, Group
 from blobledger.protocol.ledger import Ledger
 from blobledger.workers.invariants import check
 from tests.crash.child import Target
@@ -77,6 +77,43 @@ async def all_once(ledger: Ledger, docs: Sequence[Document | BaseException],
     assert sorted(ready) == sorted(ids)
     report = await check(ledger)
     assert report.ok, report.render()
+
+
+async def test_two_runs_at_once_go_at_once_and_a_third_queues() -> None:
+    """With two runs of a step in flight (the group's lanes) a third queues and goes in one
+    batch with those after it; the second of two never waits for the first's round trip
+    (with one lane it did, and was then sent alone all the same: a batch of one saves
+    nothing, and at two creations in flight that was every wait the group made)."""
+    sent: list[list[int]] = []
+
+    async def many(runs: Sequence[int]) -> list[int]:
+        sent.append(list(runs))
+        return list(runs)
+
+    group: Group[int, int] = Group(many)
+    gates = [asyncio.Event() for _ in range(5)]
+    started: list[int] = []
+
+    def alone(n: int) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            started.append(n)
+            await gates[n].wait()
+            return n
+        return run
+
+    runs = [asyncio.create_task(group.run(n, alone(n))) for n in range(4)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert started == [0, 1], started  # the second did not wait for the first
+    gates[1].set()  # a lane frees: the two queued go as one batch
+    assert await asyncio.gather(*runs[1:]) == [1, 2, 3]
+    assert sent == [[2, 3]], sent
+    gates[0].set()
+    assert await runs[0] == 0
+    assert group.sizes == {1: 2, 2: 1}
+    gates[4].set()
+    assert await group.run(4, alone(4)) == 4  # idle again: alone, at once
+    assert sent == [[2, 3]] and group.sizes == {1: 3, 2: 1}
 
 
 async def test_concurrent_creations_share_their_round_trips(
@@ -140,9 +177,10 @@ async def test_a_lost_intent_fails_only_its_own_creation_in_a_batch(
                    for n, name in enumerate(names)]
         await holds.wait(point, N + 1)
         c4s = recorded(ledger.transitions._c4s, "e_payload")
-        holds.go(point, 1)  # one of the others first: its C4 runs alone, in flight
+        for first in range(1, LANES + 1):  # others first: their C4s run alone, in flight
+            holds.go(point, first)
         await asyncio.sleep(0)
-        holds.release_all()  # the rest queue behind it, the paused writer among them
+        holds.release_all()  # the rest queue behind them, the paused writer among them
         lost = await outcome(victim)
         assert isinstance(lost, IntentLost), lost
         assert any(len(batch) > 1 and any("paused.txt" in run for run in batch)
@@ -161,17 +199,17 @@ async def test_a_lost_intent_fails_only_its_own_creation_in_a_batch(
 async def test_a_connection_lost_under_a_batch_leaves_each_creation_once(
         tmp_path: Path, request: pytest.FixtureRequest, proxy: PgProxy, step: str,
         when: When) -> None:
-    """The connection cut at a batch's first run (the step's second statement: the first
-    ran alone), before it is sent (nothing of the batch applied) or after the whole batch
-    was answered (all of it applied, the writers never hear): every run's own recovery (C1
-    looks for its rows and runs once more; C4 runs once more and recognises its own first
-    run) ends its creation once."""
+    """The connection cut at a batch's first run (the step's statement after the group's
+    lanes: the first ones ran alone), before it is sent (nothing of the batch applied) or
+    after the whole batch was answered (all of it applied, the writers never hear): every
+    run's own recovery (C1 looks for its rows and runs once more; C4 runs once more and
+    recognises its own first run) ends its creation once."""
     target = await through(proxy, tmp_path, request)
     async with target.ledger() as ledger:
         await ledger.create("warm.txt", b"warm")
         group = ledger.transitions._c1s if step == "c1_document" else ledger.transitions._c4s
         batches = recorded(group, "d_id")
-        proxy.arm(rf"^\s*WITH {step}\b", when, nth=2)
+        proxy.arm(rf"^\s*WITH {step}\b", when, nth=LANES + 1)
         names = [f"cut-{n}.txt" for n in range(N)]
         docs = await asyncio.gather(*(ledger.create(name, b"bytes %d" % n)
                                       for n, name in enumerate(names)),

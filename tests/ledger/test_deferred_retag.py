@@ -315,6 +315,58 @@ async def test_a_burst_of_creates_is_claimed_together(deferred: Ledger) -> None:
         await asyncio.wait_for(worker, STEP)
 
 
+async def test_a_trickle_of_creates_is_claimed_together_at_the_default_linger(
+        deferred: Ledger) -> None:
+    """``serve``'s worker (the default linger) woken by creates one every 50 ms claims
+    them in one batch or two, not a claim (and a record, and a lag reading) per few
+    creates: each batch's transactions are CPU the writers beside it share."""
+    from blobledger.workers.retagger import retag_forever
+
+    ledger = deferred
+    claims: list[int] = []
+    claim = ledger.transitions.claim_retags
+
+    async def counted(limit: int, lease: float) -> tuple[str, list[str]]:
+        token, names = await claim(limit, lease)
+        if names:
+            claims.append(len(names))
+        return token, names
+
+    ledger.transitions.claim_retags = counted  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop))
+    try:
+        docs = []
+        for n in range(8):
+            docs.append(await ledger.create(f"trickle-{n}.txt", b"t"))
+            await asyncio.sleep(0.05)
+        for _ in range(int(4 * STEP / 0.05)):
+            if await ledger.transitions.retag_lag() == 0.0:
+                break
+            await asyncio.sleep(0.05)
+        assert await stored(ledger) == {d.blob: "committed" for d in docs}
+        assert sum(claims) == 8 and len(claims) <= 2, claims
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, STEP)
+
+
+async def test_a_stop_ends_the_worker_s_linger_at_once(deferred: Ledger) -> None:
+    """A worker lingering after a C4 (the rest of a burst to join its claim) stops when
+    told, not after the linger: ``serve`` does not wait for it to end."""
+    from blobledger.workers.retagger import retag_forever
+
+    ledger = deferred
+    stop = asyncio.Event()
+    worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop,
+                                               linger=3600))
+    await asyncio.sleep(0.2)  # its first run done: waiting to be woken
+    await ledger.create("lingered.txt", b"owes its retag")
+    await asyncio.sleep(0.2)  # woken: lingering
+    stop.set()
+    await asyncio.wait_for(worker, STEP)
+
+
 def test_the_lifecycle_rule_must_be_far_beyond_the_warned_lag() -> None:
     check_days(1, sweep_after=7200, retag_warn_after=300)
     with pytest.raises(ConfigError, match="RETAG_WARN_AFTER"):

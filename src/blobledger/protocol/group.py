@@ -1,9 +1,14 @@
 """Group commit: concurrent runs of one step (C1, C4) gathered into one round trip.
 
-A step that finds no run of its kind in flight runs alone, at once (no added latency). Runs
-that arrive while one is in flight queue; when it ends, everything queued is sent as one
-batch (:class:`Group`'s ``many``: the same statement once per run, in one round trip and one
-implicit transaction on PostgreSQL, all applied or none), and so on while runs keep arriving.
+A step that finds fewer than :data:`LANES` runs of its kind in flight (and none queued) runs
+alone, at once (no added latency). Runs that arrive while that many are in flight queue;
+when one ends, everything queued is sent as one batch (:class:`Group`'s ``many``: the same
+statement once per run, in one round trip and one implicit transaction on PostgreSQL, all
+applied or none), and so on while runs keep arriving. Two lanes, not one: with one, at two
+concurrent creations the second's statement waited for the first's round trip and was then
+sent alone all the same (a batch of one saves nothing), which at two creations in flight
+was every wait the group made (bench/RESULTS.md, "Where the create's time goes at 20 ms on
+Azurite").
 
 Each run keeps its own outcome:
 
@@ -32,6 +37,8 @@ R = TypeVar("R")
 
 #: the most runs of one batch
 LIMIT = 64
+#: runs alone or batches of one step in flight at once before the next runs queue
+LANES = 2
 
 
 class _Alone:
@@ -47,26 +54,32 @@ class Group(Generic[P, R]):
     alone), for the benchmarks and the tests."""
 
     def __init__(self, many: Callable[[Sequence[P]], Awaitable[Sequence[R]]],
-                 limit: int = LIMIT) -> None:
+                 limit: int = LIMIT, lanes: int = LANES) -> None:
+        if lanes < 1:
+            raise ValueError("a group needs at least one lane")
         self.many = many
         self.limit = limit
+        self.lanes = lanes
         self.sizes: dict[int, int] = {}
         self._queue: list[tuple[P, asyncio.Future[R | _Alone]]] = []
-        self._busy = False
+        self._in_flight = 0  # runs alone and the drainer's batches
+        self._draining = False
         self._drainer: asyncio.Task[None] | None = None  # held: a task only weakly referenced
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, params: P, alone: Callable[[], Awaitable[R]]) -> R:
-        """The step's result for ``params``: run ``alone`` at once if nothing of this step
-        is in flight, else in the next batch."""
+        """The step's result for ``params``: run ``alone`` at once if fewer than
+        :attr:`lanes` runs of this step are in flight and none is queued, else in the next
+        batch."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a ledger used from another event loop: a fresh start
-            self._loop, self._queue, self._busy = loop, [], False
-        if not self._busy:
-            self._busy = True
+            self._loop, self._queue, self._in_flight, self._draining = loop, [], 0, False
+        if self._in_flight < self.lanes and not self._queue:
+            self._in_flight += 1
             try:
                 return await self._alone(alone)
             finally:
+                self._in_flight -= 1
                 self._next()
         waiting: asyncio.Future[R | _Alone] = loop.create_future()
         self._queue.append((params, waiting))
@@ -80,11 +93,12 @@ class Group(Generic[P, R]):
         return await alone()
 
     def _next(self) -> None:
-        """After a run or a batch: send what queued meanwhile, or stand idle."""
-        if self._queue:
+        """After a run or a batch: send what queued meanwhile (in one lane, the drainer's),
+        unless the drainer is at it already."""
+        if self._queue and not self._draining:
+            self._draining = True
+            self._in_flight += 1
             self._drainer = _drainer(self._drain())
-        else:
-            self._busy = False
 
     async def _drain(self) -> None:
         try:
@@ -96,10 +110,9 @@ class Group(Generic[P, R]):
                 elif batch:
                     await self._send(batch)
         finally:
-            self._busy = False
-            if self._queue:  # queued after the loop's last look
-                self._busy = True
-                self._drainer = _drainer(self._drain())
+            self._in_flight -= 1
+            self._draining = False
+            self._next()  # queued after the loop's last look
 
     async def _send(self, batch: list[tuple[P, asyncio.Future[R | _Alone]]]) -> None:
         self.sizes[len(batch)] = self.sizes.get(len(batch), 0) + 1
