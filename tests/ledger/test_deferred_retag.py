@@ -23,7 +23,15 @@ from blobledger.workers.invariants import check
 from blobledger.workers.lifecycle import check_days
 from blobledger.workers.retagger import RETAG_LEASE, Retagger, RetagReport
 from blobledger.workers.sweeper import Sweeper
-from tests.ledger.test_fencing import outcome, read, rows, started, stored, sweep_past_everything
+from tests.ledger.test_fencing import (
+    outcome,
+    read,
+    rows,
+    stalled_create,
+    started,
+    stored,
+    sweep_past_everything,
+)
 from tests.support.holds import STEP, Holds
 from tests.support.services import ACCOUNT, KEY, Azurite
 
@@ -38,6 +46,21 @@ async def owed(ledger: Ledger) -> dict[str, bool]:
     async with ledger.db.session() as session:
         return {name: due is not None for name, due in (await session.execute(
             select(BlobRow.name, BlobRow.retag_due))).all()}
+
+
+def counted_claims(ledger: Ledger) -> list[int]:
+    """The sizes of the retag worker's claims that won rows, as it makes them."""
+    claims: list[int] = []
+    claim = ledger.transitions.claim_retags
+
+    async def counted(limit: int, lease: float) -> tuple[str, list[str]]:
+        token, names = await claim(limit, lease)
+        if names:
+            claims.append(len(names))
+        return token, names
+
+    ledger.transitions.claim_retags = counted  # type: ignore[method-assign]
+    return claims
 
 
 async def test_a_create_commits_with_the_retag_owed_and_the_worker_pays_it(
@@ -114,17 +137,7 @@ async def test_a_writer_whose_upload_lands_after_the_sweep_removes_its_own_blob(
     the sweep, loses C4, and deletes the ``pending`` blob it just wrote, whose row is gone:
     nothing is left for ``reconcile --fix``."""
     ledger = deferred
-    gate = asyncio.Event()
-    sent = asyncio.Event()
-
-    async def stalling() -> AsyncIterator[bytes]:
-        yield b"first half, "
-        sent.set()
-        await gate.wait()
-        yield b"second half"
-
-    writer = started(lambda: ledger.create("late.txt", stalling()))
-    await asyncio.wait_for(sent.wait(), STEP)
+    writer, gate = await stalled_create(ledger, "late.txt")
     ledger.clock_offset = ledger.settings.sweep_after + 1
     report = await Sweeper(ledger).run_once()
     assert report.swept == 1
@@ -290,16 +303,7 @@ async def test_a_burst_of_creates_is_claimed_together(deferred: Ledger) -> None:
     from blobledger.workers.retagger import retag_forever
 
     ledger = deferred
-    claims: list[int] = []
-    claim = ledger.transitions.claim_retags
-
-    async def counted(limit: int, lease: float) -> tuple[str, list[str]]:
-        token, names = await claim(limit, lease)
-        if names:
-            claims.append(len(names))
-        return token, names
-
-    ledger.transitions.claim_retags = counted  # type: ignore[method-assign]
+    claims = counted_claims(ledger)
     stop = asyncio.Event()
     worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop, linger=1.0))
     try:
@@ -323,16 +327,7 @@ async def test_a_trickle_of_creates_is_claimed_together_at_the_default_linger(
     from blobledger.workers.retagger import retag_forever
 
     ledger = deferred
-    claims: list[int] = []
-    claim = ledger.transitions.claim_retags
-
-    async def counted(limit: int, lease: float) -> tuple[str, list[str]]:
-        token, names = await claim(limit, lease)
-        if names:
-            claims.append(len(names))
-        return token, names
-
-    ledger.transitions.claim_retags = counted  # type: ignore[method-assign]
+    claims = counted_claims(ledger)
     stop = asyncio.Event()
     worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop))
     try:

@@ -25,6 +25,7 @@ from blobledger.errors import (
     NotFound,
     PreconditionFailed,
 )
+from blobledger.protocol.documents import Document
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow, IdempotencyKeyRow
 from blobledger.workers.invariants import check
@@ -67,6 +68,24 @@ def started(coro: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
         return await coro()
 
     return asyncio.create_task(run())
+
+
+async def stalled_create(ledger: Ledger, name: str) -> tuple[asyncio.Task[Document],
+                                                             asyncio.Event]:
+    """A create of ``name`` whose body stalls after its first half (returned once that half
+    was sent): its task, and the gate that lets the second half go."""
+    gate = asyncio.Event()
+    sent = asyncio.Event()
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield b"first half, "
+        sent.set()
+        await gate.wait()
+        yield b"second half"
+
+    writer = started(lambda: ledger.create(name, stalling()))
+    await asyncio.wait_for(sent.wait(), STEP)
+    return writer, gate
 
 
 async def test_stalled_replace_never_points_at_deleted_bytes(
@@ -175,17 +194,7 @@ async def test_writer_paused_in_its_upload_never_commits_a_swept_intent(
     """The writer stalls mid-upload; the sweeper (its clock ahead) removes the intent; the
     writer's upload then completes, the confirm step loses, its own blob is deleted under
     the pending tag and the writer says the upload was abandoned: no committed orphan."""
-    gate = asyncio.Event()
-    sent = asyncio.Event()
-
-    async def stalling() -> AsyncIterator[bytes]:
-        yield b"first half, "
-        sent.set()
-        await gate.wait()
-        yield b"second half"
-
-    writer = started(lambda: ledger.create("paused.txt", stalling()))
-    await asyncio.wait_for(sent.wait(), STEP)
+    writer, gate = await stalled_create(ledger, "paused.txt")
     ledger.clock_offset = ledger.settings.sweep_after + 1
     report = await Sweeper(ledger).run_once()
     assert report.swept == 1
