@@ -4,7 +4,8 @@ protocol step, under the operation's, with SQLAlchemy's statements underneath.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,19 +91,29 @@ async def test_the_span_tree_of_a_create_and_a_replace(
         assert failed["steps"] == []  # refused early in R1, before its row was written
 
 
+@asynccontextmanager
+async def traced_ledger(tmp_path: Path, pg_url: str
+                        ) -> AsyncIterator[tuple[Database, Ledger, str]]:
+    """A ledger on PostgreSQL (the deferred retag) whose engine is instrumented, its pool's
+    first connection made: its database, itself, and a tag for names of this test's own (the
+    database is the session's)."""
+    from blobledger.config import Settings
+
+    db = Database(pg_url)
+    telemetry.instrument_engine(db.engine)
+    tag = uuid.uuid4().hex[:8]
+    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
+                      Settings(retag="deferred")) as ledger:
+        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+        yield db, ledger, tag
+
+
 async def test_the_one_statement_steps_on_postgresql_have_their_statements_spans(
         spans: InMemorySpanExporter, tmp_path: Path, pg_url: str) -> None:
     """On PostgreSQL an unkeyed create under the deferred retag runs C1 and C4 as one
     statement each (``protocol/single.py``): with the engine instrumented, each statement
     goes through SQLAlchemy, and its span is under its step's."""
-    from blobledger.config import Settings
-
-    db = Database(pg_url)
-    telemetry.instrument_engine(db.engine)
-    tag = uuid.uuid4().hex[:8]  # the database is the session's
-    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
-                      Settings(retag="deferred")) as ledger:
-        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+    async with traced_ledger(tmp_path, pg_url) as (db, ledger, tag):
         spans.clear()
         doc = await ledger.create(f"traced-{tag}.txt", b"bytes")
         finished = spans.get_finished_spans()
@@ -129,14 +140,7 @@ async def test_a_group_commits_batch_is_a_statement_span_of_its_own(
     alone), never a batch's."""
     import asyncio
 
-    from blobledger.config import Settings
-
-    db = Database(pg_url)
-    telemetry.instrument_engine(db.engine)
-    tag = uuid.uuid4().hex[:8]  # the database is the session's
-    async with Ledger(db, LocalStore(str(tmp_path / "blobs")),
-                      Settings(retag="deferred")) as ledger:
-        await ledger.create(f"warm-{tag}.txt", b"the pool's first connection")
+    async with traced_ledger(tmp_path, pg_url) as (_db, ledger, tag):
         groups = {"WITH c1_document": ledger.transitions._c1s,
                   "WITH c4_blob": ledger.transitions._c4s}
         for group in groups.values():
