@@ -145,6 +145,53 @@ async def test_a_conditioned_retag_asks_the_service_to_condition_it(azurite: Azu
     assert seen == ["\"state\" = 'pending'", "\"state\" = 'committed'"]
 
 
+async def test_a_retag_after_a_put_reuses_the_puts_blob_client(
+        azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single put keeps its blob client for the retag of the same blob that follows (C3,
+    or the retag worker of the same process): one client built for both requests, the retag
+    sent to that blob with its condition, the client given up after it; the kept clients
+    are bounded and dropped with the store's clients."""
+    from blobledger.stores.azure import store as azure_store
+
+    monkeypatch.setattr(azure_store, "KEPT_BLOB_CLIENTS", 2)
+    sent: list[tuple[str, str | None]] = []
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        if http.method == "PUT" and parse_qs(urlsplit(http.url).query).get("comp") == ["tags"]:
+            sent.append((urlsplit(http.url).path, http.headers.get("x-ms-if-tags")))
+
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       client_options={"raw_request_hook": hook})
+    await store.prepare()
+    # as against the service: the retag is the one request (no read of the tags first)
+    store.capabilities = dataclasses.replace(store.capabilities,
+                                             state_conditioned_transition=True)
+    async with store:
+        built: list[str] = []
+        make = type(store._client()).get_blob_client
+
+        def counted(client: Any, blob: str, *args: Any, **kwargs: Any) -> Any:
+            built.append(blob)
+            return make(client, blob, *args, **kwargs)
+
+        monkeypatch.setattr(type(store._client()), "get_blob_client", counted)
+        first, second, third = new_name(), new_name(), new_name()
+        for name in (first, second, third):
+            await put(store, name, b"kept", state="pending")
+        assert list(store._kept) == [second, third]  # the oldest given up past the bound
+        await store.set_tags(third, {"state": "committed"}, if_tags=PENDING)
+        assert built == [first, second, third] and list(store._kept) == [second]
+        await store.set_tags(first, {"state": "committed"}, if_tags=PENDING)  # not kept
+        await store.set_tags(third, {"state": "deleting"}, if_tags={"state": "committed"})
+        assert built == [first, second, third, first, third]
+        assert await store.get_tags(third) == {"state": "deleting"}
+    assert not store._kept
+    assert [(path.split("/", 3)[-1], cond) for path, cond in sent] == [
+        (third, "\"state\" = 'pending'"), (first, "\"state\" = 'pending'"),
+        (third, "\"state\" = 'committed'")]
+
+
 async def test_a_retag_the_service_refuses_stands(azurite: Azurite) -> None:
     """On the real service ``x-ms-if-tags`` is the retag's only guard, and its refusal must
     stand: only a blob with no tags at all (a direct upload's, counted ``pending``) is

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
-from azure.storage.blob.aio import ContainerClient
+from azure.storage.blob.aio import BlobClient, ContainerClient
 
 from blobledger import failpoints
 from blobledger._base.names import check_blob_name
@@ -67,6 +67,8 @@ class ConditionalWrites(Store):
 
         def _client(self) -> ContainerClient: ...
 
+        def _retag_blob(self, name: str) -> BlobClient: ...
+
         async def _only_uncommitted(self, name: str) -> bool: ...
 
         def _mapped(self, name: str, *, put: bool = False) -> AbstractContextManager[None]: ...
@@ -91,7 +93,7 @@ class ConditionalWrites(Store):
 
     async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with self._mapped(name):
-            await self._client().get_blob_client(name).set_blob_tags(
+            await self._retag_blob(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
             )
 
