@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--json] [--only CASE ...] [--latency MS ...] [--repeats N]``:
+"""``python -m bench [--quick] [--json] [--only CASE ...] [--latency MS ...] [--repeats N]
+[--sizes SIZE ...] [--stores STORE ...]``:
 every case, one table, and the ratios by added round-trip time."""
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ async def main_async(args: argparse.Namespace) -> int:
     for name, module in selected.items():
         print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
         started = time.monotonic()
-        found = await run_case(module, args.quick, latencies, notes, args.repeats)
+        found = await run_case(module, args.quick, latencies, notes, args.repeats,
+                               sizes=tuple(args.sizes or ()), stores=tuple(args.stores or ()))
         results.extend(found)
         print(table(found), file=sys.stderr, flush=True)  # kept if a later case fails
         print(f"# {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
@@ -78,14 +80,17 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 async def run_case(module: Any, quick: bool, latencies: tuple[float, ...],
-                   notes: list[str], repeats: int | None = None) -> list[Result]:
+                   notes: list[str], repeats: int | None = None, *,
+                   sizes: tuple[int, ...] = (), stores: tuple[str, ...] = ()
+                   ) -> list[Result]:
     """One case on emulators and a database of its own: Azurite keeps cleaning up a deleted
     container (the reconciler's 20,000 blobs, the create case's gigabytes) long after it
     answered, on the same cores, and that must not weigh on the next case's figures."""
     azurite = start_azurite()
     moto = start_moto()
     ctx = Context(azurite=azurite, postgres_url=await create_database(), quick=quick,
-                  repeats=repeats or (1 if quick else 3), moto=moto, latencies=latencies)
+                  repeats=repeats or (1 if quick else 3), moto=moto, latencies=latencies,
+                  sizes=sizes, stores=stores)
     try:
         for ms in latencies[1:]:
             ctx.proxies["azure", ms] = start_process(azurite.port, ms)
@@ -100,6 +105,14 @@ async def run_case(module: Any, quick: bool, latencies: tuple[float, ...],
         await drop_database(ctx.postgres_url)
 
 
+def _size(text: str) -> int:
+    """``4KiB``, ``64MiB`` or a number of bytes."""
+    for suffix, factor in (("KiB", 1024), ("MiB", 1024 * 1024)):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) * factor
+    return int(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI)")
@@ -107,6 +120,11 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", metavar="CASE", help="run only these cases")
     parser.add_argument("--repeats", type=int, metavar="N",
                         help="interleaved repeats per figure (default: 3; with --quick 1)")
+    parser.add_argument("--sizes", nargs="+", type=_size, metavar="SIZE",
+                        help="only these payload sizes (4KiB, 64MiB, ...) in the cases that "
+                        "honour it (retag)")
+    parser.add_argument("--stores", nargs="+", choices=("azure", "s3", "local"),
+                        help="only these stores in the cases that honour it (retag)")
     parser.add_argument(
         "--latency", nargs="*", type=float, metavar="MS",
         help="added round-trip times in ms, each case also run through a delaying proxy "

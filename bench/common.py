@@ -51,6 +51,10 @@ class Context:
     latencies: tuple[float, ...] = (0.0,)
     #: (service, milliseconds) -> the delaying proxy in front of it
     proxies: dict[tuple[str, float], ProxyProcess] = field(default_factory=dict)
+    #: only these sizes (bytes) and stores ("azure", "s3", "local"), where a case honours
+    #: it (``retag``); empty: all of them
+    sizes: tuple[int, ...] = ()
+    stores: tuple[str, ...] = ()
 
     def azure_connection_string(self, latency_ms: float = 0.0) -> str:
         """Azurite's connection string, through the proxy for ``latency_ms`` (if not 0)."""

@@ -220,9 +220,14 @@ async def run(ctx: Context) -> list[Result]:
     results = []
     for latency_ms in ctx.latencies:
         for kind in kinds(latency_ms):
+            planned = [(size, concurrency, files) for size, concurrency, files
+                       in plan(ctx.quick, kind, latency_ms)
+                       if not ctx.sizes or size in ctx.sizes]
+            if not planned or (ctx.stores and kind not in ctx.stores):
+                continue
             async with backend_ledger(ctx, kind, latency_ms) as backend:
                 async with backend.ledger.db.engine.begin() as conn:
                     await conn.run_sync(naive_table.metadata.create_all)
-                for size, concurrency, files in plan(ctx.quick, kind, latency_ms):
+                for size, concurrency, files in planned:
                     results += await measure(ctx, backend, size, concurrency, files)
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -93,6 +94,41 @@ async def test_every_store_write_carries_if_none_match(azurite: Azurite) -> None
     assert ("", "*") in writes and ("blocklist", "*") in writes
     assert all(inm == "*" for _, inm in writes), writes
     assert sum(1 for comp, _, _ in seen if comp == "block") == 5
+
+
+@pytest.mark.parametrize("piece", [9000, 2500, 700], ids=["whole", "pieces", "small"])
+async def test_a_staged_put_sends_views_of_the_body_and_hashes_it_whole(
+    azurite: Azurite, piece: int
+) -> None:
+    """A body in memory is staged block by block from views of its bytes (no copy), its
+    blocks hashed behind their upload: the blob and its digests are the body's, whatever
+    the pieces it came in (a block within one piece, or across several)."""
+    sent: list[type] = []
+
+    def hook(request: Any) -> None:
+        http = request.http_request
+        if parse_qs(urlsplit(http.url).query).get("comp") == ["block"]:
+            sent.append(type(http.data if http.data is not None else http.body))
+
+    data = bytes(range(256)) * 35 + b"end"  # 8963 bytes: 9 blocks, the last one short
+    store = AzureStore(new_container(), connection_string=azurite.connection_string,
+                       single_put_limit=1024, block_size=1000,
+                       client_options={"raw_request_hook": hook})
+    await store.prepare()
+    async with store:
+        name = new_name()
+        digests = await store.put(name, stream(data, piece), tags=PENDING,
+                                  expected_sha256=hashlib.sha256(data).hexdigest(),
+                                  expected_md5=hashlib.md5(data).hexdigest())
+        assert digests.size == len(data)
+        assert await read_all(store, name) == data
+        info = await store.stat(name)
+        assert (info.sha256, info.md5) == (digests.sha256, digests.md5)
+    assert len(sent) == 9
+    if piece == 9000:
+        assert set(sent) == {memoryview}, sent
+    if piece == 700:
+        assert set(sent) == {bytes}, sent
 
 
 async def test_a_staged_commit_asks_the_service_for_create_only(azurite: Azurite) -> None:

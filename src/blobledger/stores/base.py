@@ -113,12 +113,22 @@ class BlobReader:
 
 
 class Hasher:
-    """Size, MD5 and SHA-256 over a stream; large chunks are hashed off the event loop."""
+    """Size, MD5 and SHA-256 over a stream; large chunks are hashed off the event loop.
+
+    A chunk's two digests are computed in one thread, one after the other (the chunk is
+    then read from the cache by the second): hashing costs one core at most, never two
+    that the storage's own work may need. :meth:`update` hashes a chunk before it returns;
+    :meth:`feed` hashes it behind the caller (the bytes can be on their way meanwhile),
+    in order, until :meth:`settle`.
+    """
 
     def __init__(self) -> None:
         self._md5 = hashlib.md5(usedforsecurity=False)
         self._sha = hashlib.sha256()
         self.size = 0
+        #: chunks fed and not yet hashed (None ends the worker), and the worker hashing them
+        self._queue: asyncio.Queue[bytes | memoryview | None] | None = None
+        self._worker: asyncio.Task[None] | None = None
 
     def update_sync(self, chunk: bytes | memoryview) -> None:
         self._md5.update(chunk)
@@ -126,16 +136,60 @@ class Hasher:
         self.size += len(chunk)
 
     async def update(self, chunk: bytes | memoryview) -> None:
-        """Hash a chunk; a large one off the loop, MD5 and SHA-256 in two threads at once
-        (hashlib releases the GIL), so hashing costs the slower of the two, not the sum."""
+        """Hash a chunk (after every chunk fed before it); a large one off the loop."""
+        await self.settle()
+        await self._hash(chunk)
+
+    async def _hash(self, chunk: bytes | memoryview) -> None:
         if len(chunk) < HASH_IN_THREAD_ABOVE:
             self.update_sync(chunk)
+        else:
+            await asyncio.to_thread(self.update_sync, chunk)
+
+    async def feed(self, chunk: bytes | memoryview, *, ahead: int = 4) -> None:
+        """Hash a chunk behind the caller, in order with the chunks fed before it: this
+        returns once the chunk is queued, after waiting while ``ahead`` chunks fed before it
+        are still queued (what the hashing's lag may hold in memory). The chunk must not
+        change until it is hashed (``bytes``, or a view of ``bytes``). :meth:`settle` waits
+        until every chunk fed is hashed; :meth:`abandon` drops them."""
+        if self._worker is None:
+            self._queue = asyncio.Queue(maxsize=max(ahead, 1))
+            self._worker = asyncio.ensure_future(self._work(self._queue))
+        assert self._queue is not None
+        await self._queue.put(chunk)
+
+    async def _work(self, queue: asyncio.Queue[bytes | memoryview | None]) -> None:
+        """Hash what is fed until None; after a failure, take the rest unhashed (no feed
+        waits forever on a full queue) and raise it at the end, to :meth:`settle`."""
+        failure: Exception | None = None
+        while (chunk := await queue.get()) is not None:
+            if failure is None:
+                try:
+                    await self._hash(chunk)
+                except Exception as exc:  # raised to settle()
+                    failure = exc
+        if failure is not None:
+            raise failure
+
+    async def settle(self) -> None:
+        """Wait until every chunk fed is hashed."""
+        worker, queue = self._worker, self._queue
+        if worker is None or queue is None:
             return
-        await asyncio.gather(asyncio.to_thread(self._md5.update, chunk),
-                             asyncio.to_thread(self._sha.update, chunk))
-        self.size += len(chunk)
+        await queue.put(None)
+        self._worker = self._queue = None
+        await worker
+
+    async def abandon(self) -> None:
+        """Drop the chunks fed and not yet hashed (the hasher is then of no further use)."""
+        worker, self._worker, self._queue = self._worker, None, None
+        if worker is not None:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
 
     def digests(self) -> Digests:
+        if self._worker is not None:
+            raise RuntimeError("chunks fed to the hasher are not settled")
         return Digests(size=self.size, md5=self._md5.hexdigest(), sha256=self._sha.hexdigest())
 
 
@@ -154,20 +208,52 @@ def verify(digests: Digests, expected_sha256: str | None, expected_md5: str | No
 class ByteReader:
     """Reads exact-size blocks from a byte stream, copying each byte once at most: a block
     that is the whole of one ``bytes`` the stream yielded (a body given in memory, read up
-    to a single put's limit) is that object itself, not a copy of it."""
+    to a single put's limit) is that object itself, not a copy of it; :meth:`read_view`
+    copies none that lies within one ``bytes``."""
 
     def __init__(self, source: AsyncIterable[bytes]) -> None:
         self._source = aiter(source)
         self._pending: deque[memoryview] = deque()
         self._eof = False
 
-    def unread(self, data: bytes) -> None:
+    def unread(self, data: bytes | memoryview) -> None:
         """Put bytes back in front of the stream."""
         if data:
             self._pending.appendleft(memoryview(data))
 
+    async def longer_than(self, size: int) -> bool:
+        """Whether more than ``size`` bytes are left, reading ahead as far as that takes
+        and consuming nothing."""
+        buffered = sum(len(view) for view in self._pending)
+        while buffered <= size and not self._eof:
+            try:
+                piece = await anext(self._source)
+            except StopAsyncIteration:
+                self._eof = True
+                break
+            if piece:
+                self._pending.append(memoryview(piece))
+                buffered += len(piece)
+        return buffered > size
+
     async def read(self, size: int) -> bytes:
         """Up to ``size`` bytes; fewer only at the end of the stream, b"" after it."""
+        parts = await self._take(size)
+        if len(parts) == 1 and isinstance(parts[0].obj, bytes) \
+                and len(parts[0]) == len(parts[0].obj):
+            return parts[0].obj
+        return b"".join(parts)
+
+    async def read_view(self, size: int) -> bytes | memoryview:
+        """As :meth:`read`, but a block that lies within one ``bytes`` the stream yielded is a
+        read-only view of it, not a copy (for a consumer that takes any buffer and keeps
+        none: the block's bytes never change)."""
+        parts = await self._take(size)
+        if len(parts) == 1 and isinstance(whole := parts[0].obj, bytes):
+            return whole if len(parts[0]) == len(whole) else parts[0]
+        return b"".join(parts)
+
+    async def _take(self, size: int) -> list[memoryview]:
         parts: list[memoryview] = []
         need = size
         while need > 0:
@@ -191,10 +277,7 @@ class ByteReader:
                 parts.append(view[:need])
                 self._pending[0] = view[need:]
                 need = 0
-        if len(parts) == 1 and isinstance(parts[0].obj, bytes) \
-                and len(parts[0]) == len(parts[0].obj):
-            return parts[0].obj
-        return b"".join(parts)
+        return parts
 
 
 def tags_match(tags: Mapping[str, str] | None, condition: Tags | None) -> bool:

@@ -234,11 +234,10 @@ class AzureStore(ConditionalWrites, Reads):
     ) -> Digests:
         check_blob_name(name)
         reader = ByteReader(data)
-        head = await reader.read(self.single_put_limit + 1)
-        if len(head) > self.single_put_limit:
-            reader.unread(head)
+        if await reader.longer_than(self.single_put_limit):
             return await self._staged(name, reader, tags, content_type,
                                       expected_sha256, expected_md5)
+        head = await reader.read(self.single_put_limit)
         hasher = Hasher()
         await hasher.update(head)
         digests = hasher.digests()
@@ -275,7 +274,7 @@ class AzureStore(ConditionalWrites, Reads):
         in_flight: set[asyncio.Task[None]] = set()
         try:
             while True:
-                chunk = await reader.read(self.block_size)
+                chunk = await reader.read_view(self.block_size)
                 if not chunk and block_ids:
                     break
                 await self._stage_next(name, chunk, hasher, attempt, block_ids, in_flight)
@@ -283,10 +282,11 @@ class AzureStore(ConditionalWrites, Reads):
                     break
             if in_flight:
                 await asyncio.gather(*in_flight)
+            await hasher.settle()
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
         except BaseException:
-            await asyncio.shield(self._abandon_staging(name, in_flight))
+            await asyncio.shield(self._abandon_staging(name, in_flight, hasher))
             raise
         settings = ContentSettings(content_type=content_type)
         await failpoints.hit("put.before_commit")
@@ -302,11 +302,13 @@ class AzureStore(ConditionalWrites, Reads):
         return digests
 
     async def _stage_next(
-        self, name: str, chunk: bytes, hasher: Hasher, attempt: str, block_ids: list[str],
-        in_flight: set[asyncio.Task[None]],
+        self, name: str, chunk: bytes | memoryview, hasher: Hasher, attempt: str,
+        block_ids: list[str], in_flight: set[asyncio.Task[None]],
     ) -> None:
-        """Hash and stage one block; up to BLOCKS_IN_FLIGHT blocks upload concurrently."""
-        await hasher.update(chunk)
+        """Stage one block, hashed behind it (in a thread, while it is sent: the digests
+        are needed by the block list only); up to BLOCKS_IN_FLIGHT blocks upload
+        concurrently."""
+        await hasher.feed(chunk, ahead=BLOCKS_IN_FLIGHT)
         block_id = base64.b64encode(f"{attempt}{len(block_ids):016d}".encode()).decode()
         block_ids.append(block_id)
         if len(block_ids) == 1:
@@ -319,12 +321,12 @@ class AzureStore(ConditionalWrites, Reads):
                 task.result()
         in_flight.add(asyncio.ensure_future(self._stage(name, block_id, chunk)))
 
-    async def _stage(self, name: str, block_id: str, chunk: bytes) -> None:
+    async def _stage(self, name: str, block_id: str, chunk: bytes | memoryview) -> None:
         with self._mapped(name):
             await self._client().get_blob_client(name).stage_block(
-                block_id, chunk, length=len(chunk))
+                block_id, _body(chunk), length=len(chunk))
 
-    async def _stage_first(self, name: str, block_id: str, chunk: bytes) -> None:
+    async def _stage_first(self, name: str, block_id: str, chunk: bytes | memoryview) -> None:
         """Stage the first block; clear foreign leftovers that block it.
 
         A name holding only uncommitted blocks whose ids have another length (left by a
@@ -334,13 +336,13 @@ class AzureStore(ConditionalWrites, Reads):
         blob = self._client().get_blob_client(name)
         with self._mapped(name):
             try:
-                await blob.stage_block(block_id, chunk, length=len(chunk))
+                await blob.stage_block(block_id, _body(chunk), length=len(chunk))
             except HttpResponseError as exc:
                 if (getattr(exc, "error_code", None) != "InvalidBlobOrBlock"
                         or not await self._only_uncommitted(name)):
                     raise
                 await self.discard_uncommitted(name)
-                await blob.stage_block(block_id, chunk, length=len(chunk))
+                await blob.stage_block(block_id, _body(chunk), length=len(chunk))
 
     async def _only_uncommitted(self, name: str) -> bool:
         try:
@@ -349,12 +351,15 @@ class AzureStore(ConditionalWrites, Reads):
             return True
         return False
 
-    async def _abandon_staging(self, name: str, in_flight: set[asyncio.Task[None]]) -> None:
-        """Stop the block uploads still in flight and wait until each has ended, so that
-        none is still sending from this process when the blocks are dropped."""
+    async def _abandon_staging(self, name: str, in_flight: set[asyncio.Task[None]],
+                               hasher: Hasher) -> None:
+        """Stop the block uploads still in flight and the hashing behind them, and wait
+        until each has ended, so that none is still sending from this process when the
+        blocks are dropped."""
         for task in in_flight:
             task.cancel()
         await asyncio.gather(*in_flight, return_exceptions=True)
+        await hasher.abandon()
         await self._forget_blocks(name)
 
     async def _forget_blocks(self, name: str) -> None:
@@ -466,6 +471,12 @@ class AzureStore(ConditionalWrites, Reads):
         with self._mapped(name):
             await self._client().get_blob_client(name).set_blob_metadata(_metadata(digests))
 
+
+def _body(chunk: bytes | memoryview) -> bytes:
+    """A block's bytes as the SDK's annotation names them: a view (of ``bytes``, read-only)
+    is sent as it is (azure-core hands it to aiohttp, which writes any buffer), so that a
+    body given in memory is not copied block by block before it is sent."""
+    return cast(bytes, chunk)
 
 
 def _metadata(digests: Digests) -> dict[str, str]:

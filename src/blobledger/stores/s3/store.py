@@ -237,11 +237,10 @@ class S3Store(Reads):
     ) -> Digests:
         key = self._key(name)
         reader = ByteReader(data)
-        head = await reader.read(self.single_put_limit + 1)
-        if len(head) > self.single_put_limit:
-            reader.unread(head)
+        if await reader.longer_than(self.single_put_limit):
             return await self._multipart(name, key, reader, tags, content_type,
                                          expected_sha256, expected_md5)
+        head = await reader.read(self.single_put_limit)
         hasher = Hasher()
         await hasher.update(head)
         digests = hasher.digests()
@@ -284,7 +283,8 @@ class S3Store(Reads):
         try:
             number = 0
             while chunk := await reader.read(self.part_size):
-                await hasher.update(chunk)  # in order: the whole object's checksums
+                # in order (the whole object's checksums), in a thread, while it is sent
+                await hasher.feed(chunk, ahead=PARTS_IN_FLIGHT)
                 number += 1
                 while len(in_flight) >= PARTS_IN_FLIGHT:
                     done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
@@ -295,6 +295,7 @@ class S3Store(Reads):
                     self._part(s3, name, key, upload_id, number, chunk, etags)))
             if in_flight:
                 await asyncio.gather(*in_flight)
+            await hasher.settle()
             parts = [{"ETag": etags[n], "PartNumber": n} for n in sorted(etags)]
             digests = hasher.digests()
             verify(digests, expected_sha256, expected_md5)
@@ -309,7 +310,7 @@ class S3Store(Reads):
                         raise BlobAlreadyExists(name, digests) from exc
                     raise
         except BaseException:
-            await asyncio.shield(self._abort(key, upload_id, in_flight))
+            await asyncio.shield(self._abort(key, upload_id, in_flight, hasher))
             raise
         self._known(name, digests)
         await failpoints.hit("put.after_commit")
@@ -341,13 +342,17 @@ class S3Store(Reads):
         return not (self.endpoint_url or "https:").lower().startswith("http:")
 
     async def _abort(self, key: str, upload_id: str,
-                     in_flight: set[asyncio.Task[None]] | None = None) -> None:
-        """Abort a multipart upload, once the parts still in flight have stopped (none is
-        still sending from this process when the upload is dropped)."""
+                     in_flight: set[asyncio.Task[None]] | None = None,
+                     hasher: Hasher | None = None) -> None:
+        """Abort a multipart upload, once the parts still in flight (and the hashing behind
+        them) have stopped (none is still sending from this process when the upload is
+        dropped)."""
         for task in in_flight or ():
             task.cancel()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
+        if hasher is not None:
+            await hasher.abandon()
         with contextlib.suppress(Exception):
             s3 = await self._client()
             await s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
