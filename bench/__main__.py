@@ -55,7 +55,8 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"# {name}: {getattr(module, 'TITLE', '')}", file=sys.stderr, flush=True)
         started = time.monotonic()
         found = await run_case(module, args.quick, latencies, notes, args.repeats,
-                               sizes=tuple(args.sizes or ()), stores=tuple(args.stores or ()))
+                               sizes=tuple(args.sizes or ()), stores=tuple(args.stores or ()),
+                               scale=args.scale or (1 if args.quick else 10))
         results.extend(found)
         print(table(found), file=sys.stderr, flush=True)  # kept if a later case fails
         print(f"# {name}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
@@ -81,8 +82,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
 async def run_case(module: Any, quick: bool, latencies: tuple[float, ...],
                    notes: list[str], repeats: int | None = None, *,
-                   sizes: tuple[int, ...] = (), stores: tuple[str, ...] = ()
-                   ) -> list[Result]:
+                   sizes: tuple[int, ...] = (), stores: tuple[str, ...] = (),
+                   scale: int = 1) -> list[Result]:
     """One case on emulators and a database of its own: Azurite keeps cleaning up a deleted
     container (the reconciler's 20,000 blobs, the create case's gigabytes) long after it
     answered, on the same cores, and that must not weigh on the next case's figures."""
@@ -90,7 +91,7 @@ async def run_case(module: Any, quick: bool, latencies: tuple[float, ...],
     moto = start_moto()
     ctx = Context(azurite=azurite, postgres_url=await create_database(), quick=quick,
                   repeats=repeats or (1 if quick else 3), moto=moto, latencies=latencies,
-                  sizes=sizes, stores=stores)
+                  sizes=sizes, stores=stores, scale=scale)
     try:
         for ms in latencies[1:]:
             ctx.proxies["azure", ms] = start_process(azurite.port, ms)
@@ -125,6 +126,11 @@ def main() -> int:
                         "honour it (retag)")
     parser.add_argument("--stores", nargs="+", choices=("azure", "s3", "local"),
                         help="only these stores in the cases that honour it (retag)")
+    parser.add_argument("--scale", type=int, default=None, metavar="K",
+                        help="K times the creates of each 4 KiB trial in the cases that "
+                        "honour it (retag): a sustained load, against which the retag "
+                        "worker's linger before it claims is short (default 10; with "
+                        "--quick 1)")
     parser.add_argument(
         "--latency", nargs="*", type=float, metavar="MS",
         help="added round-trip times in ms, each case also run through a delaying proxy "

@@ -55,6 +55,8 @@ class Context:
     #: it (``retag``); empty: all of them
     sizes: tuple[int, ...] = ()
     stores: tuple[str, ...] = ()
+    #: the 4 KiB trials' creates multiplied by this, where a case honours it (``retag``)
+    scale: int = 1
 
     def azure_connection_string(self, latency_ms: float = 0.0) -> str:
         """Azurite's connection string, through the proxy for ``latency_ms`` (if not 0)."""
