@@ -86,13 +86,13 @@ async def gather_limited(n: int, concurrency: int,
     await asyncio.gather(*(limited(i) for i in range(n)))
 
 
-async def measure(ctx: Context, s3: Any, bucket: str,
+async def measure(ctx: Context, server: int,
                   forms: dict[str, Callable[[str], Awaitable[object]]], n: int,
-                  concurrency: int, empty: bool) -> dict[str, tuple[float, float, float]]:
-    """Per form: (operations per second, this process's CPU ms per operation, moto's CPU
-    ms per operation), medians of ``ctx.repeats`` interleaved trials of ``n`` operations."""
-    assert ctx.moto is not None
-    server = ctx.moto.process.pid
+                  concurrency: int, after: Callable[[], Awaitable[object]] | None = None
+                  ) -> dict[str, tuple[float, float, float]]:
+    """Per form: (operations per second, this process's CPU ms per operation, the storage
+    server's (process ``server``) CPU ms per operation), medians of ``ctx.repeats``
+    interleaved trials of ``n`` operations; ``after`` runs after each trial, untimed."""
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in forms}
 
     async def trial(form: Callable[[str], Awaitable[object]]) -> tuple[float, float, float]:
@@ -102,11 +102,11 @@ async def measure(ctx: Context, s3: Any, bucket: str,
         await gather_limited(n, concurrency, lambda i: form(f"{tag}/{i}.bin"))
         wall = time.perf_counter() - started
         mine, theirs = cpu_seconds(os.getpid()) - mine, cpu_seconds(server) - theirs
-        if empty:
-            await empty_bucket(s3, bucket)
+        if after is not None:
+            await after()
         return n / wall, mine / n * 1000, theirs / n * 1000
 
-    for form in forms.values():  # warm-up: connections, moto's first requests
+    for form in forms.values():  # warm-up: connections, the server's first requests
         await trial(form)
     for _ in range(ctx.repeats):
         for name, form in forms.items():
@@ -123,13 +123,14 @@ async def empty_bucket(s3: Any, bucket: str) -> None:
 
 
 def results(case: str, figures: dict[str, tuple[float, float, float]], baseline: str,
-            names: dict[str, str], unit: str, latency_ms: float) -> list[Result]:
+            names: dict[str, str], unit: str, latency_ms: float, server: str = "moto"
+            ) -> list[Result]:
     cpu = ", ".join(f"{names[k]} {c:.1f} + {s:.1f}" for k, (_, c, s) in figures.items())
     base = figures[baseline][0]
     return [Result(case=f"{case}: {names[name]}", figure_name=f"{names[name]} {unit}",
                    figure=rate, baseline_name=f"{names[baseline]} {unit}", baseline=base,
                    unit="/s", better="higher", target=None,
-                   detail=f"CPU ms per operation, this process + moto: {cpu}",
+                   detail=f"CPU ms per operation, this process + {server}: {cpu}",
                    latency_ms=latency_ms)
             for name, (rate, _, _) in figures.items() if name != baseline]
 
@@ -179,9 +180,9 @@ async def at_latency(ctx: Context, latency_ms: float) -> list[Result]:
     forms = Forms(s3, store.bucket)
     out: list[Result] = []
     try:
-        figures = await measure(ctx, s3, store.bucket, forms.of(
+        figures = await measure(ctx, ctx.moto.process.pid, forms.of(
             os.urandom(4 * KIB), "plain", "tagged", "as_store", "then_tagging", "then_retag"),
-            64 if ctx.quick else 200, 16, empty=False)
+            64 if ctx.quick else 200, 16)
         out += results("bare 4 KiB c16", figures, "plain", {
             "plain": "PutObject", "tagged": "PutObject+tags", "as_store": "the store's put",
             "then_tagging": "PutObject, then tagging",
@@ -193,8 +194,8 @@ async def at_latency(ctx: Context, latency_ms: float) -> list[Result]:
         large = forms.of(os.urandom((1 if ctx.quick else 64) * MIB),
                          "plain", "multipart", "as_store")
         for concurrency, count in ((1, 1), (16, 16)) if ctx.quick else ((1, 2), (16, 16)):
-            figures = await measure(ctx, s3, store.bucket, large, count, concurrency,
-                                    empty=True)
+            figures = await measure(ctx, ctx.moto.process.pid, large, count, concurrency,
+                                    after=lambda: empty_bucket(s3, store.bucket))
             out += results(f"bare {unit} c{concurrency}", figures, "plain", {
                 "plain": "PutObject", "multipart": "the store's multipart",
                 "as_store": "the store's put"}, f"{unit} puts/s", latency_ms)
