@@ -37,6 +37,14 @@ HELD_KEY = ("a key names its creation's blob only (blob names are fresh per atte
 UNREAD = "no caller reads the result; the next step's compare-and-set is the fence"
 
 ARGUED: dict[str, str] = {
+    # the S3 endpoint's listing reads the multipart shapes of the page's blobs (s3api/rows.py)
+    "read:s3api/rows:shapes_of:objects.blob_name": "a listing's read of the multipart "
+        "shapes of its page's blobs: without the term it reads every multipart object's "
+        "row, and the page looks each of its blobs up by name in what was read, so it "
+        "answers the same ETags (a cost, no wrong answer; nothing is written)",
+    "read:s3api/rows:shapes_of:objects.etag": "the same read without its filter on "
+        "multipart rows: a row without an ETag makes no shape (Shape.from_row answers None "
+        "for it and the result drops it), so the listing answers the same ETags",
     # the S3 endpoint's conditions (s3api/deletes.py): DeleteObjects' key with an <ETag>
     "condition:s3api/deletes:_delete:refusal-skipped#2": "a key whose document was "
         "replaced between its read and its delete (R4's compare-and-set refused the delete "
