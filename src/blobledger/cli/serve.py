@@ -40,7 +40,7 @@ def background_workers(settings: Settings) -> list[Worker]:
     while ``BLOBLEDGER_WEBHOOK_URLS`` is set (every ``BLOBLEDGER_EVENT_INTERVAL``), the
     processing of held documents, every ``BLOBLEDGER_PROCESSING_INTERVAL`` (when processors
     are configured), and with the deferred retag, the retag worker (every
-    ``BLOBLEDGER_RETAG_INTERVAL``, and at once after each C4/R4). Each runs supervised
+    ``BLOBLEDGER_RETAG_INTERVAL``, and a second after a C4/R4 woke it). Each runs supervised
     (:mod:`blobledger.workers.supervisor`): restarted when it raises, judged by ``/readyz``."""
     from blobledger.workers.delivery import background_delivery
     from blobledger.workers.processing import background_processing
