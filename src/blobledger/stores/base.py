@@ -226,15 +226,20 @@ class ByteReader:
         and consuming nothing."""
         buffered = sum(len(view) for view in self._pending)
         while buffered <= size and not self._eof:
-            try:
-                piece = await anext(self._source)
-            except StopAsyncIteration:
-                self._eof = True
-                break
-            if piece:
-                self._pending.append(memoryview(piece))
-                buffered += len(piece)
+            buffered += await self._pull()
         return buffered > size
+
+    async def _pull(self) -> int:
+        """The source's next piece put behind what is pending: its length (0 for an empty
+        piece, or at the end of the stream, which is then noted)."""
+        try:
+            piece = await anext(self._source)
+        except StopAsyncIteration:
+            self._eof = True
+            return 0
+        if piece:
+            self._pending.append(memoryview(piece))
+        return len(piece)
 
     async def read(self, size: int) -> bytes:
         """Up to ``size`` bytes; fewer only at the end of the stream, b"" after it."""
@@ -260,13 +265,7 @@ class ByteReader:
             if not self._pending:
                 if self._eof:
                     break
-                try:
-                    piece = await anext(self._source)
-                except StopAsyncIteration:
-                    self._eof = True
-                    break
-                if piece:
-                    self._pending.append(memoryview(piece))
+                await self._pull()
                 continue
             view = self._pending[0]
             if len(view) <= need:
