@@ -354,12 +354,7 @@ class Database:
                     # a transaction left open by an engine without reset on return: ended,
                     # as setting the connection to autocommit would
                     await greenlet_spawn(adapted.rollback)
-                async with adapted._execute_mutex:
-                    try:
-                        return await call(adapted._connection)
-                    except Exception as exc:
-                        adapted._handle_exception(exc)  # raises the adapter's own error
-                        raise
+                return await _adapted_call(adapted, call)
             except Exception as exc:
                 lost = dialect.is_disconnect(exc, adapted, None)  # type: ignore[arg-type]
                 if lost:  # as SQLAlchemy does on a disconnect under a statement
@@ -478,25 +473,29 @@ def _pipelined(conn: Connection, statement: ClauseElement,
     args: Any = context.parameters
     adapted: Any = fairy.dbapi_connection
 
-    async def send() -> list[Any]:
-        async with adapted._execute_mutex:
-            try:
-                return list(await adapted._connection.fetchmany(sql, args))
-            except Exception as exc:
-                adapted._handle_exception(exc)  # raises the adapter's own error
-                raise
-
     try:
         try:
             for listener in conn.dispatch.before_cursor_execute:
                 sql, args = listener(conn, cursor, sql, args, context, True)
-            records = await_only(send())
+            records = list(await_only(_adapted_call(
+                adapted, lambda driver: driver.fetchmany(sql, args))))
             conn.dispatch.after_cursor_execute(conn, cursor, sql, args, context, True)
         except BaseException as exc:
             conn._handle_dbapi_exception(exc, sql, args, cursor, context)
     finally:
         cursor.close()
     return records
+
+
+async def _adapted_call(adapted: Any, call: Callable[[Any], Awaitable[T]]) -> T:
+    """``call`` on the asyncpg connection under SQLAlchemy's adapter, holding the adapter's
+    lock as its own calls do; the driver's error raised as the adapter translates it."""
+    async with adapted._execute_mutex:
+        try:
+            return await call(adapted._connection)
+        except Exception as exc:
+            adapted._handle_exception(exc)  # raises the adapter's own error
+            raise
 
 
 #: :func:`_positional`'s compilations: (id of the statement, dialect) -> (it, compiled)

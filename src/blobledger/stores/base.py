@@ -243,11 +243,8 @@ class ByteReader:
 
     async def read(self, size: int) -> bytes:
         """Up to ``size`` bytes; fewer only at the end of the stream, b"" after it."""
-        parts = await self._take(size)
-        if len(parts) == 1 and isinstance(parts[0].obj, bytes) \
-                and len(parts[0]) == len(parts[0].obj):
-            return parts[0].obj
-        return b"".join(parts)
+        block = await self.read_view(size)
+        return block if isinstance(block, bytes) else bytes(block)
 
     async def read_view(self, size: int) -> bytes | memoryview:
         """As :meth:`read`, but a block that lies within one ``bytes`` the stream yielded is a
