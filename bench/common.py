@@ -17,15 +17,19 @@ its baseline always go through the same proxy, in the same run, interleaved.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests.support.latency import ProxyProcess
@@ -292,3 +296,40 @@ async def empty_bucket(backend: Backend) -> None:
     while keys := [{"Key": o["Key"]} for o in listed.get("Contents", [])]:
         await client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
         listed = await client.list_objects_v2(Bucket=bucket)
+
+
+BENCH_ROOT = Path(__file__).resolve().parents[1]
+
+
+@asynccontextmanager
+async def ab_trees(against: str, prefix: str) -> AsyncIterator[tuple[dict[str, str],
+                                                                       dict[str, Path]]]:
+    """For an A/B of this process's CPU: Azurite and a database of their own (in the
+    children's environment, ``AB_AZURE`` and ``AB_DATABASE_URL``), and the ``src`` of
+    commit ``against`` (a detached worktree, removed afterwards) beside the working tree's,
+    by name."""
+    from tests.support.services import create_database, drop_database, start_azurite
+
+    azurite = start_azurite()
+    database = await create_database()
+    env = dict(os.environ, AB_DATABASE_URL=database, AB_AZURE=azurite.connection_string)
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        base = Path(scratch) / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), against],  # noqa: ASYNC221
+                       cwd=BENCH_ROOT, check=True)
+        try:
+            yield env, {against: base / "src", "working tree": BENCH_ROOT / "src"}
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)],  # noqa: ASYNC221
+                           cwd=BENCH_ROOT, check=False)
+            azurite.stop()
+            await drop_database(database)
+
+
+def child_json(module: str, src: Path, env: dict[str, str], *args: str) -> Any:
+    """``python -m module --child args`` with ``src`` first on its path: the JSON of the last
+    line it printed."""
+    out = subprocess.run([sys.executable, "-m", module, "--child", *args], cwd=BENCH_ROOT,
+                         env=dict(env, PYTHONPATH=f"{src}{os.pathsep}{BENCH_ROOT}"),
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -18,15 +18,14 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import ab_trees, child_json
+
 KINDS = ("deferred", "inline", "naive")
 
 
@@ -79,34 +78,15 @@ async def child(n: int) -> dict[str, float]:
 
 
 def trial(src: Path, n: int, env: dict[str, str]) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.cpu_ab", "--child", "--n", str(n)], cwd=ROOT,
-        env=dict(env, PYTHONPATH=f"{src}{os.pathsep}{ROOT}"), check=True,
-        capture_output=True, text=True)
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return dict(child_json("bench.cpu_ab", src, env, "--n", str(n)))
 
 
 async def parent(against: str, n: int, repeats: int) -> int:
-    from tests.support.services import create_database, drop_database, start_azurite
-
-    azurite = start_azurite()
-    database = await create_database()
-    env = dict(os.environ, AB_DATABASE_URL=database, AB_AZURE=azurite.connection_string)
-    with tempfile.TemporaryDirectory(prefix="bench-ab-") as scratch:
-        base = Path(scratch) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), against],  # noqa: ASYNC221
-                       cwd=ROOT, check=True)
-        try:
-            trees = {against: base / "src", "working tree": ROOT / "src"}
-            runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-            for _ in range(repeats):
-                for name, src in trees.items():
-                    runs[name].append(trial(src, n, env))
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)],  # noqa: ASYNC221
-                           cwd=ROOT, check=False)
-            azurite.stop()
-            await drop_database(database)
+    async with ab_trees(against, "bench-ab-") as (env, trees):
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for _ in range(repeats):
+            for name, src in trees.items():
+                runs[name].append(trial(src, n, env))
     medians = {name: {k: statistics.median(r[k] for r in rs) for k in KINDS}
                for name, rs in runs.items()}
     print(f"CPU ms per 4 KiB create, this process only, c16, {n} creates, median of "

@@ -24,15 +24,13 @@ import json
 import os
 import pstats
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import BENCH_ROOT, ab_trees, child_json
 
 
 async def child(n: int, rounds: int, profile: str | None) -> list[float]:
@@ -84,38 +82,20 @@ async def child(n: int, rounds: int, profile: str | None) -> list[float]:
 
 def trial(src: Path, n: int, rounds: int, env: dict[str, str],
           profile: str | None = None) -> list[float]:
-    args = [sys.executable, "-m", "bench.retag_cpu", "--child", "--n", str(n), "--rounds",
-            str(rounds)] + (["--profile", profile] if profile else [])
-    out = subprocess.run(args, cwd=ROOT, env=dict(env, PYTHONPATH=f"{src}{os.pathsep}{ROOT}"),
-                         check=True, capture_output=True, text=True)
-    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+    return list(child_json("bench.retag_cpu", src, env, "--n", str(n), "--rounds",
+                           str(rounds), *(["--profile", profile] if profile else [])))
 
 
 async def parent(against: str, n: int, rounds: int, repeats: int, profile: str | None) -> int:
-    from tests.support.services import create_database, drop_database, start_azurite
-
-    azurite = start_azurite()
-    database = await create_database()
-    env = dict(os.environ, AB_DATABASE_URL=database, AB_AZURE=azurite.connection_string)
-    with tempfile.TemporaryDirectory(prefix="bench-retag-") as scratch:
-        base = Path(scratch) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), against],  # noqa: ASYNC221
-                       cwd=ROOT, check=True)
-        try:
-            trees = {against: base / "src", "working tree": ROOT / "src"}
-            runs: dict[str, list[float]] = {name: [] for name in trees}
-            loads: dict[str, list[float]] = {name: [] for name in trees}
-            for _ in range(repeats):
-                for name, src in trees.items():
-                    loads[name].append(os.getloadavg()[0])
-                    runs[name] += trial(src, n, rounds, env)
-            if profile:
-                trial(ROOT / "src", n, rounds, env, profile)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)],  # noqa: ASYNC221
-                           cwd=ROOT, check=False)
-            azurite.stop()
-            await drop_database(database)
+    async with ab_trees(against, "bench-retag-") as (env, trees):
+        runs: dict[str, list[float]] = {name: [] for name in trees}
+        loads: dict[str, list[float]] = {name: [] for name in trees}
+        for _ in range(repeats):
+            for name, src in trees.items():
+                loads[name].append(os.getloadavg()[0])
+                runs[name] += trial(src, n, rounds, env)
+        if profile:
+            trial(BENCH_ROOT / "src", n, rounds, env, profile)
     print(f"CPU ms per retag, this process only, {n} owed retags a round, {rounds} rounds "
           f"a trial, {repeats} trials a tree (median of every round)")
     for name, values in runs.items():
