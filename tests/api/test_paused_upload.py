@@ -4,29 +4,21 @@ abandoned (503 with Retry-After: the client may retry), not as a storage failure
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
 
 from blobledger import Ledger
 from blobledger.workers.sweeper import Sweeper
 from tests.api.conftest import leftovers, problem
+from tests.support.holds import stalling
 
 
 async def test_an_upload_swept_while_paused_is_abandoned(
     ledger: Ledger, client: httpx.AsyncClient
 ) -> None:
-    gate = asyncio.Event()
-    sent = asyncio.Event()
-
-    async def body() -> AsyncIterator[bytes]:
-        yield b"the first part, "
-        sent.set()
-        await gate.wait()
-        yield b"then the rest"
-
+    body, sent, gate = stalling(b"the first part, ", b"then the rest")
     request = asyncio.create_task(client.post(
-        "/documents", params={"name": "paused.txt"}, content=body(),
+        "/documents", params={"name": "paused.txt"}, content=body,
         headers={"Content-Type": "text/plain"}))
     await asyncio.wait_for(sent.wait(), 10)
     ledger.clock_offset = ledger.settings.sweep_after + 1

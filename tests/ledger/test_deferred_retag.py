@@ -63,6 +63,14 @@ def counted_claims(ledger: Ledger) -> list[int]:
     return claims
 
 
+async def retags_drained(ledger: Ledger) -> None:
+    """Wait (up to four steps) until no retag is owed; the caller checks what was done."""
+    for _ in range(int(4 * STEP / 0.05)):
+        if await ledger.transitions.retag_lag() == 0.0:
+            return
+        await asyncio.sleep(0.05)
+
+
 async def test_a_create_commits_with_the_retag_owed_and_the_worker_pays_it(
     deferred: Ledger,
 ) -> None:
@@ -308,10 +316,7 @@ async def test_a_burst_of_creates_is_claimed_together(deferred: Ledger) -> None:
     worker = asyncio.create_task(retag_forever(ledger, interval=3600, stop=stop, linger=1.0))
     try:
         docs = await asyncio.gather(*(ledger.create(f"burst-{n}.txt", b"b") for n in range(8)))
-        for _ in range(int(4 * STEP / 0.05)):
-            if await ledger.transitions.retag_lag() == 0.0:
-                break
-            await asyncio.sleep(0.05)
+        await retags_drained(ledger)
         assert await stored(ledger) == {d.blob: "committed" for d in docs}
         assert sum(claims) == 8 and len(claims) <= 3, claims
     finally:
@@ -335,10 +340,7 @@ async def test_a_trickle_of_creates_is_claimed_together_at_the_default_linger(
         for n in range(8):
             docs.append(await ledger.create(f"trickle-{n}.txt", b"t"))
             await asyncio.sleep(0.05)
-        for _ in range(int(4 * STEP / 0.05)):
-            if await ledger.transitions.retag_lag() == 0.0:
-                break
-            await asyncio.sleep(0.05)
+        await retags_drained(ledger)
         assert await stored(ledger) == {d.blob: "committed" for d in docs}
         assert sum(claims) == 8 and len(claims) <= 2, claims
     finally:

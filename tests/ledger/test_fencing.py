@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
@@ -30,7 +30,7 @@ from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.models import BlobRow, IdempotencyKeyRow
 from blobledger.workers.invariants import check
 from blobledger.workers.sweeper import Sweeper
-from tests.support.holds import STEP, Holds
+from tests.support.holds import STEP, Holds, stalling
 
 T = TypeVar("T")
 
@@ -74,16 +74,8 @@ async def stalled_create(ledger: Ledger, name: str) -> tuple[asyncio.Task[Docume
                                                              asyncio.Event]:
     """A create of ``name`` whose body stalls after its first half (returned once that half
     was sent): its task, and the gate that lets the second half go."""
-    gate = asyncio.Event()
-    sent = asyncio.Event()
-
-    async def stalling() -> AsyncIterator[bytes]:
-        yield b"first half, "
-        sent.set()
-        await gate.wait()
-        yield b"second half"
-
-    writer = started(lambda: ledger.create(name, stalling()))
+    body, sent, gate = stalling(b"first half, ", b"second half")
+    writer = started(lambda: ledger.create(name, body))
     await asyncio.wait_for(sent.wait(), STEP)
     return writer, gate
 

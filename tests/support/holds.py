@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 STEP = 10.0  # seconds: how long each wait for a held writer may take at most
 
@@ -40,3 +41,18 @@ class Holds:
         for events in self.held.values():
             for event in events:
                 event.set()
+
+
+def stalling(first: bytes, rest: bytes) -> tuple[AsyncIterator[bytes], asyncio.Event,
+                                                  asyncio.Event]:
+    """A body that yields ``first``, sets ``sent`` and waits for ``gate`` before it yields
+    ``rest``: the body, ``sent`` and ``gate``."""
+    sent, gate = asyncio.Event(), asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield first
+        sent.set()
+        await gate.wait()
+        yield rest
+
+    return body(), sent, gate
