@@ -61,7 +61,8 @@ SINGLE = "blobledger/protocol/single.py"
 RECONCILER = "blobledger/workers/reconciler.py"
 RETAGGER = "blobledger/workers/retagger.py"
 #: the stores: the Azure store's rooms (its writes, its conditioned writes, its reads)
-AZURE = tuple(f"blobledger/stores/azure/{room}.py" for room in ("store", "conditions", "reads"))
+AZURE = tuple(f"blobledger/stores/azure/{room}.py"
+              for room in ("store", "conditions", "reads", "tagging"))
 STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
          "integration", "setting", "condition", "group", "cleanup")
@@ -78,7 +79,7 @@ CONDITION_KEYWORDS = {"if_tags_match_condition", "IfMatch", "etag", "match_condi
 #: keys of a dict literal that conditions a request (a presigned one's parameters, the
 #: headers a client must send, an SDK's keyword arguments)
 CONDITION_KEYS = {"IfNoneMatch", "If-None-Match", "IfMatch", "If-Match",
-                  "if_tags_match_condition", "match_condition"}
+                  "if_tags_match_condition", "match_condition", "x-ms-if-tags"}
 #: the reconciler's re-reads of a row
 RECHECKS = {"_row_state", "still_unreferenced"}
 SWAP = {ast.Lt: ("<=", ">"), ast.LtE: ("<", ">"), ast.Gt: (">=", "<"), ast.GtE: (">", "<")}

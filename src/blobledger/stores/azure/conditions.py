@@ -16,6 +16,9 @@ from blobledger._base.names import check_blob_name
 from blobledger.errors import BlobNotFound, ConditionNotMet, StoreError
 from blobledger.stores.base import Condition, DeleteOutcome, Store, Tags, tags_match
 
+if TYPE_CHECKING:
+    from blobledger.stores.azure.tagging import TagWriter
+
 #: names per Blob Batch request (the service's limit)
 BATCH_LIMIT = 256
 # If-None-Match: * (IfMissing takes no etag: passing one leaks it into the transport).
@@ -69,6 +72,8 @@ class ConditionalWrites(Store):
 
         def _retag_blob(self, name: str) -> BlobClient: ...
 
+        def _tags_writer(self, name: str) -> TagWriter | None: ...
+
         async def _only_uncommitted(self, name: str) -> bool: ...
 
         def _mapped(self, name: str, *, put: bool = False) -> AbstractContextManager[None]: ...
@@ -93,6 +98,11 @@ class ConditionalWrites(Store):
 
     async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with self._mapped(name):
+            writer = self._tags_writer(name)
+            if writer is not None:
+                await writer.set_blob_tags(name, tags,
+                                           if_tags_match_condition=tag_condition(if_tags))
+                return
             await self._retag_blob(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)
             )

@@ -47,6 +47,7 @@ from blobledger.stores.azure.conditions import CREATE_ONLY, ConditionalWrites
 from blobledger.stores.azure.errors import map_errors
 from blobledger.stores.azure.reads import Reads
 from blobledger.stores.azure.settings import AzureSettings
+from blobledger.stores.azure.tagging import TagWriter, observed
 from blobledger.stores.base import (
     ByteReader,
     Capabilities,
@@ -121,6 +122,7 @@ class AzureStore(ConditionalWrites, Reads):
         self._container: ContainerClient | None = None
         #: blob clients of single puts, by name, until their retag takes them (oldest first)
         self._kept: OrderedDict[str, BlobClient] = OrderedDict()
+        self._tag_writer: TagWriter | None = None
 
     @classmethod
     def from_settings(cls, container: str, settings: Settings) -> AzureStore:
@@ -180,6 +182,12 @@ class AzureStore(ConditionalWrites, Reads):
             except (ValueError, AzureError) as exc:
                 raise ConfigError(f"invalid Azure configuration: {first_line(exc)}") from exc
             self._container = self._service.get_container_client(self.container_name)
+            # The retag in a request of its own, unless options other than the timeouts
+            # and retries (which it keeps) were given to the SDK's client: those apply to
+            # every request the SDK sends (see tagging).
+            self._tag_writer = None if set(self._client_options) - set(timeouts) else TagWriter.of(
+                self._container, transport, self._session, retries=self._retry_total,
+                backoff=RETRY_BACKOFF, jitter=RETRY_JITTER, **timeouts)
         return self._container
 
     def _kept_blob(self, name: str) -> BlobClient:
@@ -189,6 +197,15 @@ class AzureStore(ConditionalWrites, Reads):
         if len(self._kept) > KEPT_BLOB_CLIENTS:
             self._kept.popitem(last=False)
         return blob
+
+    def _tags_writer(self, name: str) -> TagWriter | None:
+        """The writer that sends ``name``'s retag as a request of its own (and gives up the
+        blob client its put kept), or None when the SDK sends it (see tagging)."""
+        self._client()
+        if self._tag_writer is None or observed():
+            return None
+        self._kept.pop(name, None)
+        return self._tag_writer
 
     def _retag_blob(self, name: str) -> BlobClient:
         """The blob client a put kept for ``name`` (given up: a retag is its last use), or a
@@ -210,6 +227,7 @@ class AzureStore(ConditionalWrites, Reads):
             await self._credential.close()
         self._service = self._container = None
         self._session = None
+        self._tag_writer = None
         self._kept.clear()
 
     async def prepare(self) -> None:

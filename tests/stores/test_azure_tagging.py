@@ -1,0 +1,226 @@
+"""The Azure store's retag sent as a request of its own (stores/azure/tagging.py), on
+Azurite through the fault proxy, which sees every request as the service does: the
+condition it carries, the credentials it is signed with, a SAS it runs under, the
+retries, and every answer translated as the SDK's own error for the same answer is. While
+anybody watches the SDK's requests, or the store was given SDK options, the SDK sends it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+from azure.storage.blob.aio import BlobClient
+
+from blobledger.errors import (
+    AccessRefused,
+    BlobAlreadyExists,
+    BlobLedgerError,
+    BlobNotFound,
+    ConditionNotMet,
+    StoreMissing,
+)
+from blobledger.stores.azure import AzureStore, tagging
+from tests.conftest import new_container
+from tests.stores.contract import PENDING, new_name, put
+from tests.support.faultproxy import FaultProxy, Request
+from tests.support.services import ACCOUNT, KEY, Azurite, connection_string
+
+COMMITTED = {"state": "committed"}
+#: one retry, and the timeouts: options the request of its own keeps
+OPTIONS = {"retry_total": 1, "connection_timeout": 2, "read_timeout": 2}
+
+
+def tag_write(request: Request) -> bool:
+    return request.method == "PUT" and request.comp == "tags"
+
+
+@pytest.fixture
+def proxy(azurite: Azurite) -> Iterator[FaultProxy]:
+    with FaultProxy(azurite.port) as running:
+        yield running
+
+
+@pytest.fixture
+def seen(proxy: FaultProxy) -> list[Request]:
+    """Every tag write the proxy forwards or answers."""
+    found: list[Request] = []
+
+    def record(request: Request) -> bool:
+        if tag_write(request):
+            found.append(request)
+        return False
+
+    proxy.add(record, "status:599", times=1 << 30)
+    return found
+
+
+@pytest.fixture
+def no_sdk_retag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's Set Blob Tags fails the test if called."""
+
+    async def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the SDK sent the retag")
+
+    monkeypatch.setattr(BlobClient, "set_blob_tags", refused)
+
+
+@pytest.fixture
+async def store(proxy: FaultProxy) -> AsyncIterator[AzureStore]:
+    store = AzureStore(new_container(), connection_string=connection_string(proxy.port),
+                       client_options=dict(OPTIONS))
+    await store.prepare()
+    async with store:
+        yield store
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_retag_is_a_request_of_its_own_that_carries_its_condition(
+        store: AzureStore, seen: list[Request]) -> None:
+    """The condition goes as ``x-ms-if-tags`` (the real service's only guard: Azurite
+    ignores it, so the proxy is what checks it), an unconditioned retag sends none, and the
+    tags are written (read back through the SDK)."""
+    name = new_name()
+    await put(store, name, b"tagged by a request of its own", state="pending")
+    await store.set_tags(name, COMMITTED, if_tags=PENDING)
+    assert await store.get_tags(name) == COMMITTED
+    await store.set_tags(name, {"state": "deleting", "kind": "a b+c-d.e/f:g=h_i"})
+    assert await store.get_tags(name) == {"state": "deleting", "kind": "a b+c-d.e/f:g=h_i"}
+    assert [r.header("x-ms-if-tags") for r in seen] == ["\"state\" = 'pending'", None]
+    assert all((r.header("authorization") or "").startswith(f"SharedKey {ACCOUNT}:")
+               for r in seen)
+    assert store._kept == {}  # the put's client given up with its retag
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_retag_under_a_sas_the_connection_string_carries(
+        azurite: Azurite, proxy: FaultProxy, seen: list[Request]) -> None:
+    """A SAS connection string: the request runs under the SAS in its URL (no signature of
+    its own), and one whose SAS may not write tags is refused as the SDK's would be."""
+    container = new_container()
+    async with AzureStore(container, connection_string=connection_string(proxy.port)) as keyed:
+        await keyed.prepare()
+        name = new_name()
+        await put(keyed, name, b"retagged under a SAS", state="pending")
+    expiry = datetime.now(UTC) + timedelta(hours=1)
+    for permission, refused in ((ContainerSasPermissions(read=True, tag=True), False),
+                                (ContainerSasPermissions(read=True, write=True), True)):
+        sas = generate_container_sas(ACCOUNT, container, account_key=KEY, expiry=expiry,
+                                     permission=permission)
+        endpoint = f"BlobEndpoint=http://127.0.0.1:{proxy.port}/{ACCOUNT};"
+        async with AzureStore(container, connection_string=f"{endpoint}SharedAccessSignature={sas}"
+                              ) as store:
+            if refused:
+                with pytest.raises(AccessRefused):
+                    await store.set_tags(name, {"state": "deleting"})
+            else:
+                await store.set_tags(name, COMMITTED, if_tags=PENDING)
+    assert [("sig=" in r.target, r.header("authorization")) for r in seen] == [(True, None)] * 2
+    async with AzureStore(container, connection_string=connection_string(azurite.port)) as read:
+        assert await read.get_tags(name) == COMMITTED
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_retag_the_service_answers_5xx_is_retried_as_the_sdk_retries(
+        store: AzureStore, proxy: FaultProxy) -> None:
+    """503 then 2xx: retried once (``retry_total``) and done; 503 twice: StoreUnavailable
+    after the one retry; a 501 (not retried by the SDK either) at once."""
+    from blobledger.errors import StoreUnavailable
+
+    name = new_name()
+    await put(store, name, b"retried", state="pending")
+    proxy.add(tag_write, "status:503", times=1)
+    await store.set_tags(name, COMMITTED, if_tags=PENDING)
+    assert (proxy.injected["status"], await store.get_tags(name)) == (1, COMMITTED)
+    proxy.add(tag_write, "status:503", times=2)
+    with pytest.raises(StoreUnavailable):
+        await store.set_tags(name, {"state": "deleting"})
+    assert proxy.injected["status"] == 3
+    proxy.add(tag_write, "status:501", times=2)
+    with pytest.raises(BlobLedgerError):
+        await store.set_tags(name, {"state": "deleting"})
+    assert proxy.injected["status"] == 4
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_lost_answer_and_a_hung_one_are_retried(
+        store: AzureStore, proxy: FaultProxy) -> None:
+    """The retag applied and its answer lost, then one that never answers (the read
+    timeout): each retried, the tags written."""
+    name = new_name()
+    await put(store, name, b"lost", state="pending")
+    proxy.add(tag_write, "lost_response", times=1)
+    await store.set_tags(name, COMMITTED)
+    proxy.add(tag_write, "hang", times=1)
+    await store.set_tags(name, {"state": "deleting"})
+    assert (proxy.injected["lost_response"], proxy.injected["hang"]) == (1, 1)
+    assert await store.get_tags(name) == {"state": "deleting"}
+
+
+ANSWERS = [400, 403, 404, 409, 412, 429, 501]
+
+
+async def _error_of(store: AzureStore, name: str, proxy: FaultProxy, status: int) -> type:
+    proxy.add(tag_write, f"status:{status}", times=1)
+    with pytest.raises(BlobLedgerError) as raised:
+        await store.set_tags(name, COMMITTED, if_tags=PENDING)
+    return type(raised.value)
+
+
+async def test_every_answer_is_the_error_the_sdk_would_raise(
+        store: AzureStore, proxy: FaultProxy, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refusal injected in front of Azurite, sent by the request of its own and then by
+    the SDK (its HTTP log enabled, which hands the retag to it): the same blobledger error;
+    and the real answers: a missing blob, a missing container, a wrong key."""
+    name = new_name()
+    await put(store, name, b"answers", state="pending")
+    sent: list[str] = []
+    original = tagging.TagWriter.set_blob_tags
+
+    async def counted(self: tagging.TagWriter, *args: Any, **kwargs: Any) -> None:
+        sent.append("own")
+        await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tagging.TagWriter, "set_blob_tags", counted)
+    own = [await _error_of(store, name, proxy, status) for status in ANSWERS]
+    assert sent == ["own"] * len(ANSWERS)
+    caplog.set_level(logging.INFO, logger=tagging.HTTP_LOG.name)
+    by_sdk = [await _error_of(store, name, proxy, status) for status in ANSWERS]
+    assert sent == ["own"] * len(ANSWERS)  # the SDK sent these
+    assert own == by_sdk
+    assert own[1:5] == [AccessRefused, BlobNotFound, BlobAlreadyExists, ConditionNotMet]
+    caplog.set_level(logging.WARNING, logger=tagging.HTTP_LOG.name)
+    with pytest.raises(BlobNotFound):
+        await store.set_tags(new_name(), COMMITTED)
+    wrong = connection_string(proxy.port).replace(KEY, KEY[:-8] + "AAAAAAA=")
+    async with AzureStore(store.container_name, connection_string=wrong) as refused:
+        with pytest.raises(AccessRefused):
+            await refused.set_tags(name, COMMITTED)
+    async with AzureStore(new_container(), connection_string=connection_string(proxy.port)
+                          ) as missing:
+        with pytest.raises(StoreMissing):
+            await missing.set_tags(name, COMMITTED)
+    assert len(sent) == len(ANSWERS) + 3
+
+
+async def test_the_sdk_sends_it_when_given_options_of_its_own(proxy: FaultProxy) -> None:
+    """A store built with SDK options beyond the timeouts and retries (here a request hook)
+    has the SDK send its retags: the options apply to every request the SDK sends."""
+    hooked: list[str] = []
+
+    def hook(request: Any) -> None:
+        hooked.append(request.http_request.method)
+
+    async with AzureStore(new_container(), connection_string=connection_string(proxy.port),
+                          client_options={"raw_request_hook": hook}) as store:
+        await store.prepare()
+        name = new_name()
+        await put(store, name, b"hooked", state="pending")
+        before = len(hooked)
+        await store.set_tags(name, COMMITTED, if_tags=PENDING)
+        assert hooked[before:] == ["GET", "PUT"]  # the emulator: the tags read first
+        assert store._tags_writer(name) is None
