@@ -223,4 +223,5 @@ async def test_the_sdk_sends_it_when_given_options_of_its_own(proxy: FaultProxy)
         before = len(hooked)
         await store.set_tags(name, COMMITTED, if_tags=PENDING)
         assert hooked[before:] == ["GET", "PUT"]  # the emulator: the tags read first
+        assert isinstance(store, AzureStore)
         assert store._tags_writer(name) is None
