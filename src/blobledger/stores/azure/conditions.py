@@ -17,7 +17,7 @@ from blobledger.errors import BlobNotFound, ConditionNotMet, StoreError
 from blobledger.stores.base import Condition, DeleteOutcome, Store, Tags, tags_match
 
 if TYPE_CHECKING:
-    from blobledger.stores.azure.tagging import TagWriter
+    from blobledger.stores.azure.lean import LeanRequests
 
 #: names per Blob Batch request (the service's limit)
 BATCH_LIMIT = 256
@@ -72,7 +72,7 @@ class ConditionalWrites(Store):
 
         def _retag_blob(self, name: str) -> BlobClient: ...
 
-        def _tags_writer(self, name: str) -> TagWriter | None: ...
+        def _lean_requests(self, name: str) -> LeanRequests | None: ...
 
         async def _only_uncommitted(self, name: str) -> bool: ...
 
@@ -98,10 +98,10 @@ class ConditionalWrites(Store):
 
     async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with self._mapped(name):
-            writer = self._tags_writer(name)
-            if writer is not None:
-                await writer.set_blob_tags(name, tags,
-                                           if_tags_match_condition=tag_condition(if_tags))
+            lean = self._lean_requests(name)
+            if lean is not None:
+                await lean.set_blob_tags(name, tags,
+                                         if_tags_match_condition=tag_condition(if_tags))
                 return
             await self._retag_blob(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)

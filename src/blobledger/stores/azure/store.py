@@ -45,9 +45,9 @@ from blobledger.errors import (
 )
 from blobledger.stores.azure.conditions import CREATE_ONLY, ConditionalWrites
 from blobledger.stores.azure.errors import map_errors
+from blobledger.stores.azure.lean import LeanRequests, observed
 from blobledger.stores.azure.reads import Reads
 from blobledger.stores.azure.settings import AzureSettings
-from blobledger.stores.azure.tagging import TagWriter, observed
 from blobledger.stores.base import (
     ByteReader,
     Capabilities,
@@ -122,7 +122,7 @@ class AzureStore(ConditionalWrites, Reads):
         self._container: ContainerClient | None = None
         #: blob clients of single puts, by name, until their retag takes them (oldest first)
         self._kept: OrderedDict[str, BlobClient] = OrderedDict()
-        self._tag_writer: TagWriter | None = None
+        self._lean: LeanRequests | None = None
 
     @classmethod
     def from_settings(cls, container: str, settings: Settings) -> AzureStore:
@@ -182,10 +182,10 @@ class AzureStore(ConditionalWrites, Reads):
             except (ValueError, AzureError) as exc:
                 raise ConfigError(f"invalid Azure configuration: {first_line(exc)}") from exc
             self._container = self._service.get_container_client(self.container_name)
-            # The retag in a request of its own, unless options other than the timeouts
-            # and retries (which it keeps) were given to the SDK's client: those apply to
-            # every request the SDK sends (see tagging).
-            self._tag_writer = None if set(self._client_options) - set(timeouts) else TagWriter.of(
+            # The put and the retag as requests of their own, unless options other than the
+            # timeouts and retries (which they keep) were given to the SDK's client: those
+            # apply to every request the SDK sends (see lean).
+            self._lean = None if set(self._client_options) - set(timeouts) else LeanRequests.of(
                 self._container, transport, self._session, retries=self._retry_total,
                 backoff=RETRY_BACKOFF, jitter=RETRY_JITTER, **timeouts)
         return self._container
@@ -198,14 +198,14 @@ class AzureStore(ConditionalWrites, Reads):
             self._kept.popitem(last=False)
         return blob
 
-    def _tags_writer(self, name: str) -> TagWriter | None:
-        """The writer that sends ``name``'s retag as a request of its own (and gives up the
-        blob client its put kept), or None when the SDK sends it (see tagging)."""
+    def _lean_requests(self, name: str) -> LeanRequests | None:
+        """What sends ``name``'s put or retag as a request of its own (and gives up a blob
+        client kept for it), or None when the SDK sends it (see lean)."""
         self._client()
-        if self._tag_writer is None or observed():
+        if self._lean is None or observed():
             return None
         self._kept.pop(name, None)
-        return self._tag_writer
+        return self._lean
 
     def _retag_blob(self, name: str) -> BlobClient:
         """The blob client a put kept for ``name`` (given up: a retag is its last use), or a
@@ -227,7 +227,7 @@ class AzureStore(ConditionalWrites, Reads):
             await self._credential.close()
         self._service = self._container = None
         self._session = None
-        self._tag_writer = None
+        self._lean = None
         self._kept.clear()
 
     async def prepare(self) -> None:
@@ -260,16 +260,22 @@ class AzureStore(ConditionalWrites, Reads):
         await hasher.update(head)
         digests = hasher.digests()
         verify(digests, expected_sha256, expected_md5)
-        settings = ContentSettings(content_type=content_type,
-                                   content_md5=bytearray(bytes.fromhex(digests.md5)))
+        md5 = bytes.fromhex(digests.md5)
         await failpoints.hit("put.before_commit")
         try:
             with self._mapped(name, put=True):
-                await self._kept_blob(name).upload_blob(
-                    head, blob_type="BlockBlob", overwrite=False, length=len(head),
-                    tags=dict(tags), metadata=_metadata(digests), content_settings=settings,
-                    **CREATE_ONLY,
-                )
+                lean = self._lean_requests(name)
+                if lean is not None:
+                    await lean.upload_blob(
+                        name, head, tags=tags, metadata=_metadata(digests),
+                        content_type=content_type, content_md5=base64.b64encode(md5).decode(),
+                        if_none_match="*")
+                else:
+                    await self._kept_blob(name).upload_blob(
+                        head, blob_type="BlockBlob", overwrite=False, length=len(head),
+                        tags=dict(tags), metadata=_metadata(digests), **CREATE_ONLY,
+                        content_settings=ContentSettings(content_type=content_type,
+                                                         content_md5=bytearray(md5)))
             await failpoints.hit("put.after_commit")
             return digests
         except BlobAlreadyExists:

@@ -1,21 +1,23 @@
-"""Set Blob Tags in one HTTP request of its own: the retag (C3, the retag worker, the
-deletion path's ``deleting``) without the SDK's request pipeline.
+"""The two requests the protocol's create sends per blob, each as one HTTP request of its
+own, without the SDK's request pipeline: the single Put Blob (C2's create-only upload of a
+body up to the single-put limit) and Set Blob Tags (the retag: C3, the retag worker, the
+deletion path's ``deleting``).
 
-Through the SDK a retag costs this process about 0.9 ms of CPU (its sixteen policies, the
-generated operation's request and XML body, aiohttp), several times what the request needs:
-about 0.2 ms, measured against Azurite (``bench/RESULTS.md``). The retag is the one request
-the protocol's create sends that a plain upload does not, once per blob, so it is sent here
-as the service documents it: ``PUT <blob>?comp=tags`` with ``x-ms-version`` (the SDK's),
-``x-ms-date``, the ``x-ms-if-tags`` condition and the tags as XML, signed by the container
-client's own credential policy (shared key, or a SAS credential), or under the SAS that the
-client's URL carries, on the store's aiohttp session, with the same timeouts and the same
-retries as the SDK's (``LinearRetry``: the same statuses, the same waits).
+Through the SDK each costs this process about 0.7-0.9 ms of CPU (its sixteen policies, the
+generated operation's request and body, a blob client built per name, aiohttp), several
+times what the request needs: about 0.2 ms, measured against Azurite (``bench/RESULTS.md``).
+So they are sent here as the service documents them, with the headers the SDK sends for the
+same call (``x-ms-version`` the SDK's, ``x-ms-date``, the put's ``If-None-Match: *``, tags,
+metadata and content settings, the retag's ``x-ms-if-tags`` and its tags as XML), signed by
+the container client's own credential policy (shared key, or a SAS credential) or under the
+SAS that the client's URL carries, on the store's aiohttp session, with the same timeouts
+and the same retries as the SDK's (``LinearRetry``: the same statuses, the same waits).
 
-Not taken (:meth:`TagWriter.of` answers None, or :func:`observed` is true), and the SDK's
+Not taken (:meth:`LeanRequests.of` answers None, or :func:`observed` is true), and the SDK's
 call used instead: a token credential (Entra ID: its policy answers the service's
-challenges), a store built with ``client_options`` (hooks, policies, proxies, transport
-settings the SDK applies to every request), and while anybody watches the SDK's requests:
-azure-core's tracing set, or the SDK's HTTP logging enabled at INFO.
+challenges), a store built with SDK options other than the timeouts and the retry count
+(hooks, policies, proxies: they apply to every request the SDK sends), and while anybody
+watches the SDK's requests: azure-core's tracing set, or the SDK's HTTP logging at INFO.
 
 An answer other than 2xx is raised as :class:`Answered` (an ``HttpResponseError`` with the
 status and the service's ``x-ms-error-code``), which :func:`~.errors.map_errors`
@@ -66,6 +68,12 @@ def observed() -> bool:
             or HTTP_LOG.isEnabledFor(logging.INFO))
 
 
+def tags_header(tags: Mapping[str, str]) -> str:
+    """The ``x-ms-tags`` header of a put, encoded as the SDK encodes it."""
+    return "&".join(f"{quote(key, safe='.-')}={quote(value, safe='.-')}"
+                    for key, value in tags.items())
+
+
 def tags_body(tags: Mapping[str, str]) -> bytes:
     """The request body of Set Blob Tags."""
     items = "".join(f"<Tag><Key>{escape(key)}</Key><Value>{escape(value)}</Value></Tag>"
@@ -74,15 +82,15 @@ def tags_body(tags: Mapping[str, str]) -> bytes:
             .encode())
 
 
-class TagWriter:
-    """Set Blob Tags on one container's blobs, signed as its client signs."""
+class LeanRequests:
+    """Put Blob and Set Blob Tags on one container's blobs, signed as its client signs."""
 
     def __init__(self, container: ContainerClient, policy: Any, transport: AioHttpTransport,
                  session: aiohttp.ClientSession, *, retries: int, backoff: float,
                  jitter: float, connection_timeout: float, read_timeout: float) -> None:
         parts = urlsplit(container.url)
         self._base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/"
-        self._query = f"&{parts.query}" if parts.query else ""  # a SAS in the client's URL
+        self._query = parts.query  # a SAS in the client's URL
         self._version = container.api_version
         self._policy = policy
         self._context = PipelineContext(transport)  # signs the path as aiohttp sends it
@@ -95,7 +103,7 @@ class TagWriter:
 
     @classmethod
     def of(cls, container: ContainerClient, transport: AioHttpTransport,
-           session: aiohttp.ClientSession, **options: Any) -> TagWriter | None:
+           session: aiohttp.ClientSession, **options: Any) -> LeanRequests | None:
         """A writer for ``container``'s blobs, or None where only the SDK may send the
         request: a credential policy that is not a plain signature (a token's)."""
         policy = getattr(container, "_credential_policy", False)
@@ -106,15 +114,40 @@ class TagWriter:
             return None
         return cls(container, policy, transport, session, **options)
 
+    async def upload_blob(self, name: str, data: bytes, *, tags: Mapping[str, str],
+                          metadata: Mapping[str, str], content_type: str | None,
+                          content_md5: str, if_none_match: str | None = None) -> None:
+        """Put Blob: ``data`` as a block blob, with its tags, metadata, content type and
+        MD5 (base64) as the SDK's ``upload_blob`` sends them; ``if_none_match="*"``: only
+        while the name holds no blob (412 or 409 otherwise, as for the SDK's call)."""
+        conditions = {"If-None-Match": if_none_match} if if_none_match else {}
+        headers = {"x-ms-blob-type": "BlockBlob", "x-ms-blob-content-md5": content_md5,
+                   "x-ms-tags": tags_header(tags), "Content-Type": "application/octet-stream",
+                   **{f"x-ms-meta-{key}": value for key, value in metadata.items()},
+                   **({"x-ms-blob-content-type": content_type} if content_type else {}),
+                   **conditions}
+        await self._request(name, self._url(name, ""), data, headers)
+
     async def set_blob_tags(self, name: str, tags: Mapping[str, str], *,
                             if_tags_match_condition: str | None = None) -> None:
         """Set ``name``'s tags to ``tags`` under the condition (None: unconditioned)."""
-        url = f"{self._base}{quote(name, safe='~/')}?comp=tags{self._query}"
-        body = tags_body(tags)
+        conditions = ({"x-ms-if-tags": if_tags_match_condition}
+                      if if_tags_match_condition is not None else {})
+        headers = {"Content-Type": "application/xml; charset=utf-8", **conditions}
+        await self._request(name, self._url(name, "comp=tags"), tags_body(tags), headers)
+
+    def _url(self, name: str, query: str) -> str:
+        both = "&".join(filter(None, (query, self._query)))
+        return f"{self._base}{quote(name, safe='~/')}" + (f"?{both}" if both else "")
+
+    async def _request(self, name: str, url: str, body: bytes,
+                       headers: Mapping[str, str]) -> None:
+        """PUT ``body`` to ``url``, retried as the SDK retries; an answer other than 2xx
+        raised as :class:`Answered`."""
         attempt = 0
         while True:
             try:
-                status, code = await self._send(url, body, if_tags_match_condition)
+                status, code = await self._send(url, body, headers)
             except (aiohttp.ClientError, TimeoutError, ConnectionError):
                 if attempt >= self._retries:
                     raise
@@ -126,13 +159,12 @@ class TagWriter:
             attempt += 1
             await asyncio.sleep(self._backoff + random.uniform(-self._jitter, self._jitter))
 
-    async def _send(self, url: str, body: bytes, condition: str | None) -> tuple[int, str]:
-        conditions = {"x-ms-if-tags": condition} if condition is not None else {}
-        headers = {"x-ms-version": self._version, "x-ms-date": formatdate(usegmt=True),
-                   "x-ms-client-request-id": str(uuid.uuid4()),
-                   "Content-Type": "application/xml; charset=utf-8",
-                   "Content-Length": str(len(body)), **conditions}
-        request = HttpRequest("PUT", url, headers=headers)
+    async def _send(self, url: str, body: bytes,
+                    headers: Mapping[str, str]) -> tuple[int, str]:
+        request = HttpRequest("PUT", url, headers={
+            "x-ms-version": self._version, "x-ms-date": formatdate(usegmt=True),
+            "x-ms-client-request-id": str(uuid.uuid4()), "Content-Length": str(len(body)),
+            **headers})
         if self._policy is not None:
             self._policy.on_request(PipelineRequest(request, self._context))
         async with self._session.put(request.url, data=body, headers=request.headers,

@@ -1,8 +1,9 @@
-"""The Azure store's retag sent as a request of its own (stores/azure/tagging.py), on
-Azurite through the fault proxy, which sees every request as the service does: the
-condition it carries, the credentials it is signed with, a SAS it runs under, the
-retries, and every answer translated as the SDK's own error for the same answer is. While
-anybody watches the SDK's requests, or the store was given SDK options, the SDK sends it."""
+"""The Azure store's single put and retag sent as requests of their own
+(stores/azure/lean.py), on Azurite through the fault proxy, which sees every request as
+the service does: the conditions they carry, the credentials they are signed with, a SAS
+they run under, the retries, and every answer translated as the SDK's own error for the
+same answer is. While anybody watches the SDK's requests, or the store was given SDK
+options, the SDK sends them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from azure.storage.blob import ContainerSasPermissions, generate_container_sas
-from azure.storage.blob.aio import BlobClient
+from azure.storage.blob.aio import BlobClient, BlobServiceClient
 
 from blobledger.errors import (
     AccessRefused,
@@ -23,9 +24,9 @@ from blobledger.errors import (
     ConditionNotMet,
     StoreMissing,
 )
-from blobledger.stores.azure import AzureStore, tagging
+from blobledger.stores.azure import AzureStore, lean
 from tests.conftest import new_container
-from tests.stores.contract import PENDING, new_name, put
+from tests.stores.contract import PENDING, new_name, put, stream
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.services import ACCOUNT, KEY, Azurite, connection_string
 
@@ -60,12 +61,13 @@ def seen(proxy: FaultProxy) -> list[Request]:
 
 @pytest.fixture
 def no_sdk_retag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK's Set Blob Tags fails the test if called."""
+    """The SDK's Set Blob Tags and Put Blob fail the test if called."""
 
     async def refused(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the SDK sent the retag")
+        raise AssertionError("the SDK sent the request")
 
     monkeypatch.setattr(BlobClient, "set_blob_tags", refused)
+    monkeypatch.setattr(BlobClient, "upload_blob", refused)
 
 
 @pytest.fixture
@@ -179,21 +181,21 @@ async def test_every_answer_is_the_error_the_sdk_would_raise(
     name = new_name()
     await put(store, name, b"answers", state="pending")
     sent: list[str] = []
-    original = tagging.TagWriter.set_blob_tags
+    original = lean.LeanRequests.set_blob_tags
 
-    async def counted(self: tagging.TagWriter, *args: Any, **kwargs: Any) -> None:
+    async def counted(self: lean.LeanRequests, *args: Any, **kwargs: Any) -> None:
         sent.append("own")
         await original(self, *args, **kwargs)
 
-    monkeypatch.setattr(tagging.TagWriter, "set_blob_tags", counted)
+    monkeypatch.setattr(lean.LeanRequests, "set_blob_tags", counted)
     own = [await _error_of(store, name, proxy, status) for status in ANSWERS]
     assert sent == ["own"] * len(ANSWERS)
-    caplog.set_level(logging.INFO, logger=tagging.HTTP_LOG.name)
+    caplog.set_level(logging.INFO, logger=lean.HTTP_LOG.name)
     by_sdk = [await _error_of(store, name, proxy, status) for status in ANSWERS]
     assert sent == ["own"] * len(ANSWERS)  # the SDK sent these
     assert own == by_sdk
     assert own[1:5] == [AccessRefused, BlobNotFound, BlobAlreadyExists, ConditionNotMet]
-    caplog.set_level(logging.WARNING, logger=tagging.HTTP_LOG.name)
+    caplog.set_level(logging.WARNING, logger=lean.HTTP_LOG.name)
     with pytest.raises(BlobNotFound):
         await store.set_tags(new_name(), COMMITTED)
     wrong = connection_string(proxy.port).replace(KEY, KEY[:-8] + "AAAAAAA=")
@@ -224,4 +226,58 @@ async def test_the_sdk_sends_it_when_given_options_of_its_own(proxy: FaultProxy)
         await store.set_tags(name, COMMITTED, if_tags=PENDING)
         assert hooked[before:] == ["GET", "PUT"]  # the emulator: the tags read first
         assert isinstance(store, AzureStore)
-        assert store._tags_writer(name) is None
+        assert store._lean_requests(name) is None
+
+
+def blob_put(request: Request) -> bool:
+    return request.method == "PUT" and request.comp is None
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_put_is_a_request_of_its_own_as_the_sdk_sends_it(
+        azurite: Azurite, store: AzureStore, proxy: FaultProxy) -> None:
+    """The single put carries ``If-None-Match: *``, its tags, its digests as metadata, its
+    content type and MD5, signed with the account key: the blob reads back with all of them
+    (through the SDK, on Azurite directly), and a second put of the name is refused and
+    leaves the first bytes."""
+    puts: list[Request] = []
+
+    def record(request: Request) -> bool:
+        if blob_put(request):
+            puts.append(request)
+        return False
+
+    proxy.add(record, "status:599", times=1 << 30)
+    name = new_name()
+    first = await store.put(name, stream(b"the first bytes"), tags=PENDING,
+                            content_type="text/plain")
+    with pytest.raises(BlobAlreadyExists):
+        await put(store, name, b"other bytes", state="pending")
+    assert [r.header("if-none-match") for r in puts] == ["*", "*"]
+    assert all((r.header("authorization") or "").startswith(f"SharedKey {ACCOUNT}:")
+               for r in puts)
+    client = BlobServiceClient.from_connection_string(connection_string(azurite.port))
+    async with client:
+        blob = client.get_blob_client(store.container_name, name)
+        props = await blob.get_blob_properties()
+        assert await (await blob.download_blob()).readall() == b"the first bytes"
+        assert await blob.get_blob_tags() == {"state": "pending"}
+    assert props.metadata == {"sha256": first.sha256, "md5": first.md5}
+    assert props.content_settings.content_type == "text/plain"
+    assert bytes(props.content_settings.content_md5 or b"").hex() == first.md5
+    assert props.blob_type == "BlockBlob"
+
+
+@pytest.mark.usefixtures("no_sdk_retag")
+async def test_a_put_whose_answer_is_lost_is_retried_and_found_its_own(
+        store: AzureStore, proxy: FaultProxy) -> None:
+    """A put applied whose answer was lost: the retry is refused as existing and the store
+    says so with the digests to compare (what the SDK's retry gives); a 503 is retried."""
+    name = new_name()
+    proxy.add(blob_put, "lost_response", times=1)
+    with pytest.raises(BlobAlreadyExists) as raised:
+        await put(store, name, b"applied, answer lost", state="pending")
+    assert raised.value.computed is not None
+    proxy.add(blob_put, "status:503", times=1)
+    await put(store, new_name(), b"retried once", state="pending")
+    assert (proxy.injected["lost_response"], proxy.injected["status"]) == (1, 1)
