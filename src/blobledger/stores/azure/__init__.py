@@ -1,5 +1,6 @@
 """The Azure Blob backend (``azure://<container>``): the store (:mod:`.store`, with its
-reads in :mod:`.reads` and its conditioned writes in :mod:`.conditions`), its SDK error
+reads in :mod:`.reads`, its conditioned writes in :mod:`.conditions`, its single put and
+retag sent as requests of their own in :mod:`.lean`), its SDK error
 mapping (:mod:`.errors`), its doctor (:mod:`.doctor`), its lifecycle policy
 (:mod:`.lifecycle`) and its settings (:mod:`.settings`). The store and the SDK load on
 first use: importing the settings alone does not import the Azure SDK."""
