@@ -55,7 +55,7 @@ RELEVANT: list[tuple[str, list[str]]] = [
                        "tests/stores/test_azure.py"]),
     (r":stores/local:", ["tests/stores/test_local.py", *GUARDS, "tests/ledger/test_fencing.py",
                          "tests/sweeper/test_sweeper.py"]),
-    (r":stores/azure/", ["tests/stores/test_azure.py", "tests/stores/test_azure_tagging.py",
+    (r":stores/azure/", ["tests/stores/test_azure.py", "tests/stores/test_azure_lean.py",
                          *GUARDS, "tests/ledger/test_fencing.py",
                          "tests/sweeper/test_sweeper.py"]),
     (r":stores/s3/", ["tests/stores/test_s3.py", *GUARDS, "tests/ledger/test_fencing.py",

@@ -62,7 +62,7 @@ RECONCILER = "blobledger/workers/reconciler.py"
 RETAGGER = "blobledger/workers/retagger.py"
 #: the stores: the Azure store's rooms (its writes, its conditioned writes, its reads)
 AZURE = tuple(f"blobledger/stores/azure/{room}.py"
-              for room in ("store", "conditions", "reads", "tagging"))
+              for room in ("store", "conditions", "reads", "lean"))
 STORES = ("blobledger/stores/local.py", *AZURE, "blobledger/stores/s3/store.py")
 KINDS = ("where", "read", "rowcount", "lease", "store", "recheck", "retag", "tag",
          "integration", "setting", "condition", "group", "cleanup")
