@@ -145,18 +145,26 @@ async def measure(ctx: Context, backend: Backend, size: int, concurrency: int,
 
     server = ctx.azurite.process.pid if backend.kind == "azure" else (
         ctx.moto.process.pid if ctx.moto else 0)
+    #: the latency proxy in front of the server (its own process), when latency is added
+    proxy = (ctx.proxies[backend.kind, backend.latency_ms].process.pid
+             if backend.latency_ms else 0)
     cpu: dict[str, list[tuple[float, float]]] = {}
     #: cores busy over each trial (CPU seconds / wall seconds): this process, the server
     busy: dict[str, list[tuple[float, float]]] = {}
+    #: the latency proxy's CPU ms per create
+    relayed: dict[str, list[float]] = {}
 
     def counted(name: str, trial: Callable[[], Awaitable[None]]
                 ) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             mine, theirs = cpu_seconds(os.getpid()), cpu_seconds(server)
+            relay = cpu_seconds(proxy) if proxy else 0.0
             started = time.perf_counter()
             await trial()
             wall = time.perf_counter() - started
             mine, theirs = cpu_seconds(os.getpid()) - mine, cpu_seconds(server) - theirs
+            if proxy:
+                relayed.setdefault(name, []).append((cpu_seconds(proxy) - relay) / n * 1000)
             cpu.setdefault(name, []).append((mine / n * 1000, theirs / n * 1000))
             busy.setdefault(name, []).append((mine / wall, theirs / wall))
         return run
@@ -203,9 +211,13 @@ async def measure(ctx: Context, backend: Backend, size: int, concurrency: int,
              for k, v in busy.items()}
     cpu_text = ", ".join(f"{k} {ms[k][0]:.1f} + {ms[k][1]:.1f}" for k in trials)
     cores_text = ", ".join(f"{k} {cores[k][0]:.2f} / {cores[k][1]:.2f}" for k in trials)
+    relay_text = ""
+    if relayed:
+        relay_text = "; the latency proxy's CPU ms per create (a process of the bench's): " + (
+            ", ".join(f"{k} {statistics.median(relayed[k]):.1f}" for k in trials))
     detail = (f"CPU ms per create, this process + storage server: {cpu_text}; cores busy, "
-              f"this process / storage server: {cores_text}; largest retag lag at a "
-              f"trial's end {max(lags, default=0.0):.2f} s")
+              f"this process / storage server: {cores_text}{relay_text}; largest retag lag "
+              f"at a trial's end {max(lags, default=0.0):.2f} s")
     targets: dict[str, float | None] = {"inline": None, "deferred": None}
     if size >= 64 * MIB:
         targets = {"inline": 0.95 if backend.kind == "azure" else None, "deferred": 0.95}
