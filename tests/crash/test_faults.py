@@ -48,7 +48,7 @@ def blob_read(request: Request) -> bool:
 
 
 def tag_write(request: Request) -> bool:
-    return request.method == "PUT" and request.comp == "tags"
+    return request.is_tag_write
 
 
 @pytest.fixture

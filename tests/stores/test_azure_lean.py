@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 import pytest
@@ -35,8 +36,8 @@ COMMITTED = {"state": "committed"}
 OPTIONS = {"retry_total": 1, "connection_timeout": 2, "read_timeout": 2}
 
 
-def tag_write(request: Request) -> bool:
-    return request.method == "PUT" and request.comp == "tags"
+#: a Set Blob Tags request (what every fault here is injected into)
+tag_write = attrgetter("is_tag_write")
 
 
 @pytest.fixture
@@ -48,15 +49,7 @@ def proxy(azurite: Azurite) -> Iterator[FaultProxy]:
 @pytest.fixture
 def seen(proxy: FaultProxy) -> list[Request]:
     """Every tag write the proxy forwards or answers."""
-    found: list[Request] = []
-
-    def record(request: Request) -> bool:
-        if tag_write(request):
-            found.append(request)
-        return False
-
-    proxy.add(record, "status:599", times=1 << 30)
-    return found
+    return proxy.record(tag_write)
 
 
 @pytest.fixture
@@ -240,14 +233,7 @@ async def test_a_put_is_a_request_of_its_own_as_the_sdk_sends_it(
     content type and MD5, signed with the account key: the blob reads back with all of them
     (through the SDK, on Azurite directly), and a second put of the name is refused and
     leaves the first bytes."""
-    puts: list[Request] = []
-
-    def record(request: Request) -> bool:
-        if blob_put(request):
-            puts.append(request)
-        return False
-
-    proxy.add(record, "status:599", times=1 << 30)
+    puts = proxy.record(blob_put)
     name = new_name()
     first = await store.put(name, stream(b"the first bytes"), tags=PENDING,
                             content_type="text/plain")

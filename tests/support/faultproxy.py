@@ -62,6 +62,11 @@ class Request:
         return values[0] if values else None
 
     @property
+    def is_tag_write(self) -> bool:
+        """A Set Blob Tags."""
+        return self.method == "PUT" and self.comp == "tags"
+
+    @property
     def is_blob_write(self) -> bool:
         """A Put Blob or Put Block List (the create-only publications)."""
         return self.method == "PUT" and (
@@ -106,6 +111,18 @@ class FaultProxy(ThreadedServer):
     def add(self, match: Callable[[Request], bool], action: str, times: int = 1) -> None:
         with self._lock:
             self.rules.append(Rule(match, action, times))
+
+    def record(self, match: Callable[[Request], bool]) -> list[Request]:
+        """Every request from now on that ``match`` accepts, in order (none is faulted)."""
+        found: list[Request] = []
+
+        def recorded(request: Request) -> bool:
+            if match(request):
+                found.append(request)
+            return False
+
+        self.add(recorded, "never", times=1 << 30)
+        return found
 
     def clear(self) -> None:
         with self._lock:
