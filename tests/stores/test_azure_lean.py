@@ -7,10 +7,16 @@ options, the SDK sends them."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +35,18 @@ from blobledger.stores.azure import AzureStore, lean
 from tests.conftest import new_container
 from tests.stores.contract import PENDING, new_name, put, stream
 from tests.support.faultproxy import FaultProxy, Request
-from tests.support.services import ACCOUNT, KEY, Azurite, connection_string
+from tests.support.services import (
+    ACCOUNT,
+    KEY,
+    Azurite,
+    azurite_main,
+    connection_string,
+    free_port,
+    terminate,
+    wait_for_port,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 COMMITTED = {"state": "committed"}
 #: one retry, and the timeouts: options the request of its own keeps
@@ -267,3 +284,98 @@ async def test_a_put_whose_answer_is_lost_is_retried_and_found_its_own(
     proxy.add(blob_put, "status:503", times=1)
     await put(store, new_name(), b"retried once", state="pending")
     assert (proxy.injected["lost_response"], proxy.injected["status"]) == (1, 1)
+
+
+@pytest.fixture(scope="module")
+def oauth_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """An Azurite that takes bearer tokens (``--oauth basic``, which needs HTTPS): its
+    account URL and its certificate (self-signed, for 127.0.0.1)."""
+    folder = tmp_path_factory.mktemp("oauth")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    self_signed(cert, key)
+    port = free_port()
+    process = subprocess.Popen(
+        ["node", str(azurite_main()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+         "--location", str(folder / "data"), "--skipApiVersionCheck", "--disableTelemetry",
+         "--silent", "--oauth", "basic", "--cert", str(cert), "--key", str(key)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(port)
+        yield f"https://127.0.0.1:{port}/{ACCOUNT}", cert
+    finally:
+        terminate(process, 10)
+
+
+def self_signed(cert: Path, key: Path) -> None:
+    """A certificate and key for 127.0.0.1, valid for a day."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(private.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(private, hashes.SHA256()))
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(private.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+
+
+def test_a_token_signs_the_stores_own_requests(
+        oauth_azurite: tuple[str, Path]) -> None:
+    """With a token credential (Entra ID's kind; Azurite's OAuth over HTTPS), the put and
+    the retag go as the store's own requests, signed by the client's bearer-token policy;
+    a token the service refuses is AccessRefused, as through the SDK. In a child process:
+    the certificate is trusted through ``SSL_CERT_FILE``, read at the first TLS
+    connection."""
+    url, cert = oauth_azurite
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.stores.oauth_child", url], capture_output=True,
+        text=True, timeout=120, check=False, cwd=ROOT,
+        env={**os.environ, "SSL_CERT_FILE": str(cert)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["tags"] == {"state": "committed"}
+    assert result["signed in"] == ["own put 201", "own tags 204"]
+    # Azurite answers a refused token 403 (the real service 401 with a challenge: below)
+    assert result["refused sent"] == ["own put 403"]
+    assert result["refused"] == "AccessRefused"
+
+
+class ChallengedToken:
+    """A token credential's policy as the store's own requests use it (an ``on_request`` to
+    await): no token service runs here, and Azurite never challenges (it answers 403)."""
+
+    async def on_request(self, request: Any) -> None:
+        request.http_request.headers["Authorization"] = "Bearer a-token-to-challenge"
+
+
+async def test_a_challenged_token_leaves_the_request_to_the_sdk(
+        store: AzureStore, proxy: FaultProxy) -> None:
+    """The service's challenge (401) to a token on the store's own put or retag: the
+    request is reported not sent and the store makes the SDK's call (whose policy answers
+    challenges; here the account key signs it), once, without a retry of its own."""
+    store._client()
+    assert store._lean is not None
+    store._lean._policy, store._lean._bearer = ChallengedToken(), True
+    puts, tags = proxy.record(blob_put), proxy.record(tag_write)
+    proxy.add(blob_put, "status:401", times=1)
+    proxy.add(tag_write, "status:401", times=1)
+    name = new_name()
+    await put(store, name, b"challenged, then sent by the SDK", state="pending")
+    await store.set_tags(name, COMMITTED)
+    assert await store.get_tags(name) == COMMITTED
+    assert [r.header("authorization") for r in puts] == [
+        "Bearer a-token-to-challenge", puts[1].header("authorization")]
+    assert (puts[1].header("authorization") or "").startswith("SharedKey ")
+    assert len(tags) == 2 and (tags[1].header("authorization") or "").startswith("SharedKey ")
+    assert proxy.injected["status"] == 2

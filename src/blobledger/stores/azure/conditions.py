@@ -99,9 +99,8 @@ class ConditionalWrites(Store):
     async def _set_blob_tags(self, name: str, tags: Tags, if_tags: Tags | None) -> None:
         with self._mapped(name):
             lean = self._lean_requests(name)
-            if lean is not None:
-                await lean.set_blob_tags(name, tags,
-                                         if_tags_match_condition=tag_condition(if_tags))
+            if lean is not None and await lean.set_blob_tags(
+                    name, tags, if_tags_match_condition=tag_condition(if_tags)):
                 return
             await self._retag_blob(name).set_blob_tags(
                 dict(tags), if_tags_match_condition=tag_condition(if_tags)

@@ -13,11 +13,15 @@ the container client's own credential policy (shared key, or a SAS credential) o
 SAS that the client's URL carries, on the store's aiohttp session, with the same timeouts
 and the same retries as the SDK's (``LinearRetry``: the same statuses, the same waits).
 
-Not taken (:meth:`LeanRequests.of` answers None, or :func:`observed` is true), and the SDK's
-call used instead: a token credential (Entra ID: its policy answers the service's
-challenges), a store built with SDK options other than the timeouts and the retry count
-(hooks, policies, proxies: they apply to every request the SDK sends), and while anybody
-watches the SDK's requests: azure-core's tracing set, or the SDK's HTTP logging at INFO.
+A token credential (Entra ID) signs them too, through the client's own bearer-token policy
+(its token cache and refresh); a 401 answer, the service's challenge (a token for another
+tenant, claims it asks for), is the SDK's to answer: the request reports it not sent and
+the store makes the SDK's call, whose policy answers the challenge (a request answered 401
+was not applied). Not taken (:meth:`LeanRequests.of` answers None, or :func:`observed` is
+true), and the SDK's call used instead: a store built with SDK options other than the
+timeouts and the retry count (hooks, policies, proxies: they apply to every request the SDK
+sends), and while anybody watches the SDK's requests: azure-core's tracing set, or the
+SDK's HTTP logging at INFO.
 
 An answer other than 2xx is raised as :class:`Answered` (an ``HttpResponseError`` with the
 status and the service's ``x-ms-error-code``), which :func:`~.errors.map_errors`
@@ -93,6 +97,8 @@ class LeanRequests:
         self._query = parts.query  # a SAS in the client's URL
         self._version = container.api_version
         self._policy = policy
+        #: a token's policy (its own challenges: a 401 is left to the SDK)
+        self._bearer = inspect.iscoroutinefunction(getattr(policy, "on_request", None))
         self._context = PipelineContext(transport)  # signs the path as aiohttp sends it
         self._session = session
         self._retries = retries
@@ -104,46 +110,46 @@ class LeanRequests:
     @classmethod
     def of(cls, container: ContainerClient, transport: AioHttpTransport,
            session: aiohttp.ClientSession, **options: Any) -> LeanRequests | None:
-        """A writer for ``container``'s blobs, or None where only the SDK may send the
-        request: a credential policy that is not a plain signature (a token's)."""
+        """The requests for ``container``'s blobs, or None where only the SDK may send
+        them: a client without the credential policy this was written against."""
         policy = getattr(container, "_credential_policy", False)
-        if policy is False:  # not the SDK this was written against: leave it to the SDK
-            return None
-        if policy is not None and inspect.iscoroutinefunction(getattr(policy, "on_request",
-                                                                        None)):
-            return None
+        if policy is False or (policy is not None and not hasattr(policy, "on_request")):
+            return None  # not the SDK this was written against: leave it to the SDK
         return cls(container, policy, transport, session, **options)
 
     async def upload_blob(self, name: str, data: bytes, *, tags: Mapping[str, str],
                           metadata: Mapping[str, str], content_type: str | None,
-                          content_md5: str, if_none_match: str | None = None) -> None:
+                          content_md5: str, if_none_match: str | None = None) -> bool:
         """Put Blob: ``data`` as a block blob, with its tags, metadata, content type and
         MD5 (base64) as the SDK's ``upload_blob`` sends them; ``if_none_match="*"``: only
-        while the name holds no blob (412 or 409 otherwise, as for the SDK's call)."""
+        while the name holds no blob (412 or 409 otherwise, as for the SDK's call). False:
+        not sent, the token challenged (the SDK's call answers the challenge)."""
         conditions = {"If-None-Match": if_none_match} if if_none_match else {}
         headers = {"x-ms-blob-type": "BlockBlob", "x-ms-blob-content-md5": content_md5,
                    "x-ms-tags": tags_header(tags), "Content-Type": "application/octet-stream",
                    **{f"x-ms-meta-{key}": value for key, value in metadata.items()},
                    **({"x-ms-blob-content-type": content_type} if content_type else {}),
                    **conditions}
-        await self._request(name, self._url(name, ""), data, headers)
+        return await self._request(name, self._url(name, ""), data, headers)
 
     async def set_blob_tags(self, name: str, tags: Mapping[str, str], *,
-                            if_tags_match_condition: str | None = None) -> None:
-        """Set ``name``'s tags to ``tags`` under the condition (None: unconditioned)."""
+                            if_tags_match_condition: str | None = None) -> bool:
+        """Set ``name``'s tags to ``tags`` under the condition (None: unconditioned). False:
+        not sent, the token challenged (the SDK's call answers the challenge)."""
         conditions = ({"x-ms-if-tags": if_tags_match_condition}
                       if if_tags_match_condition is not None else {})
         headers = {"Content-Type": "application/xml; charset=utf-8", **conditions}
-        await self._request(name, self._url(name, "comp=tags"), tags_body(tags), headers)
+        return await self._request(name, self._url(name, "comp=tags"), tags_body(tags),
+                                   headers)
 
     def _url(self, name: str, query: str) -> str:
         both = "&".join(filter(None, (query, self._query)))
         return f"{self._base}{quote(name, safe='~/')}" + (f"?{both}" if both else "")
 
     async def _request(self, name: str, url: str, body: bytes,
-                       headers: Mapping[str, str]) -> None:
+                       headers: Mapping[str, str]) -> bool:
         """PUT ``body`` to ``url``, retried as the SDK retries; an answer other than 2xx
-        raised as :class:`Answered`."""
+        raised as :class:`Answered`, but a token's 401 (False: left to the SDK)."""
         attempt = 0
         while True:
             try:
@@ -153,7 +159,9 @@ class LeanRequests:
                     raise
             else:
                 if 200 <= status < 300:
-                    return
+                    return True
+                if status == 401 and self._bearer:
+                    return False
                 if not retried(status) or attempt >= self._retries:
                     raise Answered(status, code, name)
             attempt += 1
@@ -166,7 +174,9 @@ class LeanRequests:
             "x-ms-client-request-id": str(uuid.uuid4()), "Content-Length": str(len(body)),
             **headers})
         if self._policy is not None:
-            self._policy.on_request(PipelineRequest(request, self._context))
+            signed = self._policy.on_request(PipelineRequest(request, self._context))
+            if inspect.isawaitable(signed):  # a token's policy: its token, got or refreshed
+                await signed
         async with self._session.put(request.url, data=body, headers=request.headers,
                                      timeout=self._timeout) as answer:
             await answer.read()

@@ -265,12 +265,10 @@ class AzureStore(ConditionalWrites, Reads):
         try:
             with self._mapped(name, put=True):
                 lean = self._lean_requests(name)
-                if lean is not None:
-                    await lean.upload_blob(
+                if lean is None or not await lean.upload_blob(
                         name, head, tags=tags, metadata=_metadata(digests),
                         content_type=content_type, content_md5=base64.b64encode(md5).decode(),
-                        if_none_match="*")
-                else:
+                        if_none_match="*"):
                     await self._kept_blob(name).upload_blob(
                         head, blob_type="BlockBlob", overwrite=False, length=len(head),
                         tags=dict(tags), metadata=_metadata(digests), **CREATE_ONLY,
