@@ -172,7 +172,7 @@ async def test_a_lost_answer_and_a_hung_one_are_retried(
     assert await store.get_tags(name) == {"state": "deleting"}
 
 
-ANSWERS = [400, 403, 404, 409, 412, 429, 501]
+ANSWERS = [400, 403, 404, 409, 412, 429, 501, 401]
 
 
 async def _error_of(store: AzureStore, name: str, proxy: FaultProxy, status: int) -> type:

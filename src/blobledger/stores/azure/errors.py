@@ -44,7 +44,9 @@ def _code(exc: BaseException) -> str:
 def translate(exc: BaseException, name: str, *, put: bool = False) -> BlobLedgerError:
     """The blobledger error for an SDK, HTTP or network error (the one mapping)."""
     status = _status(exc)
-    if isinstance(exc, ClientAuthenticationError) or status == 403:
+    # 401 is ClientAuthenticationError in the SDK's operations; the store's own requests
+    # (lean) carry the bare status
+    if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
         return AccessRefused(f"storage refused the credentials for {name}: {first_line(exc)} "
                              "(check BLOBLEDGER_AZURE_CONNECTION_STRING's account key)")
     conflict = isinstance(exc, (ResourceExistsError, ResourceModifiedError))
