@@ -30,6 +30,9 @@ KEYS = (f"{WRITER[0]}:{WRITER[1]}:write,{READER[0]}:{READER[1]}:read,"
 
 
 #: the servers of the S3 endpoint's tests: SQLite with the local disk, PostgreSQL with Azurite
+# a sweep beside a running server waits for the server's own sweeper's run to end: on SQLite
+# one sweeper runs at a time, and a loaded machine may hold a run for seconds
+LOCK_WAIT = 60.0
 SERVERS = ["sqlite-local", "postgresql-azure"]
 
 
@@ -85,7 +88,7 @@ async def settled(server: Server) -> list[str]:
     async with server_ledger(server, ahead) as ledger:
         for n in range(3):  # each pass a grace period later: the deletion path's rows due
             ledger.clock_offset = ahead + n * (ledger.settings.delete_grace + 1)
-            await Sweeper(ledger).run_once()
+            await Sweeper(ledger, lock_wait=LOCK_WAIT).run_once()
         found = await reconcile(ledger, fix=True, older_than=ledger.settings.upload_deadline)
         assert not (found.missing_ready or found.missing or found.mismatch), found.findings
         report = await check(ledger, settled=True)

@@ -20,7 +20,7 @@ from blobledger.config import Settings
 from blobledger.s3api.rows import parts_of
 from blobledger.workers.sweeper import Sweeper
 from tests.conftest import run_sync
-from tests.s3api.conftest import BUCKET, KEYS, client
+from tests.s3api.conftest import BUCKET, KEYS, LOCK_WAIT, client
 from tests.s3api.test_objects import error
 from tests.support.server import Server, fresh_database, running_server
 from tests.support.services import Azurite, MotoS3
@@ -255,7 +255,7 @@ def test_an_abandoned_upload_is_swept_like_any_other(azurite: Azurite, tmp_path:
                 swept = 0
                 if later:  # past the upload's expiry
                     ledger.transitions.offset = settings.resumable_expiry + 1
-                    swept = (await Sweeper(ledger).run_once()).swept
+                    swept = (await Sweeper(ledger, lock_wait=LOCK_WAIT).run_once()).swept
                     ledger.transitions.offset = 0
                 staged = [u.name async for u in ledger.store.list_uncommitted()]
                 return swept, staged, len(await parts_of(ledger, upload))
