@@ -2,35 +2,25 @@
 ``[s3]`` of a TOML file, ``BLOBLEDGER_AZURE_*`` and ``BLOBLEDGER_S3_*``), each a backend's
 address and its :class:`StoreLimits` (timeouts, retries, the circuit breaker; seconds).
 
-Plain pydantic models importing nothing of blobledger's, the lowest room of the settings:
-the stores (:mod:`blobledger.stores`) read them, the settings compose them, and importing
-them imports no SDK. The S3 credentials themselves (``AWS_ACCESS_KEY_ID``, …, the shared
+Plain pydantic models importing nothing of blobledger's but its one size parser
+(:mod:`blobledger._base.sizes`), the lowest room of the settings: the stores
+(:mod:`blobledger.stores`) read them, the settings compose them, and importing them imports
+no SDK. The S3 credentials themselves (``AWS_ACCESS_KEY_ID``, …, the shared
 files, instance roles) are botocore's business: it reads them through its own chain, and
 blobledger never sees them. The breaker itself is :mod:`blobledger.stores.resilience`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from pydantic import (
-    BaseModel,
-    ByteSize,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from blobledger._base.sizes import size_bytes
 
 MIB = 1024 * 1024
 #: S3's largest PutObject
 LARGEST_PUT = 5 * 1024 * MIB
-_BYTE_SIZE = TypeAdapter(ByteSize)
-#: ``64m``, ``5G``: a bare binary prefix, read as ``MiB``, ``GiB`` as every size of the
-#: settings is (``blobledger._base.durations.parse_size``, which this room may not import)
-_BINARY_SHORTHAND = re.compile(r"^\s*(\d+)\s*([kmgt])\s*$", re.IGNORECASE)
 
 
 class StoreLimits(BaseModel):
@@ -100,9 +90,8 @@ class S3Settings(StoreLimits):
     def _size(cls, value: object) -> object:
         if isinstance(value, str):
             try:
-                value = int(_BYTE_SIZE.validate_python(
-                    _BINARY_SHORTHAND.sub(r"\1\2iB", value)))
-            except ValidationError:
+                value = size_bytes(value)
+            except ValueError:
                 raise ValueError(f"{value!r} is not a size (use e.g. 8388608, 64MiB)") \
                     from None
         if isinstance(value, int) and not 0 < value <= LARGEST_PUT:
