@@ -261,10 +261,13 @@ class Database:
         path takes its connection from the same pool, and they run) leave the driver's path.
         The ledger's own engines have none on PostgreSQL (its ``begin`` and ``connect``
         listeners are SQLite's). Asked at each step: a listener added later counts; one
-        removed still does (SQLAlchemy keeps its mark, and runs its events' code, then)."""
+        removed no longer does (SQLAlchemy keeps its mark of an engine that had listeners,
+        so the engine's event lists themselves are asked then)."""
         sync = self.engine.sync_engine
         if sync._has_events:
-            return True
+            engine_events: Any = sync.dispatch
+            if any(getattr(engine_events, name) for name in engine_events._event_names):
+                return True
         dialect = sync.dialect
         if not dialect._has_events:
             return False

@@ -185,8 +185,9 @@ async def test_a_create_on_postgresql_sends_its_steps_on_the_driver_unless_obser
     """An unkeyed create under the deferred retag runs C1 and C4 as one statement each: on
     the driver while the engine's execution has no listeners (``Database.driver_runs``
     counts them); once an application listens to ``before_cursor_execute`` on the engine,
-    through SQLAlchemy, and the listener sees both statements (SQLAlchemy's mark of an
-    engine with listeners stays after they are removed, and so does this path)."""
+    through SQLAlchemy, and the listener sees both statements; once it is removed, on the
+    driver again (SQLAlchemy's mark of an engine that had listeners stays: the event lists
+    themselves are asked)."""
     db = Database(pg_url)
     tag = uuid.uuid4().hex[:8]  # the database is the session's
     seen: list[tuple[str, bool]] = []
@@ -206,6 +207,11 @@ async def test_a_create_on_postgresql_sends_its_steps_on_the_driver_unless_obser
         assert db.driver_runs == 2
         assert ("WITH c1_document", False) in seen and ("WITH c4_blob", False) in seen
         assert (doc.status, doc.version) == ("ready", 1)
+        event.remove(db.engine.sync_engine, "before_cursor_execute", listener)
+        assert db.engine.sync_engine._has_events and not db.observed()
+        seen.clear()
+        await ledger.create(f"fast-again-{tag}.txt", b"on the driver again")
+        assert db.driver_runs == 4 and seen == []
 
 
 @pytest.mark.parametrize("observed", [False, True], ids=["driver", "observed"])
