@@ -379,3 +379,25 @@ async def test_a_challenged_token_leaves_the_request_to_the_sdk(
     assert (puts[1].header("authorization") or "").startswith("SharedKey ")
     assert len(tags) == 2 and (tags[1].header("authorization") or "").startswith("SharedKey ")
     assert proxy.injected["status"] == 2
+
+
+@pytest.mark.parametrize(("level", "watched"), [("INFO", False), ("DEBUG", True)])
+def test_the_sdks_request_log_shows_at_debug_only(level: str, watched: bool) -> None:
+    """``--log-level INFO`` is blobledger's own events: the SDK's request log (several lines
+    for every request) stays quiet, and the store's own requests are sent; at ``DEBUG`` the
+    SDK's log shows every request, and so the SDK sends them all."""
+    from blobledger._base.logs import setup_logging
+
+    root = logging.getLogger()
+    kept = (list(root.handlers), root.level, lean.HTTP_LOG.level)
+    try:
+        setup_logging(level)
+        assert lean.HTTP_LOG.isEnabledFor(logging.INFO) is watched
+        assert lean.observed() is watched
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in kept[0]:
+            root.addHandler(handler)
+        root.setLevel(kept[1])
+        lean.HTTP_LOG.setLevel(kept[2])

@@ -69,8 +69,14 @@ def redact_access_log() -> None:
         access.addFilter(RedactTokens())
 
 
+#: the Azure SDK's log of every request it sends and every answer (their headers), at INFO
+AZURE_HTTP_LOG = "azure.core.pipeline.policies.http_logging_policy"
+
+
 def setup_logging(level: str = "WARNING", log_format: str = "text") -> None:
-    """Configure the root logger once: ``text`` or ``json`` on stderr."""
+    """Configure the root logger once: ``text`` or ``json`` on stderr. The Azure SDK's
+    request log shows at ``DEBUG`` only, as botocore's does: ``INFO`` is blobledger's own
+    events (and the SDK's lines, several for every request, would drown them)."""
     global _format
     _format = log_format
     handler = logging.StreamHandler()
@@ -81,6 +87,8 @@ def setup_logging(level: str = "WARNING", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.WARNING))
+    logging.getLogger(AZURE_HTTP_LOG).setLevel(
+        logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)
     outgoing = logging.getLogger("httpx")  # its request lines carry the URL called
     if not any(isinstance(f, RedactUrls) for f in outgoing.filters):
         outgoing.addFilter(RedactUrls())

@@ -21,7 +21,7 @@ was not applied). Not taken (:meth:`LeanRequests.of` answers None, or :func:`obs
 true), and the SDK's call used instead: a store built with SDK options other than the
 timeouts and the retry count (hooks, policies, proxies: they apply to every request the SDK
 sends), and while anybody watches the SDK's requests: azure-core's tracing set, or the
-SDK's HTTP logging at INFO.
+SDK's HTTP logging at INFO (`blobledger --log-level DEBUG`; it stays at WARNING under INFO).
 
 An answer other than 2xx is raised as :class:`Answered` (an ``HttpResponseError`` with the
 status and the service's ``x-ms-error-code``), which :func:`~.errors.map_errors`
@@ -48,8 +48,10 @@ from azure.core.pipeline.transport import AioHttpTransport, HttpRequest
 from azure.core.settings import settings as core_settings
 from azure.storage.blob.aio import ContainerClient
 
+from blobledger._base.logs import AZURE_HTTP_LOG
+
 #: the SDK's HTTP logging (a line for every request at INFO)
-HTTP_LOG = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+HTTP_LOG = logging.getLogger(AZURE_HTTP_LOG)
 
 
 def retried(status: int) -> bool:
