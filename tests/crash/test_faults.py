@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import LinearRetry
 
-from blobledger import Ledger, StoreUnavailable
+from blobledger import Ledger, StoreUnavailable, failpoints
 from blobledger.config import Settings
 from blobledger.db import Database
+from blobledger.errors import BlobNotFound, UploadGone
 from blobledger.stores.azure import AzureStore
+from blobledger.uploads.resumable import Resumable
 from blobledger.workers.invariants import check
 from blobledger.workers.sweeper import Sweeper
 from tests.conftest import new_container
@@ -33,6 +35,8 @@ FAST_RETRIES = {
 #: above hands every request to the SDK; with these, those two go as requests of their own
 #: (stores/azure/lean.py), retried after the store's own waits
 OWN_REQUESTS = {"retry_total": 2, "connection_timeout": 2, "read_timeout": 1}
+#: the SDK's attempts at one request under either: the first and two retries
+ATTEMPTS = 20
 
 
 def blob_write(request: Request) -> bool:
@@ -194,3 +198,45 @@ async def test_lost_responses_in_the_deletion_path(ledger: Ledger, proxy: FaultP
     await settle(ledger)
     assert [i.name async for i in ledger.store.list()] == [new.blob]
     assert proxy.injected["lost_response"] == 2
+
+
+async def test_a_swept_tus_completion_whose_publication_applied_unanswered_leaves_nothing(
+        ledger: Ledger, proxy: FaultProxy) -> None:
+    """The sweeper takes a tus upload while its completion is on its way; Azurite applies
+    the publication (the block list) all the same, and its answer and every retry's are
+    lost: the store says unavailable, the client is told the upload is gone, and the blob
+    the publication made (``pending``, its row swept) is removed by the completion itself,
+    not left for ``reconcile --fix``."""
+    resumable = Resumable(ledger, segment=64 * 1024)
+    upload = await resumable.create(len(LARGE), {"name": "swept.bin"})
+
+    async def once() -> AsyncIterator[bytes]:
+        yield LARGE
+
+    assert await resumable.append(upload, 0, once()) == len(LARGE)
+    swept: list[int] = []
+
+    async def sweep(point: str) -> None:
+        if point != "staged.before_commit" or swept:
+            return
+        ledger.transitions.offset = (ledger.settings.resumable_expiry
+                                     + ledger.settings.sweep_after + 1)
+        try:
+            swept.append((await Sweeper(ledger).run_once()).swept)
+        finally:
+            ledger.transitions.offset = 0
+        proxy.add(lambda r: r.method == "PUT" and r.comp == "blocklist", "lost_response",
+                  times=100)  # every attempt, the SDK's retries and the store's
+
+    failpoints.set_hook(sweep)
+    try:
+        with pytest.raises(UploadGone) as gone:
+            await resumable.complete(await resumable.find(upload.id))
+    finally:
+        failpoints.set_hook(None)
+        proxy.clear()
+    assert swept == [1] and proxy.injected["lost_response"] >= 3
+    assert isinstance(gone.value.__cause__, StoreUnavailable)  # the publication's outcome
+    assert await ledger.transitions.find_upload(upload.id) is None
+    with pytest.raises(BlobNotFound):
+        await ledger.store.stat(upload.blob_name)

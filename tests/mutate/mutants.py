@@ -962,8 +962,9 @@ REGISTRY: list[tuple[str, tuple[str, ...]]] = [
     *((f"blobledger/s3api/{room}.py", ("condition",))
       for room in ("writes", "deletes", "chunked")),
     ("blobledger/s3api/multipart.py", ("condition", "cleanup")),
-    # a termination lost with its connection is not told success while the upload is open
-    ("blobledger/uploads/resumable.py", ("condition",)),
+    # a termination lost with its connection is not told success while the upload is open;
+    # a completion's publication that applied after its upload was swept is removed
+    ("blobledger/uploads/resumable.py", ("condition", "cleanup")),
     # group commit: each run of a batch keeps its own outcome
     ("blobledger/protocol/group.py", ("group",)),
     ("blobledger/protocol/transitions/documents.py", ("group",)),

@@ -306,17 +306,23 @@ class Resumable:
             # Terminated (or swept) while its parts were being published: the parts went
             # with it, so the store refuses the publication. The client is told the upload
             # is gone, not that the store failed.
-            await self._gone_if_ended(upload, exc)
+            await self._gone_if_ended(upload, intent, exc)
             raise
         try:
             return await finish(self, upload, intent, digests, "tus")
         except IntentLost as exc:  # published all the same (Azurite commits cleared blocks)
-            await self._gone_if_ended(upload, exc)
+            await self._gone_if_ended(upload, intent, exc)
             raise
 
-    async def _gone_if_ended(self, upload: UploadRecord, exc: BaseException) -> None:
-        """UploadGone if the upload's row is gone (terminated or swept) since it was read."""
+    async def _gone_if_ended(self, upload: UploadRecord, intent: Intent,
+                             exc: BaseException) -> None:
+        """UploadGone if the upload's row is gone (terminated or swept) since it was read.
+        A publication that applied all the same (Azurite commits the blocks of a blob the
+        sweeper's delete found absent; an answer lost with every retry's) made a ``pending``
+        blob whose row is gone: removed here (conditioned on ``pending``, and only while no
+        row names it), not left for ``reconcile --fix``."""
         if await self.ledger.transitions.find_upload(upload.id) is None:
+            await asyncio.shield(self.ledger.drop_lost(intent))
             raise UploadGone(f"upload {upload.id!r} was terminated or swept while it was "
                              "being completed") from exc
 
