@@ -354,7 +354,10 @@ class Resumable:
         """Abandon the upload: its intent to the deletion path, its parts dropped.
         DatabaseUnavailable when the database could not say and the upload is still open
         (its transaction lost with the connection, COMMIT included): not terminated, and
-        never said to be; a retry terminates it (or the sweeper, once it expires)."""
+        never said to be; a retry terminates it (or the sweeper, once it expires).
+        IntentLost when a completion or the sweeper took the upload first: also when the
+        answer was lost and the upload is found completed (the same answer as a race lost
+        in plain sight)."""
         if upload.state != UploadState.OPEN:
             raise OffsetMismatch("the upload is complete: delete the document instead",
                                  upload.length)
@@ -366,6 +369,8 @@ class Resumable:
             again = await self.ledger.transitions.find_upload(upload.id)
             if again is not None and again.state == UploadState.OPEN and not again.expired:
                 raise DatabaseUnavailable("the upload could not be terminated: retry")
+            if again is not None and again.state == UploadState.DONE:
+                raise IntentLost("the upload was completed first")
         await self._drop_parts(upload)
 
     async def give_up(self, upload: UploadRecord, intent: Intent) -> bool:
