@@ -19,8 +19,8 @@ from blobledger.errors import BlobNotFound, UploadGone
 from blobledger.protocol.ledger import Ledger
 from blobledger.protocol.transitions.statements import ATTACHMENT_KEY
 from blobledger.uploads.resumable import Resumable
-from blobledger.workers.sweeper import Sweeper
 from tests.conftest import BACKENDS
+from tests.support.sweeping import sweep_at
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 
@@ -34,20 +34,7 @@ async def chunk(data: bytes) -> AsyncIterator[bytes]:
 async def test_a_completion_whose_upload_is_swept_before_publication_is_gone(
         ledger: Ledger, meta: dict[str, str]) -> None:
     resumable = Resumable(ledger)
-    swept: list[int] = []
-
-    async def sweep(point: str) -> None:
-        if point != "staged.before_commit" or swept:
-            return
-        # the upload expired while the completion was on its way
-        ledger.transitions.offset = (ledger.settings.resumable_expiry
-                                     + ledger.settings.sweep_after + 1)
-        try:
-            report = await Sweeper(ledger).run_once()
-            swept.append(report.swept + report.fenced)  # a staged attachment's is fenced
-        finally:
-            ledger.transitions.offset = 0
-
+    sweep, swept = sweep_at(ledger, "staged.before_commit")
     data = b"the only part"
     upload = await resumable.create(len(data), meta)
     assert await resumable.append(upload, 0, chunk(data)) == len(data)

@@ -9,6 +9,7 @@ service's own app in process (``tests.explore.s3writers``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -24,27 +25,19 @@ from blobledger.stores.local import LocalStore
 from blobledger.uploads.resumable import Resumable
 from tests.explore.s3writers import S3Endpoint, S3Refused, visible
 from tests.support.pgproxy import PgProxy
-from tests.support.services import create_database, drop_database
 
 COMMIT = r"^\s*COMMIT"
 
 
 @pytest.fixture
-async def database() -> AsyncIterator[str]:
-    url = await create_database()
-    yield url
-    await drop_database(url)
-
-
-@pytest.fixture
-def proxy(database: str) -> Iterator[PgProxy]:
-    with PgProxy(make_url(database).port or 5432) as running:
+def proxy(pg_url: str) -> Iterator[PgProxy]:
+    with PgProxy(make_url(pg_url).port or 5432) as running:
         yield running
 
 
 @pytest.fixture
-async def ledger(proxy: PgProxy, database: str, tmp_path: Path) -> AsyncIterator[Ledger]:
-    url = proxy.url(database)
+async def ledger(proxy: PgProxy, pg_url: str, tmp_path: Path) -> AsyncIterator[Ledger]:
+    url = proxy.url(pg_url)
     store = LocalStore(str(tmp_path / "blobs"))
     async with Ledger(Database(url), store, Settings(database_url=url, store_url=store.url)
                       ) as instance:
@@ -59,7 +52,7 @@ async def once(data: bytes) -> AsyncIterator[bytes]:
 async def test_a_tus_termination_that_lost_to_the_completion(
         ledger: Ledger, proxy: PgProxy, cut: bool) -> None:
     resumable = Resumable(ledger)
-    upload = await resumable.create(5, {"name": "won.bin"})
+    upload = await resumable.create(5, {"name": f"won-{uuid.uuid4().hex}.bin"})
     await resumable.append(upload, 0, once(b"bytes"))
     stale = await resumable.find(upload.id)  # read open, before the completion
     doc = await resumable.complete(stale)
@@ -75,27 +68,28 @@ async def test_a_tus_termination_that_lost_to_the_completion(
 async def test_an_s3_abort_that_lost_to_the_completion_is_no_such_upload(
         ledger: Ledger, proxy: PgProxy, cut: bool) -> None:
     s3 = S3Endpoint(ledger, ledger.settings)
+    key = f"won-{uuid.uuid4().hex}.bin"  # the database is the session's
     completed: list[str] = []
 
     async def complete_first(point: str) -> None:
         if point != "multipart.before_abort" or completed:
             return
         completed.append(point)
-        await s3.complete("won.bin", upload, [(1, etag)])
+        await s3.complete(key, upload, [(1, etag)])
         if cut:
             proxy.arm(COMMIT, "after")
 
     try:
-        upload = await s3.create_upload("won.bin")
-        etag = await s3.upload_part("won.bin", upload, 1, b"the only part")
+        upload = await s3.create_upload(key)
+        etag = await s3.upload_part(key, upload, 1, b"the only part")
         failpoints.set_hook(complete_first)
         with pytest.raises(S3Refused) as refused:
-            await s3.abort("won.bin", upload)
+            await s3.abort(key, upload)
     finally:
         failpoints.set_hook(None)
         await s3.close()
     assert completed and not proxy.armed
     assert (refused.value.status, refused.value.code) == (404, "NoSuchUpload")
-    doc = await visible(ledger, "won.bin")
+    doc = await visible(ledger, key)
     assert doc is not None and doc.status == "ready"
     assert b"".join([chunk async for chunk in ledger.read(doc.id)]) == b"the only part"

@@ -23,6 +23,7 @@ from blobledger.workers.sweeper import Sweeper
 from tests.conftest import new_container
 from tests.support.faultproxy import FaultProxy, Request
 from tests.support.services import Azurite, connection_string
+from tests.support.sweeping import sweep_at
 
 SMALL = b"small body " * 100  # one Put Blob
 LARGE = bytes(range(256)) * 1024  # 256 KiB: staged (Put Block x4, Put Block List)
@@ -214,19 +215,9 @@ async def test_a_swept_tus_completion_whose_publication_applied_unanswered_leave
         yield LARGE
 
     assert await resumable.append(upload, 0, once()) == len(LARGE)
-    swept: list[int] = []
-
-    async def sweep(point: str) -> None:
-        if point != "staged.before_commit" or swept:
-            return
-        ledger.transitions.offset = (ledger.settings.resumable_expiry
-                                     + ledger.settings.sweep_after + 1)
-        try:
-            swept.append((await Sweeper(ledger).run_once()).swept)
-        finally:
-            ledger.transitions.offset = 0
-        proxy.add(lambda r: r.method == "PUT" and r.comp == "blocklist", "lost_response",
-                  times=100)  # every attempt, the SDK's retries and the store's
+    sweep, swept = sweep_at(ledger, "staged.before_commit", then=lambda: proxy.add(
+        lambda r: r.method == "PUT" and r.comp == "blocklist", "lost_response",
+        times=100))  # every attempt, the SDK's retries and the store's
 
     failpoints.set_hook(sweep)
     try:

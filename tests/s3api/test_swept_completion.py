@@ -16,9 +16,9 @@ import pytest
 from blobledger import failpoints
 from blobledger.errors import BlobNotFound
 from blobledger.protocol.ledger import Ledger
-from blobledger.workers.sweeper import Sweeper
 from tests.conftest import BACKENDS
 from tests.explore.s3writers import S3Endpoint, S3Refused, visible
+from tests.support.sweeping import sweep_at
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 
@@ -26,19 +26,7 @@ pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 async def test_a_completion_whose_upload_is_swept_before_publication_is_no_such_upload(
         ledger: Ledger) -> None:
     s3 = S3Endpoint(ledger, ledger.settings)
-    swept: list[int] = []
-
-    async def sweep(point: str) -> None:
-        if point != "staged.before_commit" or swept:
-            return
-        # the upload expired while the completion was on its way: the sweeper's clock is
-        # past its expiry and the sweeper's cutoff
-        ledger.transitions.offset = (ledger.settings.resumable_expiry
-                                     + ledger.settings.sweep_after + 1)
-        try:
-            swept.append((await Sweeper(ledger).run_once()).swept)
-        finally:
-            ledger.transitions.offset = 0
+    sweep, swept = sweep_at(ledger, "staged.before_commit")
 
     try:
         upload = await s3.create_upload("swept.bin")
