@@ -24,7 +24,8 @@ this list and the points the sources hit are the same):
   ``{tus,direct}.after_{verify,confirm,tag,commit}`` (a document's),
   ``{tus,direct}.stage.after_{verify,confirm,tag,finish}`` (an attachment's) and
   ``upload.before_close_settled`` (a completion found the document made, its upload row
-  still open, and has not yet closed it);
+  still open, and has not yet closed it) and ``upload.before_terminate`` (a termination,
+  tus's DELETE or S3's AbortMultipartUpload, read the upload open, not yet abandoned it);
 - the S3 endpoint's multipart upload: ``multipart.after_insert`` (CreateMultipartUpload's
   C1 committed, the upload's row not yet read back nor its staged upload begun),
   ``multipart.after_stage`` (UploadPart's bytes staged in the store, the part not yet

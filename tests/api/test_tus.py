@@ -180,6 +180,26 @@ async def test_terminate_drops_intent_and_parts(ledger: Ledger, tus: httpx.Async
     assert [u async for u in ledger.store.list_uncommitted()] == []
 
 
+async def test_a_termination_the_completion_finished_first_is_204_and_deletes_nothing(
+        ledger: Ledger, tus: httpx.AsyncClient, holds: Holds) -> None:
+    """A DELETE that read the upload open is held before it terminates it; the last PATCH
+    completes it meanwhile: the DELETE answers 204 as for any finished upload (not 503
+    with a retry), and the document stays."""
+    _, chunk = sizes(ledger)
+    url = await create(tus, chunk, name="finished.bin")
+    holds.at("upload.before_terminate")
+    deleting = asyncio.create_task(tus.delete(url, headers=TUS))
+    await holds.wait("upload.before_terminate")
+    data = os.urandom(chunk)
+    last = await tus.patch(url, content=data, headers={**PATCH, "Upload-Offset": "0"})
+    assert last.status_code == 204, last.text
+    holds.go("upload.before_terminate")
+    deleted = await deleting
+    assert deleted.status_code == 204, deleted.text
+    doc_id = last.headers["Blobledger-Document"]
+    assert (await tus.get(f"/documents/{doc_id}/content")).content == data
+
+
 async def test_terminated_while_its_completion_publishes(
         ledger: Ledger, tus: httpx.AsyncClient, holds: Holds) -> None:
     """The last PATCH's completion held just before the store publishes the parts; the

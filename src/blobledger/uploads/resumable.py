@@ -362,6 +362,7 @@ class Resumable:
             raise OffsetMismatch("the upload is complete: delete the document instead",
                                  upload.length)
         intent = upload.intent(content_type_of(upload.meta))
+        await failpoints.hit("upload.before_terminate")
         abandoned = await self.ledger.abandon(intent)
         if abandoned is False:
             raise IntentLost("the upload's intent was taken over (swept)")

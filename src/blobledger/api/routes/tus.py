@@ -31,7 +31,7 @@ from blobledger.api.openapi import empty, header_parameter, problems, raw_reques
 from blobledger.api.problems import Problem
 from blobledger.api.routes import ledger_of, location_for, settings_of, upload_owner
 from blobledger.api.uploads import body_stream, declared_length
-from blobledger.errors import IntegrityError, OffsetMismatch
+from blobledger.errors import IntegrityError, IntentLost, OffsetMismatch
 from blobledger.protocol.attachments import StagedUpload
 from blobledger.protocol.documents import Document
 from blobledger.protocol.models import UploadState, as_utc
@@ -269,12 +269,18 @@ async def tus_patch(
 async def tus_delete(request: Request, upload_id: str) -> Response:
     """Terminate an upload: its intent and parts are dropped. A finished upload has nothing
     left to terminate: 204, and nothing is deleted (its document, or staged blob, stays;
-    ``DELETE /documents/{id}`` deletes a document)."""
+    ``DELETE /documents/{id}`` deletes a document); so is one whose completion finished
+    while this request terminated it."""
     _check_version(request)
     resumable = _resumable(request)
     upload = await resumable.find(upload_id)
     if upload.state == UploadState.OPEN:
-        await resumable.terminate(upload)
+        try:
+            await resumable.terminate(upload)
+        except IntentLost:
+            again = await resumable.ledger.transitions.find_upload(upload_id)
+            if again is None or again.state != UploadState.DONE:
+                raise  # swept meanwhile
     return Response(status_code=204, headers=_headers())
 
 
