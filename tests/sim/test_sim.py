@@ -34,7 +34,7 @@ FOUND = [("local-retag-delete", "local-no-flock", 28),
          ("sqlalchemy-attachments", "a4-by-name", 14),
          ("s3-endpoint", "s3-completion-lost-unanswered", 1),
          ("held-processing", "held-release-undecided", 0),
-         ("terminate-and-buckets", "terminate-without-recheck", 1207),
+         ("terminate-and-buckets", "terminate-without-recheck", 52),
          ("variants", "variant-attach-unfenced", 21)]
 #: how many seeds from the recorded one the suite's search tries
 SEARCH = 30
