@@ -101,6 +101,7 @@ TUS = [
     ("after C1 (upload and rows inserted)", "tus.after_create", ABSENT),
     ("mid-upload (second part staged, not yet recorded)", "tus.after_part@2", ABSENT),
     ("every part staged, the last not yet recorded", "tus.after_part@4", ABSENT),
+    ("every part recorded, about to be published", "staged.before_commit", ABSENT),
     ("parts published create-only, tagged pending, hashed", "tus.after_publish", ABSENT),
     ("after confirm", "tus.after_confirm", ABSENT),
     ("after C3 (tagged committed)", "tus.after_tag", CREATED),

@@ -305,8 +305,13 @@ class Resumable:
         except (StoreError, StoreUnavailable) as exc:
             # Terminated (or swept) while its parts were being published: the parts went
             # with it, so the store refuses the publication. The client is told the upload
-            # is gone, not that the store failed.
+            # is gone, not that the store failed. Or a twin completion published them and
+            # finished first (the local store's parts go with its publication): the client
+            # is told what the twin made.
             await self._gone_if_ended(upload, intent, exc)
+            made = await _made_by_another(self, upload.id)
+            if made is not None:
+                return made
             raise
         try:
             return await finish(self, upload, intent, digests, "tus")
